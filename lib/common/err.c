@@ -1,0 +1,78 @@
+/* err.c - error codes, bounded status text and the gRPC code mapping. */
+#include "common/err.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int gaz_status_set(struct gaz_status *st, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!st || st->code != 0)
+		return code;
+	st->code = code;
+	va_start(ap, fmt);
+	vsnprintf(st->msg, sizeof(st->msg), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+void gaz_status_prefix(struct gaz_status *st, const char *fmt, ...)
+{
+	char head[256], old[sizeof(st->msg)];
+	va_list ap;
+
+	if (!st)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(head, sizeof(head), fmt, ap);
+	va_end(ap);
+	memcpy(old, st->msg, sizeof(old));
+	snprintf(st->msg, sizeof(st->msg), "%s%s", head, old);
+}
+
+void gaz_status_clear(struct gaz_status *st)
+{
+	if (st)
+		memset(st, 0, sizeof(*st));
+}
+
+const char *gaz_err_str(int code)
+{
+	switch (code) {
+	case GAZ_OK: return "ok";
+	case GAZ_EOF: return "end of stream";
+	case GAZ_EINVAL: return "invalid argument";
+	case GAZ_ENOMEM: return "out of memory";
+	case GAZ_ECANCELLED: return "cancelled";
+	case GAZ_ETIMEDOUT: return "deadline exceeded";
+	case GAZ_EIO: return "i/o error";
+	case GAZ_ERPC: return "rpc failed";
+	case GAZ_ENOTFOUND: return "not found";
+	case GAZ_EEXIST: return "already exists";
+	case GAZ_EPROTO: return "protocol violation";
+	case GAZ_EUNAVAIL: return "unavailable";
+	case GAZ_ESTOPPED: return "stopped";
+	case GAZ_EPERM: return "permission denied";
+	case GAZ_ERANGE: return "limit exceeded";
+	}
+	return "unknown error";
+}
+
+int gaz_err_grpc_code(int code)
+{
+	/* Values are grpc_status_code; spelled out to keep grpc out of common. */
+	switch (code) {
+	case GAZ_OK: return 0;
+	case GAZ_ECANCELLED: return 1;  /* CANCELLED */
+	case GAZ_EINVAL: return 3;      /* INVALID_ARGUMENT */
+	case GAZ_ETIMEDOUT: return 4;   /* DEADLINE_EXCEEDED */
+	case GAZ_ENOTFOUND: return 5;   /* NOT_FOUND */
+	case GAZ_EEXIST: return 6;      /* ALREADY_EXISTS */
+	case GAZ_EPERM: return 16;      /* UNAUTHENTICATED */
+	case GAZ_ERANGE: return 8;      /* RESOURCE_EXHAUSTED */
+	case GAZ_EUNAVAIL: return 14;   /* UNAVAILABLE */
+	case GAZ_ESTOPPED: return 14;   /* UNAVAILABLE */
+	}
+	return 2; /* UNKNOWN, as Gazette answers plain errors */
+}

@@ -1,0 +1,92 @@
+/*
+ * etcd.h - a small etcd v3 client over lib/rpc: KV (Range, Put,
+ * DeleteRange, Txn), Lease (Grant, KeepAlive, Revoke) and Watch.
+ *
+ * Requests and responses are the protobuf-c structs generated from
+ * proto/etcd.proto (Etcdserverpb__*). Calls are synchronous and
+ * thread-safe; streams (watch, keep-alive) run on their own threads.
+ * Errors: GAZ_EUNAVAIL when etcd cannot be reached (the caller retries),
+ * GAZ_ERPC for other failures (grpc code in st->grpc), GAZ_ETIMEDOUT.
+ */
+#ifndef GAZ_ETCD_ETCD_H
+#define GAZ_ETCD_ETCD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "etcd.pb-c.h"
+
+struct gaz_etcd;
+
+/* gaz_etcd_new makes a client of the endpoint "http://127.0.0.1:2379"
+ * (http or unix; https not yet). `timeout_ms` bounds each unary call.
+ * Does not connect yet. NULL with st set on a malformed endpoint. */
+struct gaz_etcd *gaz_etcd_new(const char *endpoint, int64_t timeout_ms, struct gaz_status *st);
+void gaz_etcd_free(struct gaz_etcd *e);
+
+/* Unary calls. *resp is owned by the caller: free with
+ * protobuf_c_message_free_unpacked(&(*resp)->base, NULL). */
+int gaz_etcd_range(struct gaz_etcd *e, const Etcdserverpb__RangeRequest *req,
+		   Etcdserverpb__RangeResponse **resp, struct gaz_status *st);
+int gaz_etcd_put(struct gaz_etcd *e, const Etcdserverpb__PutRequest *req,
+		 Etcdserverpb__PutResponse **resp, struct gaz_status *st);
+int gaz_etcd_delete(struct gaz_etcd *e, const Etcdserverpb__DeleteRangeRequest *req,
+		    Etcdserverpb__DeleteRangeResponse **resp, struct gaz_status *st);
+int gaz_etcd_txn(struct gaz_etcd *e, const Etcdserverpb__TxnRequest *req,
+		 Etcdserverpb__TxnResponse **resp, struct gaz_status *st);
+
+/* gaz_etcd_prefix_end writes the range_end of a prefix scan (prefix with its
+ * last byte incremented) into out[len]; len must equal the prefix length. */
+void gaz_etcd_prefix_end(const uint8_t *prefix, size_t len, uint8_t *out);
+
+/* ---- leases ------------------------------------------------------------ */
+
+/* gaz_etcd_lease_grant grants a lease of ttl_s seconds; *id receives it. */
+int gaz_etcd_lease_grant(struct gaz_etcd *e, int64_t ttl_s, int64_t *id, struct gaz_status *st);
+
+/* gaz_etcd_lease_revoke revokes the lease (etcd deletes its keys). */
+int gaz_etcd_lease_revoke(struct gaz_etcd *e, int64_t id, struct gaz_status *st);
+
+struct gaz_etcd_keepalive;
+
+/* Called from the keep-alive thread once when the lease is lost (expired,
+ * revoked, or etcd unreachable past the TTL). */
+typedef void (*gaz_etcd_lease_lost_fn)(void *arg, const char *why);
+
+/* gaz_etcd_keepalive_start keeps lease `id` alive, sending a keep-alive
+ * every ttl_s/3 seconds on one LeaseKeepAlive stream (reopened on errors).
+ * Returns NULL with st set on failure. Stop with gaz_etcd_keepalive_stop. */
+struct gaz_etcd_keepalive *gaz_etcd_keepalive_start(struct gaz_etcd *e, int64_t id,
+						    int64_t ttl_s, gaz_etcd_lease_lost_fn lost,
+						    void *arg, struct gaz_status *st);
+void gaz_etcd_keepalive_stop(struct gaz_etcd_keepalive *ka);
+
+/* ---- watch ------------------------------------------------------------- */
+
+struct gaz_etcd_watch;
+
+/* Called on the watch thread for each WatchResponse carrying events, in
+ * order. `resp` is borrowed for the call. A non-zero return stops the watch
+ * (the error callback then receives GAZ_ECANCELLED). */
+typedef int (*gaz_etcd_watch_fn)(void *arg, const Etcdserverpb__WatchResponse *resp);
+
+/* Called once when the watch ends for good: compaction past start_revision
+ * (GAZ_ERANGE), stopped by the caller (GAZ_ECANCELLED). Transient errors
+ * (etcd restart, connection loss) are retried internally with backoff,
+ * resuming from the last delivered revision + 1, and are not reported. */
+typedef void (*gaz_etcd_watch_end_fn)(void *arg, int code, const char *why);
+
+/* gaz_etcd_watch_start watches [key, range_end) from start_revision with
+ * progress notifications. Returns NULL with st set on failure. */
+struct gaz_etcd_watch *gaz_etcd_watch_start(struct gaz_etcd *e, const uint8_t *key, size_t key_len,
+					    const uint8_t *range_end, size_t range_end_len,
+					    int64_t start_revision, gaz_etcd_watch_fn fn,
+					    gaz_etcd_watch_end_fn end_fn, void *arg,
+					    struct gaz_status *st);
+
+/* gaz_etcd_watch_stop cancels the watch and joins its thread. Must not be
+ * called from the watch callbacks. */
+void gaz_etcd_watch_stop(struct gaz_etcd_watch *w);
+
+#endif

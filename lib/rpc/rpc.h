@@ -1,0 +1,241 @@
+/*
+ * rpc.h - gazette-c's only door to grpc core (nothing else includes
+ * grpc/grpc.h). Server and client calls, messages packed with protobuf-c.
+ *
+ * Model (design.md §4.2, grpc-core.md §2): one process-wide NEXT completion
+ * queue drained by a few poller threads that only dispatch tags (a tag is a
+ * struct whose first member is its completion function). Every server call
+ * runs its handler on a thread of a bounded pool, as sequential code: the
+ * blocking helpers below start one grpc batch and wait on the call's own
+ * mutex/condvar, which pollers signal on completion, and which is also
+ * signalled by cancellation (RECV_CLOSE_ON_SERVER) and by gaz_rpc_wake()
+ * from application code (a commit, an index change). That is Go's select in
+ * C: gaz_rpc_wait() returns on wake, cancellation or deadline.
+ *
+ * Client calls (peers, etcd, gazctl) use the same queue and pollers, so
+ * connects always make progress (grpc-core.md §7.6).
+ *
+ * Deadlines are monotonic nanoseconds (clock.h), GAZ_DEADLINE_NEVER = none.
+ * Functions return 0 or a negative GAZ_E* code (common/err.h); remote
+ * failures are GAZ_ERPC with the grpc code and message in *st.
+ */
+#ifndef GAZ_RPC_RPC_H
+#define GAZ_RPC_RPC_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+/* gRPC status codes we name (same values as grpc_status_code). */
+enum {
+	GAZ_GRPC_OK = 0,
+	GAZ_GRPC_CANCELLED = 1,
+	GAZ_GRPC_UNKNOWN = 2,
+	GAZ_GRPC_INVALID_ARGUMENT = 3,
+	GAZ_GRPC_DEADLINE_EXCEEDED = 4,
+	GAZ_GRPC_NOT_FOUND = 5,
+	GAZ_GRPC_RESOURCE_EXHAUSTED = 8,
+	GAZ_GRPC_FAILED_PRECONDITION = 9,
+	GAZ_GRPC_UNIMPLEMENTED = 12,
+	GAZ_GRPC_INTERNAL = 13,
+	GAZ_GRPC_UNAVAILABLE = 14,
+	GAZ_GRPC_UNAUTHENTICATED = 16,
+};
+
+/* ---- runtime ---------------------------------------------------------- */
+
+/* gaz_rpc_init starts grpc and `pollers` (1 or 2) poller threads on the
+ * shared completion queue. Call once, before any other gaz_rpc_* call and
+ * after blocking SIGINT/SIGTERM in the main thread (grpc-core.md P6).
+ * Returns 0 or GAZ_EINVAL. */
+int gaz_rpc_init(int pollers);
+
+/* gaz_rpc_shutdown stops the pollers and grpc. All servers, channels and
+ * calls must have been freed. */
+void gaz_rpc_shutdown(void);
+
+/* ---- server ----------------------------------------------------------- */
+
+struct gaz_rpc_server;
+struct gaz_rpc_call;
+
+/* A handler runs on a pool thread with the call accepted and its first
+ * request NOT yet received. It must end the call with gaz_rpc_finish()
+ * (exactly once) before returning; the call is freed after it returns. */
+typedef void (*gaz_rpc_handler_fn)(struct gaz_rpc_call *call, void *arg);
+
+struct gaz_rpc_server_opts {
+	int max_recv_bytes;   /* max inbound message; 0 = 4 MiB (Gazette's default) */
+	int max_handlers;     /* concurrent handler threads; 0 = 4096 */
+	int keepalive_ms;     /* server keepalive ping interval; 0 = 30000 */
+};
+
+/* gaz_rpc_server_new creates a server (not started). `opts` may be NULL.
+ * Returns NULL only on allocation failure. Free with gaz_rpc_server_free. */
+struct gaz_rpc_server *gaz_rpc_server_new(const struct gaz_rpc_server_opts *opts);
+
+/* gaz_rpc_server_register binds a full method path ("/protocol.Journal/Read")
+ * to a handler. Before start only. Unregistered methods are answered
+ * UNIMPLEMENTED (grpc-core.md P1). Returns 0, GAZ_EINVAL or GAZ_ENOMEM. */
+int gaz_rpc_server_register(struct gaz_rpc_server *srv, const char *path, gaz_rpc_handler_fn fn,
+			    void *arg);
+
+/* gaz_rpc_server_start starts serving. Connections come in through
+ * gaz_rpc_server_add_fd (one-port mode) and, if `listen_addr` is non-NULL
+ * ("127.0.0.1:0"), a native grpc listener too; the bound port is stored in
+ * *port_out when non-NULL. Returns 0, GAZ_EIO (bind failed). */
+int gaz_rpc_server_start(struct gaz_rpc_server *srv, const char *listen_addr, int *port_out);
+
+/* gaz_rpc_server_add_fd hands an accepted connection whose first bytes
+ * (peeked, not consumed) are the HTTP/2 preface to grpc. The fd is consumed
+ * in every case: grpc owns and closes it. `peer` ("ipv4:1.2.3.4:5") is kept
+ * for gaz_rpc_peer. Returns 0, or GAZ_ESTOPPED once shutdown has begun (the
+ * fd is then closed here). Thread-safe. Follows grpc-core.md §7.3 R1-R5. */
+int gaz_rpc_server_add_fd(struct gaz_rpc_server *srv, int fd, const char *peer);
+
+/* gaz_rpc_server_shutdown stops accepting calls, lets running calls finish
+ * for up to `grace_ms`, then cancels the rest and waits for every handler to
+ * return. Idempotent. */
+void gaz_rpc_server_shutdown(struct gaz_rpc_server *srv, int64_t grace_ms);
+
+/* gaz_rpc_server_free shuts down (grace 0) if needed and frees. */
+void gaz_rpc_server_free(struct gaz_rpc_server *srv);
+
+/* ---- server call: used only on the handler's thread, except wake ------- */
+
+/* gaz_rpc_recv receives the next request message and unpacks it with `desc`.
+ * *out is owned by the caller: free with protobuf_c_message_free_unpacked(
+ * *out, NULL). Returns 0, GAZ_EOF (client half-closed), GAZ_ECANCELLED
+ * (client cancelled, deadline, connection lost), GAZ_ETIMEDOUT (deadline_ns
+ * passed; the call stays usable), GAZ_EPROTO (message failed to unpack;
+ * answer INVALID_ARGUMENT). */
+int gaz_rpc_recv(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
+		 ProtobufCMessage **out, int64_t deadline_ns);
+
+/* gaz_rpc_recv_raw is gaz_rpc_recv without unpacking: *buf (malloc'd, free
+ * with free) holds the serialized message of *len bytes. Same returns. */
+int gaz_rpc_recv_raw(struct gaz_rpc_call *call, uint8_t **buf, size_t *len, int64_t deadline_ns);
+
+/* gaz_rpc_send packs and sends one response message; blocks until grpc
+ * accepted it (flow control). Returns 0 or GAZ_ECANCELLED. */
+int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg);
+
+/* gaz_rpc_finish ends the call with a status. For a unary or
+ * client-streaming method `resp` is the single response message (NULL when
+ * `code` != OK); for streaming responses pass NULL. `msg` may be NULL.
+ * Waits for the batch. Returns 0 or GAZ_ECANCELLED (the client went away;
+ * the call is still finished). Must be called exactly once. */
+int gaz_rpc_finish(struct gaz_rpc_call *call, const ProtobufCMessage *resp, int code,
+		   const char *msg);
+
+/* gaz_rpc_cancelled: whether the client cancelled or the connection died. */
+bool gaz_rpc_cancelled(struct gaz_rpc_call *call);
+
+/* gaz_rpc_wake wakes the call's handler out of gaz_rpc_wait. Thread-safe,
+ * callable from any thread while the call is alive (callers keep their own
+ * registration so they never wake a freed call). */
+void gaz_rpc_wake(struct gaz_rpc_call *call);
+
+/* gaz_rpc_wait blocks the handler until gaz_rpc_wake (returns 0; the wake
+ * is consumed), cancellation (GAZ_ECANCELLED) or deadline_ns
+ * (GAZ_ETIMEDOUT). A wake that came before the wait is not lost. */
+int gaz_rpc_wait(struct gaz_rpc_call *call, int64_t deadline_ns);
+
+/* gaz_rpc_metadata returns the value of request metadata `key`
+ * ("authorization") borrowed until the call ends, or NULL. */
+const char *gaz_rpc_metadata(struct gaz_rpc_call *call, const char *key);
+
+/* gaz_rpc_peer: the peer address, borrowed until the call ends. */
+const char *gaz_rpc_peer(struct gaz_rpc_call *call);
+
+/* gaz_rpc_deadline: the client's deadline as monotonic ns, or
+ * GAZ_DEADLINE_NEVER. */
+int64_t gaz_rpc_deadline(struct gaz_rpc_call *call);
+
+/* ---- client ----------------------------------------------------------- */
+
+struct gaz_rpc_channel;
+struct gaz_rpc_stream;
+
+struct gaz_rpc_channel_opts {
+	int max_recv_bytes;  /* 0 = 64 MiB */
+	int keepalive_ms;    /* 0 = 10000; pings also without calls (P4) */
+};
+
+/* gaz_rpc_channel_new opens a lazily connecting channel. `target` is a
+ * grpc target ("127.0.0.1:8080", "unix:///path") or an http:// endpoint
+ * URL as brokers advertise ("http://host:port", "unix://host/path"), which
+ * is converted. Returns NULL on a malformed target or allocation failure.
+ * Thread-safe; free with gaz_rpc_channel_free after all its calls. */
+struct gaz_rpc_channel *gaz_rpc_channel_new(const char *target,
+					    const struct gaz_rpc_channel_opts *opts);
+void gaz_rpc_channel_free(struct gaz_rpc_channel *ch);
+
+/* gaz_rpc_unary performs one unary call: packs `req`, waits for the response
+ * and unpacks it with `resp_desc` into *resp (caller frees with
+ * protobuf_c_message_free_unpacked). `wait_for_ready` waits for a
+ * connection instead of failing fast. Returns 0, GAZ_ERPC (st->grpc holds
+ * the status code, st->msg the detail), GAZ_EPROTO. `md_auth` is an
+ * optional "authorization" metadata value (NULL for none). */
+int gaz_rpc_unary(struct gaz_rpc_channel *ch, const char *path, const ProtobufCMessage *req,
+		  const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+		  int64_t deadline_ns, bool wait_for_ready, const char *md_auth,
+		  struct gaz_status *st);
+
+/* gaz_rpc_stream_open starts a streaming call (client-, server- or
+ * bidi-streaming); nothing is sent yet. Returns NULL on failure (st set). */
+struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const char *path,
+					   int64_t deadline_ns, bool wait_for_ready,
+					   const char *md_auth, struct gaz_status *st);
+
+/* gaz_rpc_stream_send sends one message; blocks for flow control.
+ * Returns 0 or GAZ_ERPC (the call ended: gaz_rpc_stream_finish tells why). */
+int gaz_rpc_stream_send(struct gaz_rpc_stream *s, const ProtobufCMessage *msg);
+
+/* gaz_rpc_stream_close_send half-closes the sending side. */
+int gaz_rpc_stream_close_send(struct gaz_rpc_stream *s);
+
+/* gaz_rpc_stream_recv receives the next message (see gaz_rpc_unary for
+ * ownership). Returns 0, GAZ_EOF (server ended the stream: call
+ * gaz_rpc_stream_finish for the status), GAZ_ETIMEDOUT (deadline_ns passed;
+ * the stream remains usable and the receive stays pending), GAZ_EPROTO. */
+int gaz_rpc_stream_recv(struct gaz_rpc_stream *s, const ProtobufCMessageDescriptor *desc,
+			ProtobufCMessage **out, int64_t deadline_ns);
+
+/* gaz_rpc_stream_finish waits for the final status. Returns 0 if OK, else
+ * GAZ_ERPC with st filled. */
+int gaz_rpc_stream_finish(struct gaz_rpc_stream *s, struct gaz_status *st);
+
+/* gaz_rpc_stream_cancel cancels the call (thread-safe; pending ops fail). */
+void gaz_rpc_stream_cancel(struct gaz_rpc_stream *s);
+
+/* gaz_rpc_stream_free cancels if not finished, waits for pending ops and
+ * frees. */
+void gaz_rpc_stream_free(struct gaz_rpc_stream *s);
+
+/* ---- one port: HTTP/1.1 and gRPC on one listening socket -------------- */
+
+struct gaz_rpc_listener;
+
+/* Called on a listener thread for each HTTP/1 connection; owns `fd` and must
+ * close it. `peer` is borrowed for the call. */
+typedef void (*gaz_http_conn_fn)(int fd, const char *peer, void *arg);
+
+/* gaz_rpc_listen binds `addr` ("0.0.0.0:8080", "127.0.0.1:0",
+ * "unix:///abs/path"), accepts connections, peeks each one's first bytes
+ * (7.5 s sniff timeout, Gazette's) and hands HTTP/2 preface connections to
+ * `srv` (which must be started) and the rest to `http_fn`. The bound port is
+ * stored in *port_out (0 for unix). Returns NULL with st set on failure. */
+struct gaz_rpc_listener *gaz_rpc_listen(const char *addr, struct gaz_rpc_server *srv,
+					gaz_http_conn_fn http_fn, void *http_arg, int *port_out,
+					struct gaz_status *st);
+
+/* gaz_rpc_listener_close stops accepting, waits until no sniffer can still
+ * hand a connection to grpc (R2) and for HTTP connections to end (their
+ * fds are shut down for reading). Call before gaz_rpc_server_shutdown. */
+void gaz_rpc_listener_close(struct gaz_rpc_listener *l);
+
+#endif
