@@ -19,7 +19,7 @@ endif
 
 PKGS     = libprotobuf-c openssl libzstd zlib libcurl jansson yaml-0.1
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers \
-           -g $(OPT) -pthread $(SANFLAGS) -Ilib -Iclient/include -I$(BUILD)/gen \
+           -g $(OPT) -pthread $(SANFLAGS) -I. -Ilib -Iclient/include -I$(BUILD)/gen \
            $(shell pkg-config --cflags $(PKGS))
 LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS   = -lgrpc -lgpr $(shell pkg-config --libs $(PKGS)) -lsnappy -lm
@@ -59,7 +59,8 @@ $(BUILD)/gen/google/protobuf/duration.pb-c.c $(BUILD)/gen/google/protobuf/durati
 # Generated headers must exist before any object compiles.
 $(BUILD)/obj/%.o: %.c | $(GEN_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+	@echo "  CC $<"
+	@$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/obj/$(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
@@ -98,12 +99,16 @@ unit: $(UNIT_BINS)
 integration: all
 	@BUILD=$(BUILD) tests/integration/run.sh
 
-test: all
-	@scripts/deps.sh --check
+# test and demo install what is missing first, so both work on a fresh machine.
+test:
+	@scripts/deps.sh
+	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
 
-demo: all
+demo:
+	@scripts/deps.sh
+	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) scripts/demo.sh
 
 bench: all

@@ -19,16 +19,25 @@ int gaz_status_set(struct gaz_status *st, int code, const char *fmt, ...)
 
 void gaz_status_prefix(struct gaz_status *st, const char *fmt, ...)
 {
-	char head[256], old[sizeof(st->msg)];
+	char old[sizeof(st->msg)];
+	size_t n, m;
 	va_list ap;
+	int w;
 
 	if (!st)
 		return;
-	va_start(ap, fmt);
-	vsnprintf(head, sizeof(head), fmt, ap);
-	va_end(ap);
 	memcpy(old, st->msg, sizeof(old));
-	snprintf(st->msg, sizeof(st->msg), "%s%s", head, old);
+	va_start(ap, fmt);
+	w = vsnprintf(st->msg, sizeof(st->msg), fmt, ap);
+	va_end(ap);
+	n = w < 0 ? 0 : (size_t)w;
+	if (n >= sizeof(st->msg) - 1)
+		return;
+	m = strnlen(old, sizeof(old) - 1);
+	if (m > sizeof(st->msg) - 1 - n)
+		m = sizeof(st->msg) - 1 - n;
+	memcpy(st->msg + n, old, m);
+	st->msg[n + m] = 0;
 }
 
 void gaz_status_clear(struct gaz_status *st)

@@ -26,7 +26,11 @@ struct gaz_etcd *gaz_etcd_new(const char *endpoint, int64_t timeout_ms, struct g
 void gaz_etcd_free(struct gaz_etcd *e);
 
 /* Unary calls. *resp is owned by the caller: free with
- * protobuf_c_message_free_unpacked(&(*resp)->base, NULL). */
+ * protobuf_c_message_free_unpacked(&(*resp)->base, NULL); NULL on error.
+ * Each waits for a connection (wait_for_ready) for at most timeout_ms; an
+ * unreachable etcd, grpc UNAVAILABLE or DEADLINE_EXCEEDED give GAZ_EUNAVAIL
+ * (retry), other grpc failures GAZ_ERPC; st->grpc holds the grpc code.
+ * A failed Txn compare is not an error: resp->succeeded is false. */
 int gaz_etcd_range(struct gaz_etcd *e, const Etcdserverpb__RangeRequest *req,
 		   Etcdserverpb__RangeResponse **resp, struct gaz_status *st);
 int gaz_etcd_put(struct gaz_etcd *e, const Etcdserverpb__PutRequest *req,
@@ -40,6 +44,13 @@ int gaz_etcd_txn(struct gaz_etcd *e, const Etcdserverpb__TxnRequest *req,
  * last byte incremented) into out[len]; len must equal the prefix length. */
 void gaz_etcd_prefix_end(const uint8_t *prefix, size_t len, uint8_t *out);
 
+/* gaz_etcd_prefix_range_end is the exact form of gaz_etcd_prefix_end, as
+ * etcd's clientv3.GetPrefixRangeEnd: trailing 0xff bytes are dropped before
+ * the increment, and an all-0xff (or empty) prefix gives "\0" (every key from
+ * key on). out must hold max(len, 1) bytes; returns the range_end length.
+ * Pure; thread-safe. */
+size_t gaz_etcd_prefix_range_end(const uint8_t *prefix, size_t len, uint8_t *out);
+
 /* ---- leases ------------------------------------------------------------ */
 
 /* gaz_etcd_lease_grant grants a lease of ttl_s seconds; *id receives it. */
@@ -51,12 +62,17 @@ int gaz_etcd_lease_revoke(struct gaz_etcd *e, int64_t id, struct gaz_status *st)
 struct gaz_etcd_keepalive;
 
 /* Called from the keep-alive thread once when the lease is lost (expired,
- * revoked, or etcd unreachable past the TTL). */
+ * revoked, or etcd unreachable past the TTL); the thread then ends (the
+ * caller must still call gaz_etcd_keepalive_stop). `why` is borrowed for
+ * the call. Never called after or during gaz_etcd_keepalive_stop. */
 typedef void (*gaz_etcd_lease_lost_fn)(void *arg, const char *why);
 
 /* gaz_etcd_keepalive_start keeps lease `id` alive, sending a keep-alive
  * every ttl_s/3 seconds on one LeaseKeepAlive stream (reopened on errors).
- * Returns NULL with st set on failure. Stop with gaz_etcd_keepalive_stop. */
+ * `e` is borrowed and must outlive it; `lost` may be NULL. Returns NULL
+ * with st set: GAZ_EINVAL (ttl_s <= 0), GAZ_ENOMEM. Stop with
+ * gaz_etcd_keepalive_stop (cancels the stream and joins the thread; not
+ * from within lost()). */
 struct gaz_etcd_keepalive *gaz_etcd_keepalive_start(struct gaz_etcd *e, int64_t id,
 						    int64_t ttl_s, gaz_etcd_lease_lost_fn lost,
 						    void *arg, struct gaz_status *st);
@@ -71,14 +87,22 @@ struct gaz_etcd_watch;
  * (the error callback then receives GAZ_ECANCELLED). */
 typedef int (*gaz_etcd_watch_fn)(void *arg, const Etcdserverpb__WatchResponse *resp);
 
-/* Called once when the watch ends for good: compaction past start_revision
- * (GAZ_ERANGE), stopped by the caller (GAZ_ECANCELLED). Transient errors
- * (etcd restart, connection loss) are retried internally with backoff,
- * resuming from the last delivered revision + 1, and are not reported. */
+/* Called once, on the watch thread, when the watch ends for good:
+ * compaction past the revision to resume from (GAZ_ERANGE), a cancellation
+ * by etcd for another reason (GAZ_ERPC, e.g. permission denied), stopped by
+ * the caller or by fn (GAZ_ECANCELLED). `why` is borrowed for the call.
+ * Transient errors (etcd restart, connection loss) are retried internally
+ * with Gazette's KeySpace backoff (0, 0, 5 ms, 2 s, 3 s, 4 s, then 5 s),
+ * resuming from the last delivered event's mod_revision + 1, and are not
+ * reported. After it the caller must still call gaz_etcd_watch_stop. */
 typedef void (*gaz_etcd_watch_end_fn)(void *arg, int code, const char *why);
 
-/* gaz_etcd_watch_start watches [key, range_end) from start_revision with
- * progress notifications. Returns NULL with st set on failure. */
+/* gaz_etcd_watch_start watches [key, range_end) from start_revision (0 =
+ * from now: then the revision of etcd's `created` answer anchors resumes)
+ * with progress notifications. key and range_end are copied (range_end may
+ * be NULL/0 for the one key); `e` is borrowed and must outlive the watch;
+ * end_fn may be NULL. Returns NULL with st set: GAZ_EINVAL (no fn, negative
+ * revision), GAZ_ENOMEM. */
 struct gaz_etcd_watch *gaz_etcd_watch_start(struct gaz_etcd *e, const uint8_t *key, size_t key_len,
 					    const uint8_t *range_end, size_t range_end_len,
 					    int64_t start_revision, gaz_etcd_watch_fn fn,

@@ -108,7 +108,9 @@ void gaz_rpc_server_free(struct gaz_rpc_server *srv);
 
 /* gaz_rpc_recv receives the next request message and unpacks it with `desc`.
  * *out is owned by the caller: free with protobuf_c_message_free_unpacked(
- * *out, NULL). Returns 0, GAZ_EOF (client half-closed), GAZ_ECANCELLED
+ * *out, NULL). Returns 0, GAZ_EOF (client half-closed; until the handler
+ * has sent something this is told apart from a cancellation by sending the
+ * response headers, see server.c eof_confirmed), GAZ_ECANCELLED
  * (client cancelled, deadline, connection lost), GAZ_ETIMEDOUT (deadline_ns
  * passed; the call stays usable), GAZ_EPROTO (message failed to unpack;
  * answer INVALID_ARGUMENT). */

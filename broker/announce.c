@@ -1,0 +1,148 @@
+/*
+ * announce.c - the broker's membership in etcd (facts §4.2): a lease kept
+ * alive, the BrokerSpec under <root>/members/<zone>#<suffix> on that lease,
+ * and the `exiting` mark written on SIGTERM.
+ */
+#include "broker/broker.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+
+/* Packs this broker's BrokerSpec into a malloc'd buffer. */
+static uint8_t *broker_spec_pack(struct gaz_broker *b, bool exiting, size_t *len)
+{
+	Protocol__BrokerSpec spec = PROTOCOL__BROKER_SPEC__INIT;
+	Protocol__ProcessSpec ps = PROTOCOL__PROCESS_SPEC__INIT;
+	Protocol__ProcessSpec__ID id = PROTOCOL__PROCESS_SPEC__ID__INIT;
+	uint8_t *buf;
+
+	id.zone = b->cfg.zone;
+	id.suffix = b->cfg.id;
+	ps.id = &id;
+	ps.endpoint = b->endpoint;
+	spec.process_spec = &ps;
+	spec.journal_limit = (uint32_t)b->cfg.limit;
+	spec.exiting = exiting;
+	*len = protocol__broker_spec__get_packed_size(&spec);
+	buf = malloc(*len ? *len : 1);
+	if (buf)
+		protocol__broker_spec__pack(&spec, buf);
+	return buf;
+}
+
+static void on_lease_lost(void *arg, const char *why)
+{
+	struct gaz_broker *b = arg;
+
+	gaz_error("unable to keep member lease alive", "err=\"%s\"", why);
+	atomic_store(&b->lease_lost, true);
+	kill(getpid(), SIGTERM);
+}
+
+/* One attempt: put the member key if absent, else check it is ours.
+ * Returns 0 when announced, GAZ_EEXIST when another lease holds it. */
+static int announce_once(struct gaz_broker *b, const uint8_t *val, size_t len,
+			 struct gaz_status *st)
+{
+	Etcdserverpb__Compare cmp = ETCDSERVERPB__COMPARE__INIT;
+	Etcdserverpb__Compare *cmps[1] = {&cmp};
+	Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
+	Etcdserverpb__RangeRequest get = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	Etcdserverpb__RequestOp op_put = ETCDSERVERPB__REQUEST_OP__INIT, op_get = op_put;
+	Etcdserverpb__RequestOp *succ[1] = {&op_put}, *fail[1] = {&op_get};
+	Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
+	Etcdserverpb__TxnResponse *resp = NULL;
+	ProtobufCBinaryData key = {strlen(b->member_key), (uint8_t *)b->member_key};
+	int rc;
+
+	cmp.result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
+	cmp.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__VERSION;
+	cmp.key = key;
+	cmp.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_VERSION;
+	cmp.version = 0;
+	put.key = key;
+	put.value.data = (uint8_t *)val;
+	put.value.len = len;
+	put.lease = b->lease_id;
+	op_put.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+	op_put.request_put = &put;
+	get.key = key;
+	op_get.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+	op_get.request_range = &get;
+	txn.n_compare = 1;
+	txn.compare = cmps;
+	txn.n_success = 1;
+	txn.success = succ;
+	txn.n_failure = 1;
+	txn.failure = fail;
+	if ((rc = gaz_etcd_txn(b->etcd, &txn, &resp, st)))
+		return rc;
+	rc = 0;
+	if (!resp->succeeded) {
+		const Etcdserverpb__RangeResponse *r =
+			resp->n_responses ? resp->responses[0]->response_range : NULL;
+		if (!r || !r->n_kvs || r->kvs[0]->lease != b->lease_id)
+			rc = gaz_status_set(st, GAZ_EEXIST, "member key %s is held by another lease",
+					    b->member_key);
+	}
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return rc;
+}
+
+int gaz_announce(struct gaz_broker *b, struct gaz_status *st)
+{
+	int64_t ttl_s = b->cfg.etcd_lease_ns / GAZ_NS_PER_S;
+	size_t len;
+	uint8_t *val;
+	int rc;
+
+	if (ttl_s < 1)
+		ttl_s = 1;
+	if ((rc = gaz_etcd_lease_grant(b->etcd, ttl_s, &b->lease_id, st)))
+		return rc;
+	b->keepalive = gaz_etcd_keepalive_start(b->etcd, b->lease_id, ttl_s, on_lease_lost, b, st);
+	if (!b->keepalive)
+		return st->code ? st->code : GAZ_EUNAVAIL;
+	if (!(val = broker_spec_pack(b, false, &len)))
+		return gaz_status_set(st, GAZ_ENOMEM, "announce: out of memory");
+	while ((rc = announce_once(b, val, len, st)) == GAZ_EEXIST && !atomic_load(&b->exiting)) {
+		/* An earlier process with our id still holds the key until its
+		 * lease expires; Gazette retries every 10 s. */
+		gaz_warn("member key already exists; retrying", "key=%s", b->member_key);
+		gaz_status_clear(st);
+		for (int i = 0; i < 20 && !atomic_load(&b->exiting); i++)
+			usleep(500 * 1000);
+	}
+	free(val);
+	if (!rc)
+		atomic_store(&b->announced, true);
+	return rc;
+}
+
+int gaz_announce_exiting(struct gaz_broker *b, struct gaz_status *st)
+{
+	Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
+	Etcdserverpb__PutResponse *resp = NULL;
+	size_t len;
+	uint8_t *val = broker_spec_pack(b, true, &len);
+	int rc;
+
+	if (!val)
+		return gaz_status_set(st, GAZ_ENOMEM, "announce exiting: out of memory");
+	/* Our own key on our own lease: a plain put keeping the lease. */
+	put.key.data = (uint8_t *)b->member_key;
+	put.key.len = strlen(b->member_key);
+	put.value.data = val;
+	put.value.len = len;
+	put.ignore_lease = true;
+	rc = gaz_etcd_put(b->etcd, &put, &resp, st);
+	free(val);
+	if (!rc)
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return rc;
+}

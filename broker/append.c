@@ -1,0 +1,324 @@
+/*
+ * append.c - the Append RPC (client-streaming; facts §2.1, §2.1.1).
+ *
+ * States, after Gazette's append FSM:
+ *
+ *   RESOLVE ──not primary──▶ AWAIT_DESIRED_REPLICAS ─▶ PROXY
+ *      │ primary
+ *      ▼
+ *   ACQUIRE (the replica's append token) ─▶ UPDATE_ASSIGNMENTS (route
+ *   consistency write, §4.6) ─▶ AWAIT_DESIRED_REPLICAS ─▶
+ *   VALIDATE_PRECONDITIONS (registers, offsets, suspension, rolls) ─▶
+ *   STREAM_CONTENT ─▶ commit or roll back ─▶ response
+ *
+ * Any state may loop back to RESOLVE at a newer etcd revision. Replication
+ * to peers (the Replicate pipeline) is the next step of the project: a
+ * route of more than one member is answered UNIMPLEMENTED for now.
+ */
+#include "broker/broker.h"
+
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/append_int.h"
+#include "broker/replica.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "protocol/labels.h"
+#include "protocol/validate.h"
+
+/* An empty append commits SHA1(""), unlike empty spool fragments (§2.1). */
+static const uint8_t sha1_empty[20] = {0xda, 0x39, 0xa3, 0xee, 0x5e, 0x6b, 0x4b, 0x0d, 0x32, 0x55,
+				       0xbf, 0xef, 0x95, 0x60, 0x18, 0x90, 0xaf, 0xd8, 0x07, 0x09};
+
+static void respond_status(struct append_ctx *a, int status)
+{
+	Protocol__AppendResponse resp = PROTOCOL__APPEND_RESPONSE__INIT;
+	Protocol__Header *h = gaz_header_build(a->b, &a->res);
+	Protocol__LabelSet regs = PROTOCOL__LABEL_SET__INIT;
+
+	resp.status = status;
+	resp.header = h;
+	if (status == PROTOCOL__STATUS__REGISTER_MISMATCH)
+		resp.registers = a->registers ? a->registers : &regs;
+	if (status == PROTOCOL__STATUS__FRAGMENT_STORE_UNHEALTHY)
+		resp.store_health_error = a->store_error;
+	gaz_rpc_finish(a->call, &resp.base, GAZ_GRPC_OK, NULL);
+	gaz_header_free(h);
+	a->finished = true;
+}
+
+static void respond_error(struct append_ctx *a, int code, const char *msg)
+{
+	gaz_rpc_finish(a->call, NULL, code, msg);
+	a->finished = true;
+}
+
+/* ---- RESOLVE and the assignment writes ----------------------------------- */
+
+static int resolve(struct append_ctx *a)
+{
+	struct gaz_resolve_opts o = {
+		.may_proxy = !a->req->do_not_proxy,
+		.require_primary = true,
+		.min_etcd_revision = a->read_through_rev,
+		.proxy_header = a->req->header,
+		.call = a->call,
+	};
+	struct gaz_status st = {0};
+	int rc;
+
+	gaz_resolution_release(&a->res);
+	rc = gaz_resolve(a->b, a->req->journal, &o, &a->res, &st);
+	if (rc) {
+		respond_error(a, rc == GAZ_ECANCELLED ? GAZ_GRPC_CANCELLED : GAZ_GRPC_UNKNOWN, st.msg);
+		return rc;
+	}
+	return 0;
+}
+
+static int64_t desired_replication(const struct append_ctx *a)
+{
+	const Protocol__JournalSpec *s = a->res.spec;
+	int64_t r = s->replication;
+
+	if (r > a->b->cfg.max_replication)
+		r = a->b->cfg.max_replication;
+	if (s->suspend && s->suspend->level == PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__PARTIAL && r > 1)
+		r = 1;
+	return r;
+}
+
+/* Appends to a txn: for every assignment compare its mod revision, and put
+ * the derived route (no endpoints) into each inconsistent one (§4.6). */
+static int update_assignments(struct append_ctx *a, bool *wrote)
+{
+	struct gaz_route *r = &a->res.route;
+	struct gaz_txn t;
+	Protocol__Route *p = gaz_route_to_proto(r, false);
+	size_t len = p ? protocol__route__get_packed_size(p) : 0;
+	uint8_t *val = p ? malloc(len ? len : 1) : NULL;
+	struct gaz_status st = {0};
+	int rc = 0;
+
+	*wrote = false;
+	if (!p || !val) {
+		gaz_route_proto_free(p);
+		free(val);
+		return GAZ_ENOMEM;
+	}
+	protocol__route__pack(p, val);
+	gaz_route_proto_free(p);
+	gaz_txn_init(&t);
+	for (size_t i = 0; i < r->n; i++) {
+		char *key = gaz_ks_assign_key(a->b->root, a->res.journal, r->zone[i], r->suffix[i],
+					      r->slot[i]);
+		if (!key) {
+			rc = GAZ_ENOMEM;
+			break;
+		}
+		gaz_txn_compare_mod(&t, key, r->mod_revision[i]);
+		if (!r->consistent[i]) {
+			gaz_txn_put(&t, key, val, len, 0, true);
+			*wrote = true;
+		}
+		free(key);
+	}
+	if (!rc && *wrote)
+		rc = gaz_txn_commit(a->b->etcd, &t, NULL, &a->read_through_rev, &st);
+	gaz_txn_release(&t);
+	free(val);
+	if (rc)
+		gaz_warn("route consistency write failed", "journal=%s err=\"%s\"", a->res.journal,
+			 st.msg);
+	return rc;
+}
+
+/* Writes the item with a new suspension, guarded by the item's and every
+ * assignment's mod revision (UPDATE_SUSPEND). */
+int gaz__append_update_suspend(struct append_ctx *a, int level, int64_t offset)
+{
+	Protocol__JournalSpec__Suspend sus = PROTOCOL__JOURNAL_SPEC__SUSPEND__INIT;
+	Protocol__JournalSpec__Suspend *old = a->res.spec->suspend;
+	struct gaz_route *r = &a->res.route;
+	char *ikey = gaz_ks_item_key(a->b->root, a->res.journal);
+	struct gaz_status st = {0};
+	struct gaz_txn t;
+	uint8_t *val;
+	size_t len;
+	bool ok = false;
+	int rc;
+
+	sus.level = level;
+	sus.offset = offset;
+	a->res.spec->suspend = &sus;
+	len = protocol__journal_spec__get_packed_size(a->res.spec);
+	val = malloc(len ? len : 1);
+	if (val)
+		protocol__journal_spec__pack(a->res.spec, val);
+	a->res.spec->suspend = old;
+	if (!val || !ikey) {
+		free(val);
+		free(ikey);
+		return GAZ_ENOMEM;
+	}
+	gaz_txn_init(&t);
+	gaz_txn_compare_mod(&t, ikey, a->res.item_mod_revision);
+	for (size_t i = 0; i < r->n; i++) {
+		char *key = gaz_ks_assign_key(a->b->root, a->res.journal, r->zone[i], r->suffix[i],
+					      r->slot[i]);
+		if (key)
+			gaz_txn_compare_mod(&t, key, r->mod_revision[i]);
+		free(key);
+	}
+	gaz_txn_put(&t, ikey, val, len, 0, false);
+	rc = gaz_txn_commit(a->b->etcd, &t, &ok, &a->read_through_rev, &st);
+	gaz_txn_release(&t);
+	free(val);
+	free(ikey);
+	if (!rc)
+		gaz_info("journal suspension updated", "journal=%s level=%d offset=%lld ok=%d",
+			 a->res.journal, level, (long long)offset, ok);
+	return rc;
+}
+
+/* ---- the response of a committed append ---------------------------------- */
+
+void gaz__append_respond_commit(struct append_ctx *a)
+{
+	Protocol__AppendResponse resp = PROTOCOL__APPEND_RESPONSE__INIT;
+	Protocol__Fragment commit = PROTOCOL__FRAGMENT__INIT;
+	Protocol__SHA1Sum sum = PROTOCOL__SHA1_SUM__INIT;
+	Protocol__LabelSet empty = PROTOCOL__LABEL_SET__INIT;
+	Protocol__Header *h = gaz_header_build(a->b, &a->res);
+
+	commit.journal = a->res.journal;
+	commit.begin = a->commit_begin;
+	commit.end = a->commit_end;
+	commit.compression_codec = a->commit_codec;
+	gaz_sha1sum_to_proto(a->commit_begin == a->commit_end ? sha1_empty : a->commit_sum, &sum);
+	commit.sum = &sum;
+	resp.status = PROTOCOL__STATUS__OK;
+	resp.header = h;
+	resp.commit = &commit;
+	resp.registers = a->registers ? a->registers : &empty;
+	resp.total_chunks = a->total_chunks;
+	resp.delayed_chunks = a->delayed_chunks;
+	gaz_rpc_finish(a->call, &resp.base, GAZ_GRPC_OK, NULL);
+	gaz_header_free(h);
+	a->finished = true;
+}
+
+/* ---- the state machine ---------------------------------------------------- */
+
+/* Primary path once resolved and holding the token. Returns 1 to resolve
+ * again, 0 when the call was answered. */
+static int as_primary(struct append_ctx *a)
+{
+	struct gaz_replica *r = a->res.replica;
+	int64_t d = desired_replication(a);
+	bool wrote;
+	int rc;
+
+	if ((rc = gaz_replica_acquire(r, a->call))) {
+		if (rc == GAZ_ESTOPPED)
+			return 1;
+		respond_error(a, GAZ_GRPC_CANCELLED, "cancelled waiting for the journal");
+		return 0;
+	}
+	a->token = r;
+	rc = update_assignments(a, &wrote);
+	if (rc || wrote) {
+		gaz_replica_release(r);
+		a->token = NULL;
+		if (rc)
+			respond_error(a, GAZ_GRPC_UNAVAILABLE, "updating assignments in etcd failed");
+		return rc ? 0 : 1;
+	}
+	if ((int64_t)a->res.route.n > d) {
+		/* Wait for the allocator to shrink the route. */
+		gaz_replica_release(r);
+		a->token = NULL;
+		a->read_through_rev = a->res.etcd.revision + 1;
+		return 1;
+	}
+	if ((int64_t)a->res.route.n < d) {
+		respond_status(a, PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS);
+		return 0;
+	}
+	if (a->res.route.n > 1) {
+		respond_error(a, GAZ_GRPC_UNIMPLEMENTED,
+			      "appends to journals with replication > 1 are not implemented yet");
+		return 0;
+	}
+	return gaz__append_local(a);
+}
+
+/* The broker-level outcome of RESOLVE. Returns 1 to resolve again. */
+static int after_resolve(struct append_ctx *a)
+{
+	int status = a->res.status;
+
+	if (status == PROTOCOL__STATUS__SUSPENDED &&
+	    a->req->suspend == PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_RESUME) {
+		int64_t off = a->res.spec->suspend ? a->res.spec->suspend->offset : 0;
+		if (gaz__append_update_suspend(a, PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__NONE, off)) {
+			respond_error(a, GAZ_GRPC_UNAVAILABLE, "resuming the journal failed");
+			return 0;
+		}
+		return 1;
+	}
+	if (status != PROTOCOL__STATUS__OK) {
+		respond_status(a, status);
+		return 0;
+	}
+	if (!a->res.replica) {
+		int64_t d = desired_replication(a);
+		if ((int64_t)a->res.route.n > d) {
+			a->read_through_rev = a->res.etcd.revision + 1;
+			return 1;
+		}
+		if ((int64_t)a->res.route.n < d) {
+			respond_status(a, PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS);
+			return 0;
+		}
+		gaz__append_proxy(a);
+		return 0;
+	}
+	return as_primary(a);
+}
+
+void gaz_handle_append(struct gaz_rpc_call *call, void *arg)
+{
+	struct append_ctx a = {.b = arg, .call = call};
+	struct gaz_status st = {0};
+	int rc;
+
+	a.res.route.primary = -1;
+	rc = gaz_rpc_recv(call, &protocol__append_request__descriptor, (ProtobufCMessage **)&a.req,
+			  GAZ_DEADLINE_NEVER);
+	if (rc) {
+		gaz_rpc_finish(call, NULL, rc == GAZ_EPROTO ? GAZ_GRPC_INVALID_ARGUMENT : GAZ_GRPC_CANCELLED,
+			       rc == GAZ_EPROTO ? "malformed AppendRequest" : "expected AppendRequest");
+		return;
+	}
+	if (!a.req->journal[0])
+		gaz_status_set(&st, GAZ_EINVAL, "expected first AppendRequest to have a Journal");
+	else
+		gaz_validate_append_request(a.req, &st);
+	if (st.code) {
+		respond_error(&a, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
+	} else {
+		a.read_through_rev = a.req->min_etcd_revision;
+		while (!a.finished && resolve(&a) == 0 && after_resolve(&a) == 1)
+			;
+	}
+	if (a.token)
+		gaz_replica_release(a.token);
+	if (!a.finished)
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_CANCELLED, "append abandoned");
+	gaz_labelset_free(a.registers);
+	gaz_resolution_release(&a.res);
+	protobuf_c_message_free_unpacked(&a.req->base, NULL);
+}

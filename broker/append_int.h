@@ -1,0 +1,38 @@
+/* append_int.h - state shared by append.c, append_local.c and proxy.c. */
+#ifndef GAZ_BROKER_APPEND_INT_H
+#define GAZ_BROKER_APPEND_INT_H
+
+#include "broker/broker.h"
+#include "etcd/txn.h"
+
+struct append_ctx {
+	struct gaz_broker *b;
+	struct gaz_rpc_call *call;
+	Protocol__AppendRequest *req;      /* the first message */
+	struct gaz_resolution res;
+	int64_t read_through_rev;
+	struct gaz_replica *token;         /* replica whose append token we hold */
+	Protocol__LabelSet *registers;     /* for the response (owned) */
+	char store_error[512];
+	bool finished;
+	/* the commit */
+	int64_t commit_begin, commit_end;
+	uint8_t commit_sum[20];
+	int commit_codec;
+	int64_t total_chunks, delayed_chunks;
+};
+
+/* append_local.c: preconditions, content streaming, commit. The token is
+ * held. Returns 1 to resolve again, 0 once answered. */
+int gaz__append_local(struct append_ctx *a);
+
+/* append.c: suspension write (UPDATE_SUSPEND). */
+int gaz__append_update_suspend(struct append_ctx *a, int level, int64_t offset);
+
+/* append.c: the OK response with the commit. */
+void gaz__append_respond_commit(struct append_ctx *a);
+
+/* proxy.c: forwards the append to the primary and relays its response. */
+void gaz__append_proxy(struct append_ctx *a);
+
+#endif

@@ -1,0 +1,381 @@
+/*
+ * append_local.c - an append on the primary: VALIDATE_PRECONDITIONS and
+ * STREAM_CONTENT of Gazette's append FSM (facts §2.1, §2.1.1, §6.3), with
+ * the replica's append token held. The client's bytes go to the spool as
+ * they arrive and become visible only at commit; anything else rolls back.
+ */
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "broker/append_int.h"
+#include "broker/replica.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "protocol/labels.h"
+#include "protocol/validate.h"
+
+#define SUSPEND(x) PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_##x
+#define LEVEL(x) PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__##x
+
+static void finish_status(struct append_ctx *a, int status)
+{
+	Protocol__AppendResponse resp = PROTOCOL__APPEND_RESPONSE__INIT;
+	Protocol__LabelSet empty = PROTOCOL__LABEL_SET__INIT;
+	Protocol__Header *h = gaz_header_build(a->b, &a->res);
+
+	resp.status = status;
+	resp.header = h;
+	if (status == PROTOCOL__STATUS__REGISTER_MISMATCH)
+		resp.registers = a->registers ? a->registers : &empty;
+	gaz_rpc_finish(a->call, &resp.base, GAZ_GRPC_OK, NULL);
+	gaz_header_free(h);
+	a->finished = true;
+}
+
+static void finish_error(struct append_ctx *a, int code, const char *msg)
+{
+	gaz_rpc_finish(a->call, NULL, code, msg);
+	a->finished = true;
+}
+
+/* maybeRoll (§6.3): the offset to roll the spool to, or -1 to keep it. */
+static int64_t roll_target(const struct gaz_replica *r, const Protocol__JournalSpec__Fragment *fs,
+			   int64_t roll_to)
+{
+	const struct gaz_fragment *f = &r->spool.fragment;
+	int64_t len = f->end - f->begin, interval_s;
+
+	if (len == 0 || len > fs->length || (roll_to && roll_to != f->begin))
+		return roll_to ? roll_to : f->end;
+	interval_s = fs->flush_interval ? fs->flush_interval->seconds : 0;
+	if (interval_s > 0 && r->spool.first_append_ns) {
+		int64_t now_s = gaz_wall_ns() / GAZ_NS_PER_S;
+		if (r->spool.first_append_ns / GAZ_NS_PER_S / interval_s != now_s / interval_s)
+			return f->end;
+	}
+	return -1;
+}
+
+static int maybe_roll(struct append_ctx *a, int64_t roll_to)
+{
+	struct gaz_replica *r = a->res.replica;
+	const Protocol__JournalSpec__Fragment *fs = a->res.spec->fragment;
+	struct gaz_status st = {0};
+	int64_t to = roll_target(r, fs, roll_to);
+	int rc;
+
+	if (to < 0 || (to == r->spool.fragment.end && r->spool.fragment.begin == to &&
+		       r->spool.fragment.codec == (int)fs->compression_codec))
+		return 0;
+	if ((rc = gaz_replica_roll(r, to, fs->compression_codec, &st)))
+		gaz_error("rolling the spool failed", "journal=%s err=\"%s\"", r->journal, st.msg);
+	return rc;
+}
+
+/* IF_FLUSHED / NOW suspension (§2.1 step 8). Returns 1 to resolve again,
+ * 0 when answered, -1 to continue. */
+static int suspend_request(struct append_ctx *a, int64_t index_min, int64_t index_max,
+			   int64_t last_mod)
+{
+	struct gaz_replica *r = a->res.replica;
+	const Protocol__JournalSpec *spec = a->res.spec;
+	int level = spec->suspend ? spec->suspend->level : LEVEL(NONE);
+	int64_t end = r->spool.fragment.end, flush_s = 24 * 3600;
+	bool clean;
+
+	if (spec->fragment->flush_interval && spec->fragment->flush_interval->seconds)
+		flush_s = spec->fragment->flush_interval->seconds;
+	clean = last_mod && last_mod <= gaz_wall_ns() / GAZ_NS_PER_S - flush_s;
+	if (level != LEVEL(FULL) && index_min == index_max)
+		return gaz__append_update_suspend(a, LEVEL(FULL), end) ? 0 : 1;
+	if (level == LEVEL(NONE) && (clean || a->req->suspend == SUSPEND(NOW))) {
+		maybe_roll(a, end);
+		return gaz__append_update_suspend(a, LEVEL(PARTIAL), end) ? 0 : 1;
+	}
+	if (level == LEVEL(PARTIAL)) {
+		finish_status(a, PROTOCOL__STATUS__SUSPENDED);
+		return 0;
+	}
+	return -1;
+}
+
+/* VALIDATE_PRECONDITIONS. Returns 1 to resolve again, 0 when answered, -1
+ * to stream content. *roll_to receives the offset to roll to (0 = none). */
+static int preconditions(struct append_ctx *a, int64_t *roll_to)
+{
+	struct gaz_replica *r = a->res.replica;
+	const Protocol__AppendRequest *q = a->req;
+	const Protocol__JournalSpec *spec = a->res.spec;
+	int64_t imin, imax, last_mod, end, max_off;
+	int level = spec->suspend ? spec->suspend->level : LEVEL(NONE);
+
+	if (gaz_replica_wait_ready(r, a->call)) {
+		finish_error(a, GAZ_GRPC_CANCELLED, "cancelled waiting for the fragment index");
+		return 0;
+	}
+	pthread_mutex_lock(&r->mu);
+	gaz_coverset_summary(&r->index, &imin, &imax, &last_mod);
+	gaz_labelset_copy(a->registers, r->registers);
+	pthread_mutex_unlock(&r->mu);
+	end = r->spool.fragment.end;
+	max_off = end > imax ? end : imax;
+	*roll_to = 0;
+	if (q->check_registers && a->registers->n_labels &&
+	    !gaz_labelset_matches(q->check_registers, a->registers)) {
+		finish_status(a, PROTOCOL__STATUS__REGISTER_MISMATCH);
+		return 0;
+	}
+	if (spec->suspend && end < spec->suspend->offset) {
+		maybe_roll(a, spec->suspend->offset);
+		return preconditions(a, roll_to);
+	}
+	if (end != max_off && q->offset == 0 && gaz_journal_may_write(spec->flags)) {
+		finish_status(a, PROTOCOL__STATUS__INDEX_HAS_GREATER_OFFSET);
+		return 0;
+	}
+	if (q->offset != 0 && q->offset != max_off) {
+		finish_status(a, PROTOCOL__STATUS__WRONG_APPEND_OFFSET);
+		return 0;
+	}
+	if (q->offset != 0 && end != max_off) {
+		maybe_roll(a, max_off);
+		return preconditions(a, roll_to);
+	}
+	switch (q->suspend) {
+	case SUSPEND(RESUME):
+		if (level != LEVEL(NONE))
+			return gaz__append_update_suspend(a, LEVEL(NONE), end) ? 0 : 1;
+		break;
+	case SUSPEND(NO_RESUME):
+		if (level != LEVEL(NONE)) {
+			finish_status(a, PROTOCOL__STATUS__SUSPENDED);
+			return 0;
+		}
+		break;
+	case SUSPEND(IF_FLUSHED):
+	case SUSPEND(NOW): {
+		int s = suspend_request(a, imin, imax, last_mod);
+		if (s >= 0)
+			return s;
+		break;
+	}
+	default:
+		break;
+	}
+	if (r->spool.fragment.begin == imin)
+		*roll_to = end;
+	return -1;
+}
+
+/* Min-rate bookkeeping (§2.1.1): `spent` credit in bytes decays at
+ * min_rate per second; each chunk credits its length (capped). The next
+ * chunk must come before the credit runs out. */
+struct rate {
+	int64_t min_rate, spent, at_ns;
+	int64_t max_rate;
+};
+
+static int64_t rate_deadline(struct rate *rt)
+{
+	if (rt->min_rate <= 0)
+		return GAZ_DEADLINE_NEVER;
+	return rt->at_ns + rt->spent * GAZ_NS_PER_S / rt->min_rate;
+}
+
+static void rate_credit(struct rate *rt, int64_t bytes)
+{
+	int64_t now = gaz_mono_ns();
+
+	if (rt->min_rate > 0) {
+		rt->spent -= (now - rt->at_ns) * rt->min_rate / GAZ_NS_PER_S;
+		rt->spent += bytes;
+		if (rt->spent > rt->min_rate)
+			rt->spent = rt->min_rate;
+	}
+	rt->at_ns = now;
+}
+
+/* Max-rate flow control: waits until the replica's balance covers `len`.
+ * Returns true if the chunk was delayed. */
+static bool rate_debit(struct append_ctx *a, struct rate *rt, int64_t len)
+{
+	struct gaz_replica *r = a->res.replica;
+	bool delayed = false;
+
+	if (rt->max_rate <= 0)
+		return false;
+	for (;;) {
+		int64_t now = gaz_mono_ns(), cap = rt->max_rate * 10;
+		pthread_mutex_lock(&r->mu);
+		r->fc_balance += (now - r->last_pulse_ns) * rt->max_rate / GAZ_NS_PER_S;
+		r->last_pulse_ns = now;
+		if (r->fc_balance > cap)
+			r->fc_balance = cap;
+		if (r->fc_balance >= len) {
+			r->fc_balance -= len;
+			pthread_mutex_unlock(&r->mu);
+			return delayed;
+		}
+		pthread_mutex_unlock(&r->mu);
+		delayed = true;
+		if (gaz_rpc_wait(a->call, gaz_deadline_in(50)) == GAZ_ECANCELLED)
+			return delayed;
+	}
+}
+
+/* Receives chunks into the spool until the empty commit-intent message
+ * and EOF. Returns 0 to commit, else an error already answered (or a
+ * cancelled call). */
+static int stream_content(struct append_ctx *a, EVP_MD_CTX *sha)
+{
+	struct gaz_replica *r = a->res.replica;
+	const Protocol__JournalSpec *spec = a->res.spec;
+	struct rate rt = {.min_rate = a->b->cfg.min_append_rate, .at_ns = gaz_mono_ns()};
+	bool intent = false;
+
+	rt.spent = rt.min_rate;
+	rt.max_rate = spec->max_append_rate;
+	if (a->b->cfg.max_append_rate && rt.max_rate && a->b->cfg.max_append_rate < rt.max_rate)
+		rt.max_rate = a->b->cfg.max_append_rate;
+	for (;;) {
+		Protocol__AppendRequest *m = NULL;
+		struct gaz_status st = {0};
+		int rc = gaz_rpc_recv(a->call, &protocol__append_request__descriptor,
+				      (ProtobufCMessage **)&m, rate_deadline(&rt));
+		if (rc == GAZ_EOF) {
+			if (intent)
+				return 0;
+			finish_error(a, GAZ_GRPC_UNKNOWN, "unexpected EOF");
+			return GAZ_EPROTO;
+		}
+		if (rc == GAZ_ETIMEDOUT) {
+			finish_error(a, GAZ_GRPC_UNKNOWN,
+				     "client stream didn't sustain the minimum append data rate");
+			return rc;
+		}
+		if (rc == GAZ_EPROTO) {
+			finish_error(a, GAZ_GRPC_INVALID_ARGUMENT, "malformed AppendRequest");
+			return rc;
+		}
+		if (rc) {
+			a->finished = true; /* cancelled: Gazette returns no response */
+			gaz_rpc_finish(a->call, NULL, GAZ_GRPC_CANCELLED, "append cancelled");
+			return rc;
+		}
+		if (intent) {
+			protobuf_c_message_free_unpacked(&m->base, NULL);
+			finish_error(a, GAZ_GRPC_UNKNOWN, "expected EOF after empty Content chunk");
+			return GAZ_EPROTO;
+		}
+		if (m->journal[0] || gaz_validate_append_request(m, &st)) {
+			protobuf_c_message_free_unpacked(&m->base, NULL);
+			finish_error(a, GAZ_GRPC_INVALID_ARGUMENT,
+				     st.msg[0] ? st.msg : "unexpected Journal in a content chunk");
+			return GAZ_EINVAL;
+		}
+		if (m->content.len == 0) {
+			intent = true;
+		} else if (!gaz_journal_may_write(spec->flags) ||
+			   a->req->suspend == PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_IF_FLUSHED ||
+			   a->req->suspend == PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_NOW ||
+			   a->req->suspend == PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_KEEP) {
+			protobuf_c_message_free_unpacked(&m->base, NULL);
+			finish_status(a, PROTOCOL__STATUS__NOT_ALLOWED);
+			return GAZ_EPERM;
+		} else {
+			a->delayed_chunks += rate_debit(a, &rt, (int64_t)m->content.len);
+			while ((rc = gaz_spool_append(&r->spool, m->content.data, m->content.len, &st)) ==
+			       GAZ_EIO) {
+				gaz_error("spool write failed; retrying", "journal=%s err=\"%s\"",
+					  r->journal, st.msg);
+				gaz_status_clear(&st);
+				if (gaz_rpc_wait(a->call, gaz_deadline_in(5000)) == GAZ_ECANCELLED)
+					break;
+			}
+			EVP_DigestUpdate(sha, m->content.data, m->content.len);
+			a->total_chunks++;
+			rate_credit(&rt, (int64_t)m->content.len);
+		}
+		protobuf_c_message_free_unpacked(&m->base, NULL);
+		if (rc)
+			return rc;
+	}
+}
+
+/* Commits the spool's delta and publishes it; registers updated. */
+static int commit(struct append_ctx *a, EVP_MD_CTX *sha)
+{
+	struct gaz_replica *r = a->res.replica;
+	struct gaz_status st = {0};
+	unsigned int n = 0;
+	int rc = 0;
+
+	a->commit_begin = r->spool.fragment.end;
+	a->commit_end = r->spool.fragment.end + r->spool.delta;
+	a->commit_codec = r->spool.fragment.codec;
+	EVP_DigestFinal_ex(sha, a->commit_sum, &n);
+	pthread_mutex_lock(&r->mu);
+	if (r->spool.delta) {
+		rc = gaz_spool_commit(&r->spool, &st);
+		if (!rc)
+			rc = gaz_registers_update(r->registers, r->registers, a->req->union_registers,
+						  a->req->subtract_registers);
+		if (!rc)
+			rc = gaz_replica_publish_spool(r, &st);
+	}
+	if (!rc)
+		gaz_labelset_copy(a->registers, r->registers);
+	pthread_mutex_unlock(&r->mu);
+	gaz_notifier_broadcast(&r->notifier);
+	if (rc)
+		gaz_error("commit failed", "journal=%s err=\"%s\"", r->journal, st.msg);
+	return rc;
+}
+
+int gaz__append_local(struct append_ctx *a)
+{
+	struct gaz_replica *r = a->res.replica;
+	EVP_MD_CTX *sha = EVP_MD_CTX_new();
+	int64_t roll_to = 0;
+	int rc;
+
+	if (!a->registers)
+		a->registers = gaz_labelset_new();
+	if (!sha || !a->registers) {
+		EVP_MD_CTX_free(sha);
+		finish_error(a, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return 0;
+	}
+	rc = preconditions(a, &roll_to);
+	if (rc >= 0) {
+		EVP_MD_CTX_free(sha);
+		return rc;
+	}
+	EVP_DigestInit_ex(sha, EVP_sha1(), NULL);
+	if (maybe_roll(a, roll_to)) {
+		EVP_MD_CTX_free(sha);
+		finish_error(a, GAZ_GRPC_INTERNAL, "rolling the spool failed");
+		return 0;
+	}
+	rc = stream_content(a, sha);
+	if (!rc && r->spool.delta == 0 &&
+	    (a->req->union_registers || a->req->subtract_registers)) {
+		finish_error(a, GAZ_GRPC_UNKNOWN, "register modification requires non-empty Append");
+		rc = GAZ_EINVAL;
+	}
+	if (!rc)
+		rc = commit(a, sha);
+	if (rc) {
+		pthread_mutex_lock(&r->mu);
+		gaz_spool_rollback(&r->spool);
+		pthread_mutex_unlock(&r->mu);
+		if (!a->finished)
+			finish_error(a, GAZ_GRPC_INTERNAL, "commit failed");
+	} else {
+		gaz__append_respond_commit(a);
+	}
+	EVP_MD_CTX_free(sha);
+	return 0;
+}

@@ -1,0 +1,156 @@
+/*
+ * broker.h - the gazette broker's shared state and the mechanisms each
+ * broker/ file implements. One file per mechanism:
+ *
+ *   main.c        flags, start-up, signals, graceful exit
+ *   announce.c    member lease, BrokerSpec announcement, exiting
+ *   allocator.c   leader-only assignment of journals to members (§4.7)
+ *   resolver.c    journal resolution against the keyspace (§2.0)
+ *   replica.c     local replicas: spool, index, registers, lifecycle
+ *   maintain.c    the maintenance loop: replica reconcile, index refresh,
+ *                 pulses (flush-interval rolls, route consistency writes)
+ *   persister.c   completed spools to the fragment store
+ *   append.c      the Append RPC      read.c  the Read RPC
+ *   list_apply.c  List and Apply      fragments_api.c  ListFragments,
+ *                                     FragmentStoreHealth
+ *   proxy.c       channels to peers   http.c  debug endpoints, gateway
+ *
+ * Lock order: keyspace read lock, then a replica's mu. Never take the
+ * keyspace lock while holding a replica's mu.
+ */
+#ifndef GAZ_BROKER_BROKER_H
+#define GAZ_BROKER_BROKER_H
+
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/notify.h"
+#include "etcd/etcd.h"
+#include "keyspace/journals.h"
+#include "protocol.pb-c.h"
+#include "rpc/rpc.h"
+
+struct gaz_replica;
+struct gaz_persister;
+
+struct gaz_broker_config {
+	char *zone, *id, *host, *port;
+	char *file_root;
+	int64_t limit, max_replication, min_append_rate, max_append_rate;
+	int64_t max_grpc_recv_size;
+	int64_t watch_delay_ns;
+	char *etcd_address, *etcd_prefix;
+	int64_t etcd_lease_ns;
+	char *log_level, *log_format;
+	int64_t exit_timeout_ns;   /* bound on a graceful exit (ours; Gazette waits forever) */
+};
+
+struct gaz_broker {
+	struct gaz_broker_config cfg;
+	char *root;                    /* etcd prefix, no trailing slash */
+	char *endpoint;                /* advertised http://host:port */
+	char *member_key;
+	struct gaz_etcd *etcd;
+	struct gaz_keyspace *ks;
+	int64_t lease_id;
+	struct gaz_etcd_keepalive *keepalive;
+	struct gaz_rpc_server *srv;
+	struct gaz_rpc_listener *listener;
+	struct gaz_persister *persister;
+	char *spool_dir;               /* $TMPDIR */
+
+	pthread_mutex_t mu;            /* guards replicas, and the wake flags */
+	pthread_cond_t cond;           /* maintenance / allocator wake-ups */
+	struct gaz_replica **replicas; /* sorted by journal name */
+	size_t n_replicas, cap_replicas;
+	bool maintain_wake, alloc_wake;
+
+	atomic_bool announced;         /* member key written */
+	atomic_bool exiting;           /* SIGTERM seen; member marked exiting */
+	atomic_bool stopping;          /* replicas are being shut down */
+	atomic_bool lease_lost;
+	pthread_t maintain_thread, alloc_thread;
+	bool threads_started;
+};
+
+/* ---- resolution (resolver.c) ------------------------------------------- */
+
+struct gaz_resolve_opts {
+	bool may_proxy;
+	bool require_primary;
+	int64_t min_etcd_revision;
+	const Protocol__Header *proxy_header;   /* the request's header or NULL */
+	struct gaz_rpc_call *call;              /* waits are cancelled with it; may be NULL */
+};
+
+/* The outcome of resolving a journal: owned copies, release with
+ * gaz_resolution_release. */
+struct gaz_resolution {
+	int status;                         /* Protocol__Status */
+	char *journal;                      /* without ;meta */
+	Protocol__JournalSpec *spec;        /* copy of the item, or NULL */
+	int64_t item_create_revision, item_mod_revision;
+	struct gaz_route route;
+	int local_index;                    /* our index in route, or -1 */
+	int process_index;                  /* route index of process_id, or -1 (self when status != OK) */
+	struct gaz_etcd_header etcd;
+	struct gaz_replica *replica;        /* referenced local replica, or NULL */
+};
+
+/* gaz_resolve mirrors Gazette's resolver (facts §2.0). Returns 0 with `res`
+ * filled (res->status says the broker-level outcome), or a negative code
+ * for errors answered as plain gRPC errors (cluster id mismatch,
+ * cancelled). */
+int gaz_resolve(struct gaz_broker *b, const char *journal, const struct gaz_resolve_opts *o,
+		struct gaz_resolution *res, struct gaz_status *st);
+void gaz_resolution_release(struct gaz_resolution *res);
+
+/* gaz_header_build makes the response Header for a resolution (process_id
+ * per §2.0 step 8/11, route with endpoints, etcd). Free with
+ * gaz_header_free. Strings are borrowed from `res`. */
+Protocol__Header *gaz_header_build(struct gaz_broker *b, const struct gaz_resolution *res);
+/* gaz_header_unrouted: List/Apply style header (route {primary -1}). */
+Protocol__Header *gaz_header_unrouted(struct gaz_broker *b, int64_t revision);
+void gaz_header_free(Protocol__Header *h);
+
+/* gaz_wait_revision waits until the keyspace reflects `rev`, waking on
+ * cancellation of `call` (may be NULL). Returns 0, GAZ_ECANCELLED or
+ * GAZ_ETIMEDOUT (deadline_ns). */
+int gaz_wait_revision(struct gaz_broker *b, struct gaz_rpc_call *call, int64_t rev,
+		      int64_t deadline_ns);
+
+/* ---- lifecycle --------------------------------------------------------- */
+
+int gaz_announce(struct gaz_broker *b, struct gaz_status *st);
+int gaz_announce_exiting(struct gaz_broker *b, struct gaz_status *st);
+void gaz_allocator_main_loop_start(struct gaz_broker *b);
+void *gaz_allocator_thread(void *arg);
+void *gaz_maintain_thread(void *arg);
+void gaz_broker_kick(struct gaz_broker *b);   /* wake maintenance + allocator */
+bool gaz_broker_is_local(const struct gaz_broker *b, const char *zone, const char *suffix);
+
+/* ---- RPC handlers ------------------------------------------------------ */
+
+void gaz_handle_append(struct gaz_rpc_call *call, void *arg);
+void gaz_handle_read(struct gaz_rpc_call *call, void *arg);
+void gaz_handle_list(struct gaz_rpc_call *call, void *arg);
+void gaz_handle_apply(struct gaz_rpc_call *call, void *arg);
+void gaz_handle_list_fragments(struct gaz_rpc_call *call, void *arg);
+void gaz_handle_store_health(struct gaz_rpc_call *call, void *arg);
+
+/* HTTP/1 connections on the service port (http.c). */
+void gaz_http_conn(int fd, const char *peer, void *arg);
+
+/* ---- peers (proxy.c) ---------------------------------------------------- */
+
+/* gaz_peer_channel returns a cached channel to a peer endpoint (borrowed;
+ * lives until gaz_peers_close). NULL on a bad endpoint. */
+struct gaz_rpc_channel *gaz_peer_channel(struct gaz_broker *b, const char *endpoint);
+void gaz_peers_close(void);
+
+#endif

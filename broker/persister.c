@@ -1,0 +1,292 @@
+/*
+ * persister.c - completed spools to the fragment store (facts §5.5).
+ *
+ * A queue of completed fragments (each with its local file) is drained by
+ * a few worker threads. A job: look up the journal's spec; no spec or no
+ * stores → dropped (nothing to persist to); compute the path postfix;
+ * skip if the object exists; compress to a temporary file when the codec
+ * asks; put; then swap the index entry for the persisted one. Failures
+ * are retried with backoff (1 s doubling to 60 s), never dropped: the
+ * local file keeps serving reads until the upload succeeds.
+ */
+#include "broker/persister.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "broker/replica.h"
+#include "broker/stores.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "fragment/codec.h"
+
+struct job {
+	struct gaz_replica *r;
+	struct gaz_spool_done done;
+	int attempts;
+	int64_t not_before_ns;
+	struct job *next;
+};
+
+struct gaz_persister {
+	struct gaz_broker *b;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct job *head, *tail;
+	size_t pending;              /* queued + in flight */
+	bool stop, draining;
+	int n_workers;
+	pthread_t workers[8];
+};
+
+static void job_free(struct job *j)
+{
+	gaz_spool_done_release(&j->done);
+	gaz_replica_unref(j->r);
+	free(j);
+}
+
+void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
+			   struct gaz_spool_done *done)
+{
+	struct job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		gaz_error("persister: out of memory; fragment stays local", "journal=%s", r->journal);
+		return;
+	}
+	atomic_fetch_add(&r->refs, 1);
+	j->r = r;
+	j->done = *done;
+	memset(done, 0, sizeof(*done));
+	pthread_mutex_lock(&p->mu);
+	if (p->tail)
+		p->tail->next = j;
+	else
+		p->head = j;
+	p->tail = j;
+	p->pending++;
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->mu);
+}
+
+size_t gaz_persister_pending(struct gaz_persister *p)
+{
+	size_t n;
+
+	pthread_mutex_lock(&p->mu);
+	n = p->pending;
+	pthread_mutex_unlock(&p->mu);
+	return n;
+}
+
+/* Copies the journal's spec out of the keyspace, or NULL if it is gone. */
+static Protocol__JournalSpec *spec_of(struct gaz_broker *b, const char *journal)
+{
+	const struct gaz_ks_entry *e;
+	Protocol__JournalSpec *s = NULL;
+
+	gaz_keyspace_rlock(b->ks);
+	e = gaz_ks_item(b->ks, b->root, journal);
+	if (e) {
+		const Protocol__JournalSpec *v = ((struct gaz_ks_value *)e->decoded)->spec;
+		size_t n = protocol__journal_spec__get_packed_size(v);
+		uint8_t *buf = malloc(n ? n : 1);
+		if (buf) {
+			protocol__journal_spec__pack(v, buf);
+			s = protocol__journal_spec__unpack(NULL, n, buf);
+			free(buf);
+		}
+	}
+	gaz_keyspace_runlock(b->ks);
+	return s;
+}
+
+/* Compresses the spool file into an unlinked temp file when needed.
+ * Returns the fd to upload (the spool's own when NONE) and its length. */
+static int encode(struct gaz_broker *b, const struct job *j, int *fd, int64_t *len,
+		  struct gaz_status *st)
+{
+	const struct gaz_fragment *f = &j->done.fragment;
+	char tmpl[4096];
+	int out, rc;
+
+	*fd = j->done.file->fd;
+	*len = f->end - f->begin;
+	if (f->codec == PROTOCOL__COMPRESSION_CODEC__NONE)
+		return 0;
+	snprintf(tmpl, sizeof(tmpl), "%s/gazette-persist-XXXXXX", b->spool_dir);
+	if ((out = mkstemp(tmpl)) < 0)
+		return gaz_status_set(st, GAZ_EIO, "creating %s: %m", tmpl);
+	unlink(tmpl);
+	int codec = f->codec == PROTOCOL__COMPRESSION_CODEC__GZIP_OFFLOAD_DECOMPRESSION
+			    ? PROTOCOL__COMPRESSION_CODEC__GZIP_OFFLOAD_DECOMPRESSION
+			    : f->codec;
+	if ((rc = gaz_codec_compress_file(codec, j->done.file->fd, out, st))) {
+		close(out);
+		return rc;
+	}
+	*fd = out;
+	*len = lseek(out, 0, SEEK_END);
+	return 0;
+}
+
+/* One upload attempt. Returns 0 when persisted (or nothing to do). */
+static int persist(struct gaz_persister *p, struct job *j, struct gaz_status *st)
+{
+	Protocol__JournalSpec *spec = spec_of(p->b, j->r->journal);
+	struct gaz_fragment *f = &j->done.fragment;
+	struct gaz_store *s = NULL;
+	char path[GAZ_FRAGMENT_PATH_MAX];
+	bool exists = false;
+	int fd = -1, rc;
+	int64_t len = 0;
+
+	if (!spec || !spec->fragment || !spec->fragment->n_stores) {
+		gaz_info("not persisting fragment: journal has no stores", "journal=%s begin=%lld end=%lld",
+			 j->r->journal, (long long)f->begin, (long long)f->end);
+		rc = 0;
+		goto out;
+	}
+	/* Path postfix templates are not evaluated yet: fragments are written
+	 * without a postfix (readers accept both). */
+	if ((rc = gaz_stores_get(p->b, spec->fragment->stores[0], &s, st)) ||
+	    (rc = gaz_fragment_content_path(f, path, sizeof(path), st)) ||
+	    (rc = gaz_store_exists(s, path, &exists, st)))
+		goto out;
+	if (!exists) {
+		if ((rc = encode(p->b, j, &fd, &len, st)))
+			goto out;
+		rc = gaz_store_put(s, path, fd, len,
+				   f->codec == PROTOCOL__COMPRESSION_CODEC__GZIP_OFFLOAD_DECOMPRESSION
+					   ? "gzip" : NULL, st);
+		if (fd != j->done.file->fd)
+			close(fd);
+		if (rc)
+			goto out;
+	}
+	gaz_fragment_set_str(&f->backing_store, spec->fragment->stores[0], NULL);
+	f->mod_time = gaz_wall_ns() / GAZ_NS_PER_S;
+	gaz_replica_persisted(j->r, f);
+	gaz_info("persisted fragment", "journal=%s begin=%lld end=%lld store=%s", j->r->journal,
+		 (long long)f->begin, (long long)f->end, spec->fragment->stores[0]);
+out:
+	gaz_store_unref(s);
+	if (spec)
+		protobuf_c_message_free_unpacked(&spec->base, NULL);
+	return rc;
+}
+
+/* Takes the next job that is due; NULL when stopping with nothing left. */
+static struct job *next_job(struct gaz_persister *p)
+{
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		int64_t now = gaz_mono_ns(), wait_until = GAZ_DEADLINE_NEVER;
+		if (p->stop) {
+			pthread_mutex_unlock(&p->mu);
+			return NULL;
+		}
+		struct job **pp = &p->head, *prev = NULL;
+		for (; *pp; prev = *pp, pp = &(*pp)->next) {
+			if ((*pp)->not_before_ns <= now || p->draining) {
+				struct job *j = *pp;
+				*pp = j->next;
+				if (p->tail == j)
+					p->tail = prev;
+				j->next = NULL;
+				pthread_mutex_unlock(&p->mu);
+				return j;
+			}
+			if ((*pp)->not_before_ns < wait_until)
+				wait_until = (*pp)->not_before_ns;
+		}
+		struct timespec ts = gaz_abstime_of(wait_until);
+		pthread_cond_timedwait(&p->cond, &p->mu, &ts);
+	}
+}
+
+static void *worker(void *arg)
+{
+	struct gaz_persister *p = arg;
+	struct job *j;
+
+	while ((j = next_job(p))) {
+		struct gaz_status st = {0};
+		if (persist(p, j, &st) == 0) {
+			job_free(j);
+			pthread_mutex_lock(&p->mu);
+			p->pending--;
+			pthread_cond_broadcast(&p->cond);
+			pthread_mutex_unlock(&p->mu);
+			continue;
+		}
+		j->attempts++;
+		gaz_warn("persisting fragment failed; will retry", "journal=%s begin=%lld attempt=%d err=\"%s\"",
+			 j->r->journal, (long long)j->done.fragment.begin, j->attempts, st.msg);
+		int64_t backoff_ms = j->attempts > 6 ? 60000 : 1000 << (j->attempts - 1);
+		j->not_before_ns = gaz_deadline_in(backoff_ms);
+		pthread_mutex_lock(&p->mu);
+		if (p->draining)
+			j->not_before_ns = gaz_deadline_in(200);
+		if (p->tail)
+			p->tail->next = j;
+		else
+			p->head = j;
+		p->tail = j;
+		pthread_cond_broadcast(&p->cond);
+		pthread_mutex_unlock(&p->mu);
+		if (p->draining)
+			usleep(200 * 1000);
+	}
+	return NULL;
+}
+
+struct gaz_persister *gaz_persister_start(struct gaz_broker *b, int workers)
+{
+	struct gaz_persister *p = calloc(1, sizeof(*p));
+	pthread_condattr_t ca;
+
+	if (!p)
+		return NULL;
+	p->b = b;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (workers > 8)
+		workers = 8;
+	for (int i = 0; i < workers; i++)
+		if (pthread_create(&p->workers[p->n_workers], NULL, worker, p) == 0)
+			p->n_workers++;
+	return p;
+}
+
+void gaz_persister_stop(struct gaz_persister *p, int64_t deadline_ns)
+{
+	struct timespec ts = gaz_abstime_of(deadline_ns);
+
+	pthread_mutex_lock(&p->mu);
+	p->draining = true;
+	pthread_cond_broadcast(&p->cond);
+	while (p->pending && gaz_mono_ns() < deadline_ns)
+		if (pthread_cond_timedwait(&p->cond, &p->mu, &ts))
+			break;
+	if (p->pending)
+		gaz_error("exiting with fragments not persisted", "count=%zu", p->pending);
+	p->stop = true;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->mu);
+	for (int i = 0; i < p->n_workers; i++)
+		pthread_join(p->workers[i], NULL);
+	while (p->head) {
+		struct job *j = p->head;
+		p->head = j->next;
+		job_free(j);
+	}
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cond);
+	free(p);
+}

@@ -1,0 +1,29 @@
+/*
+ * persister.h - uploads completed spools to the journal's first fragment
+ * store (facts §5.5). A bounded pool of worker threads takes completed
+ * fragments from a queue; a failed upload is retried with backoff; at exit
+ * the queue is drained before the process ends.
+ */
+#ifndef GAZ_BROKER_PERSISTER_H
+#define GAZ_BROKER_PERSISTER_H
+
+#include "broker/broker.h"
+#include "fragment/spool.h"
+
+struct gaz_persister *gaz_persister_start(struct gaz_broker *b, int workers);
+
+/* gaz_persister_enqueue takes `done` (consumed: its fragment and file
+ * reference move into the queue) of the replica `r` (a reference is taken).
+ * Never blocks on I/O. */
+void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
+			   struct gaz_spool_done *done);
+
+/* gaz_persister_pending: fragments queued or in flight. */
+size_t gaz_persister_pending(struct gaz_persister *p);
+
+/* gaz_persister_stop persists everything still queued, retrying until the
+ * queue is empty or deadline_ns passes (what is left is logged as not
+ * persisted), then stops the workers and frees. */
+void gaz_persister_stop(struct gaz_persister *p, int64_t deadline_ns);
+
+#endif

@@ -1,0 +1,189 @@
+/*
+ * proxy.c - channels to peer brokers and the forwarding of Read, Append
+ * and ListFragments to the member that must serve them.
+ */
+#include "broker/proxy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/append_int.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+struct peer {
+	char *endpoint;
+	struct gaz_rpc_channel *ch;
+};
+
+static pthread_mutex_t peers_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct peer *peers;
+static size_t n_peers;
+
+struct gaz_rpc_channel *gaz_peer_channel(struct gaz_broker *b, const char *endpoint)
+{
+	struct gaz_rpc_channel_opts o = {.max_recv_bytes = (int)b->cfg.max_grpc_recv_size * 4};
+	struct gaz_rpc_channel *ch = NULL;
+	struct peer *np;
+
+	pthread_mutex_lock(&peers_mu);
+	for (size_t i = 0; i < n_peers; i++)
+		if (!strcmp(peers[i].endpoint, endpoint))
+			ch = peers[i].ch;
+	if (!ch && (ch = gaz_rpc_channel_new(endpoint, &o)) &&
+	    (np = realloc(peers, (n_peers + 1) * sizeof(*peers)))) {
+		peers = np;
+		peers[n_peers].endpoint = strdup(endpoint);
+		peers[n_peers].ch = ch;
+		n_peers++;
+	}
+	pthread_mutex_unlock(&peers_mu);
+	return ch;
+}
+
+void gaz_peers_close(void)
+{
+	pthread_mutex_lock(&peers_mu);
+	for (size_t i = 0; i < n_peers; i++) {
+		gaz_rpc_channel_free(peers[i].ch);
+		free(peers[i].endpoint);
+	}
+	free(peers);
+	peers = NULL;
+	n_peers = 0;
+	pthread_mutex_unlock(&peers_mu);
+}
+
+const char *gaz_proxy_pick(struct gaz_broker *b, const struct gaz_resolution *res, int *index)
+{
+	const struct gaz_route *r = &res->route;
+	int pick = res->process_index;
+
+	for (size_t i = 0; pick < 0 && i < r->n; i++)
+		if (!strcmp(r->zone[i], b->cfg.zone) && r->endpoint[i][0])
+			pick = (int)i;
+	for (size_t i = 0; pick < 0 && i < r->n; i++)
+		if (r->endpoint[i][0])
+			pick = (int)i;
+	*index = pick;
+	return pick >= 0 && r->endpoint[pick][0] ? r->endpoint[pick] : NULL;
+}
+
+/* Relays the upstream's status (or transport error) to our client. */
+static void relay_finish(struct gaz_rpc_call *call, struct gaz_rpc_stream *s,
+			 const ProtobufCMessage *resp)
+{
+	struct gaz_status st = {0};
+	int rc = gaz_rpc_stream_finish(s, &st);
+
+	if (rc && !resp)
+		gaz_rpc_finish(call, NULL, st.grpc ? st.grpc : GAZ_GRPC_UNAVAILABLE, st.msg);
+	else
+		gaz_rpc_finish(call, resp, GAZ_GRPC_OK, NULL);
+}
+
+void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__ReadRequest *req,
+		    const struct gaz_resolution *res)
+{
+	struct gaz_status st = {0};
+	struct gaz_rpc_stream *s = NULL;
+	struct gaz_rpc_channel *ch;
+	Protocol__Header *h = gaz_header_build(b, res);
+	int idx, rc = 0;
+	const char *ep = gaz_proxy_pick(b, res, &idx);
+
+	if (!ep || !h || !(ch = gaz_peer_channel(b, ep)) ||
+	    !(s = gaz_rpc_stream_open(ch, "/protocol.Journal/Read", GAZ_DEADLINE_NEVER, false, NULL,
+				      &st))) {
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAVAILABLE, "no route member to proxy to");
+		gaz_header_free(h);
+		return;
+	}
+	if (res->process_index < 0) {
+		h->process_id->zone = "";
+		h->process_id->suffix = "";
+	}
+	req->header = h;
+	rc = gaz_rpc_stream_send(s, &req->base);
+	req->header = NULL;
+	gaz_header_free(h);
+	if (!rc)
+		gaz_rpc_stream_close_send(s);
+	while (!rc) {
+		ProtobufCMessage *m = NULL;
+		rc = gaz_rpc_stream_recv(s, &protocol__read_response__descriptor, &m,
+					 gaz_deadline_in(500));
+		if (rc == GAZ_ETIMEDOUT) {
+			rc = gaz_rpc_cancelled(call) ? GAZ_ECANCELLED : 0;
+			continue;
+		}
+		if (rc)
+			break;
+		rc = gaz_rpc_send(call, m);
+		protobuf_c_message_free_unpacked(m, NULL);
+	}
+	if (rc == GAZ_EOF) {
+		relay_finish(call, s, NULL);
+	} else {
+		gaz_rpc_stream_cancel(s);
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_CANCELLED, "proxied read ended");
+	}
+	gaz_rpc_stream_free(s);
+}
+
+/* Relays every further client message to the upstream append. */
+static int relay_chunks(struct append_ctx *a, struct gaz_rpc_stream *s)
+{
+	for (;;) {
+		ProtobufCMessage *m = NULL;
+		int rc = gaz_rpc_recv(a->call, &protocol__append_request__descriptor, &m,
+				      GAZ_DEADLINE_NEVER);
+		if (rc == GAZ_EOF)
+			return gaz_rpc_stream_close_send(s);
+		if (rc)
+			return rc;
+		rc = gaz_rpc_stream_send(s, m);
+		protobuf_c_message_free_unpacked(m, NULL);
+		if (rc)
+			return rc;
+	}
+}
+
+void gaz__append_proxy(struct append_ctx *a)
+{
+	struct gaz_status st = {0};
+	struct gaz_rpc_stream *s = NULL;
+	struct gaz_rpc_channel *ch;
+	Protocol__Header *h = gaz_header_build(a->b, &a->res);
+	ProtobufCMessage *resp = NULL;
+	int idx, rc;
+	const char *ep = gaz_proxy_pick(a->b, &a->res, &idx);
+
+	a->finished = true;
+	if (!ep || !h || !(ch = gaz_peer_channel(a->b, ep)) ||
+	    !(s = gaz_rpc_stream_open(ch, "/protocol.Journal/Append", GAZ_DEADLINE_NEVER, false, NULL,
+				      &st))) {
+		gaz_rpc_finish(a->call, NULL, GAZ_GRPC_UNAVAILABLE, "no primary to proxy to");
+		gaz_header_free(h);
+		return;
+	}
+	a->req->header = h;
+	rc = gaz_rpc_stream_send(s, &a->req->base);
+	a->req->header = NULL;
+	gaz_header_free(h);
+	if (!rc)
+		rc = relay_chunks(a, s);
+	if (rc) {
+		/* The client went away or broke the stream: abort the upstream,
+		 * which rolls the append back. */
+		gaz_rpc_stream_cancel(s);
+		gaz_rpc_finish(a->call, NULL, GAZ_GRPC_CANCELLED, "proxied append aborted");
+	} else {
+		rc = gaz_rpc_stream_recv(s, &protocol__append_response__descriptor, &resp,
+					 GAZ_DEADLINE_NEVER);
+		relay_finish(a->call, s, rc ? NULL : resp);
+	}
+	if (resp)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	gaz_rpc_stream_free(s);
+}

@@ -1,0 +1,18 @@
+/* proxy.h - forwarding RPCs to the route member that must serve them
+ * (facts §2.0 "Proxy dispatch"). The forwarded request carries our
+ * resolved Header, so the peer checks it resolved the same route. */
+#ifndef GAZ_BROKER_PROXY_H
+#define GAZ_BROKER_PROXY_H
+
+#include "broker/broker.h"
+
+/* Chooses the member to forward to: res->process_index when set, else a
+ * route member in our zone, else the first. Returns its endpoint
+ * (borrowed from res) or NULL when none has an endpoint. */
+const char *gaz_proxy_pick(struct gaz_broker *b, const struct gaz_resolution *res, int *index);
+
+/* Forwards a Read and relays every response; ends the call. */
+void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__ReadRequest *req,
+		    const struct gaz_resolution *res);
+
+#endif

@@ -1,0 +1,261 @@
+/*
+ * read.c - the Read RPC (server-streaming; facts §2.2).
+ *
+ * Each fragment served starts with a metadata response (offset, write head,
+ * fragment, signed URL when persisted), followed by content chunks of at
+ * most 32736 bytes with consecutive offsets. At the write head a blocking
+ * read waits on the replica's notifier, so a commit wakes it at once; a
+ * non-blocking read ends with OFFSET_NOT_YET_AVAILABLE. Only committed
+ * bytes are ever visible: the index holds committed fragments only.
+ */
+#include "broker/broker.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "broker/proxy.h"
+#include "broker/replica.h"
+#include "broker/stores.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "protocol/validate.h"
+
+#define READ_CHUNK 32736           /* 32 KiB - 32, as Gazette */
+#define OFFSET_JUMP_AGE_S (6 * 3600)
+#define SIGNED_URL_TTL_S 60
+
+struct read_ctx {
+	struct gaz_broker *b;
+	struct gaz_rpc_call *call;
+	Protocol__ReadRequest *req;
+	struct gaz_resolution res;
+	bool header_sent;
+};
+
+/* The outcome of an index query. */
+struct read_target {
+	bool found;
+	int64_t offset, write_head;
+	struct gaz_fragment frag;          /* owned copy when found */
+	struct gaz_fragment_file *file;    /* reference when local */
+};
+
+static void target_release(struct read_target *t)
+{
+	gaz_fragment_release(&t->frag);
+	gaz_fragment_file_unref(t->file);
+	memset(t, 0, sizeof(*t));
+}
+
+/* Index query for `offset` (facts §2.2), replica mu held. */
+static void query(struct gaz_replica *r, int64_t offset, int64_t begin_mod_time,
+		  struct read_target *t)
+{
+	const struct gaz_coverset *idx = &r->index;
+	int64_t now_s = gaz_wall_ns() / GAZ_NS_PER_S;
+	size_t i;
+
+	gaz_coverset_summary(idx, NULL, &t->write_head, NULL);
+	if (offset < 0)
+		offset = t->write_head;
+	for (;;) {
+		i = gaz_coverset_lookup(idx, offset, &t->found);
+		if (!t->found && i < idx->len) {
+			const struct gaz_fragment *f = &idx->v[i].frag;
+			if (f->mod_time && (i == 0 || f->mod_time < now_s - OFFSET_JUMP_AGE_S)) {
+				offset = f->begin;
+				t->found = true;
+			}
+		}
+		if (t->found && idx->v[i].frag.mod_time && idx->v[i].frag.mod_time < begin_mod_time) {
+			offset = idx->v[i].frag.end;
+			continue;
+		}
+		break;
+	}
+	t->offset = offset;
+	if (t->found) {
+		gaz_fragment_copy(&t->frag, &idx->v[i].frag, NULL);
+		t->file = gaz_fragment_file_ref(idx->v[i].file);
+	}
+}
+
+static int send_metadata(struct read_ctx *c, int status, const struct read_target *t)
+{
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+	Protocol__Fragment frag = PROTOCOL__FRAGMENT__INIT;
+	Protocol__SHA1Sum sum = PROTOCOL__SHA1_SUM__INIT;
+	Protocol__Header *h = NULL;
+	char *url = NULL;
+	int rc;
+
+	resp.status = status;
+	resp.offset = t->offset;
+	resp.write_head = t->write_head;
+	if (!c->header_sent) {
+		h = gaz_header_build(c->b, &c->res);
+		resp.header = h;
+		c->header_sent = true;
+	}
+	if (t->found) {
+		gaz_fragment_to_proto(&t->frag, &frag, &sum);
+		resp.fragment = &frag;
+		if (t->frag.backing_store && t->frag.backing_store[0] && t->frag.mod_time) {
+			struct gaz_status st = {0};
+			if (gaz_stores_sign(c->b, &t->frag, SIGNED_URL_TTL_S, &url, &st) == 0)
+				resp.fragment_url = url;
+			else
+				gaz_warn("signing fragment URL failed", "journal=%s err=\"%s\"",
+					 c->res.journal, st.msg);
+		}
+	}
+	rc = gaz_rpc_send(c->call, &resp.base);
+	gaz_header_free(h);
+	free(url);
+	return rc;
+}
+
+static int send_chunk(struct read_ctx *c, int64_t offset, const uint8_t *buf, size_t n)
+{
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+
+	resp.offset = offset;
+	resp.content.data = (uint8_t *)buf;
+	resp.content.len = n;
+	return gaz_rpc_send(c->call, &resp.base);
+}
+
+/* Streams [from, to) of the target. Returns 0, or an error ending the RPC. */
+static int stream_content(struct read_ctx *c, const struct read_target *t, int64_t from, int64_t to)
+{
+	struct gaz_fragment_reader *fr = NULL;
+	struct gaz_status st = {0};
+	uint8_t *buf = malloc(READ_CHUNK);
+	int rc = 0;
+
+	if (!buf)
+		return GAZ_ENOMEM;
+	if (!t->file && (rc = gaz_stores_open_fragment(c->b, &t->frag, from, &fr, &st)))
+		gaz_error("opening persisted fragment failed", "journal=%s err=\"%s\"", c->res.journal,
+			  st.msg);
+	while (!rc && from < to) {
+		size_t want = to - from < READ_CHUNK ? (size_t)(to - from) : READ_CHUNK, n = 0;
+		if (t->file) {
+			ssize_t got = pread(t->file->fd, buf, want, from - t->frag.begin);
+			if (got <= 0) {
+				rc = gaz_status_set(&st, GAZ_EIO, "reading local fragment failed");
+				break;
+			}
+			n = (size_t)got;
+		} else if ((rc = gaz_fragment_reader_read(fr, buf, want, &n, &st))) {
+			gaz_error("reading persisted fragment failed", "journal=%s err=\"%s\"",
+				  c->res.journal, st.msg);
+			break;
+		}
+		rc = send_chunk(c, from, buf, n);
+		from += (int64_t)n;
+	}
+	gaz_fragment_reader_close(fr);
+	free(buf);
+	return rc;
+}
+
+static void wake_call(void *arg) { gaz_rpc_wake(arg); }
+
+/* Serves the read from the local replica until done, cancelled or an
+ * error. Returns 0 or the error that ended it. */
+static int serve_local(struct read_ctx *c)
+{
+	struct gaz_replica *r = c->res.replica;
+	const Protocol__ReadRequest *q = c->req;
+	struct gaz_waiter w = {.wake = wake_call, .arg = c->call};
+	int64_t offset = q->offset;
+	int rc = 0;
+
+	gaz_notifier_add(&r->notifier, &w);
+	while (!rc) {
+		struct read_target t = {0};
+		bool dead, remote;
+		int64_t to;
+		pthread_mutex_lock(&r->mu);
+		query(r, offset, q->begin_mod_time, &t);
+		dead = r->dead;
+		pthread_mutex_unlock(&r->mu);
+		if (!t.found && (!q->block || dead)) {
+			if (!dead)
+				rc = send_metadata(c, PROTOCOL__STATUS__OFFSET_NOT_YET_AVAILABLE, &t);
+			target_release(&t);
+			break;
+		}
+		if (!t.found) {
+			offset = t.offset;
+			rc = gaz_rpc_wait(c->call, GAZ_DEADLINE_NEVER);
+			continue;
+		}
+		rc = send_metadata(c, PROTOCOL__STATUS__OK, &t);
+		remote = !t.file;
+		to = q->end_offset && q->end_offset < t.frag.end ? q->end_offset : t.frag.end;
+		if (!rc && !q->metadata_only && !(remote && q->do_not_proxy) && t.offset < to)
+			rc = stream_content(c, &t, t.offset, to);
+		offset = to;
+		target_release(&t);
+		if (q->metadata_only || (remote && q->do_not_proxy) ||
+		    (q->end_offset && offset >= q->end_offset))
+			break;
+	}
+	gaz_notifier_remove(&r->notifier, &w);
+	return rc;
+}
+
+static void send_status_only(struct read_ctx *c, int status)
+{
+	struct read_target t = {0};
+
+	send_metadata(c, status, &t);
+	gaz_rpc_finish(c->call, NULL, GAZ_GRPC_OK, NULL);
+}
+
+void gaz_handle_read(struct gaz_rpc_call *call, void *arg)
+{
+	struct read_ctx c = {.b = arg, .call = call};
+	struct gaz_status st = {0};
+	int rc;
+
+	rc = gaz_rpc_recv(call, &protocol__read_request__descriptor, (ProtobufCMessage **)&c.req,
+			  GAZ_DEADLINE_NEVER);
+	if (rc) {
+		gaz_rpc_finish(call, NULL, rc == GAZ_EPROTO ? GAZ_GRPC_INVALID_ARGUMENT : GAZ_GRPC_CANCELLED,
+			       rc == GAZ_EPROTO ? "malformed ReadRequest" : "expected ReadRequest");
+		return;
+	}
+	if (gaz_validate_read_request(c.req, &st)) {
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
+		goto out;
+	}
+	struct gaz_resolve_opts o = {
+		.may_proxy = !c.req->do_not_proxy,
+		.min_etcd_revision = c.req->min_etcd_revision,
+		.proxy_header = c.req->header,
+		.call = call,
+	};
+	if ((rc = gaz_resolve(c.b, c.req->journal, &o, &c.res, &st))) {
+		gaz_rpc_finish(call, NULL, rc == GAZ_ECANCELLED ? GAZ_GRPC_CANCELLED : GAZ_GRPC_UNKNOWN,
+			       st.msg);
+	} else if (c.res.status != PROTOCOL__STATUS__OK) {
+		send_status_only(&c, c.res.status);
+	} else if (!gaz_journal_may_read(c.res.spec->flags)) {
+		send_status_only(&c, PROTOCOL__STATUS__NOT_ALLOWED);
+	} else if (!c.res.replica) {
+		gaz_proxy_read(c.b, call, c.req, &c.res);
+	} else {
+		rc = serve_local(&c);
+		if (rc && rc != GAZ_ECANCELLED)
+			gaz_rpc_finish(call, NULL, GAZ_GRPC_UNKNOWN, gaz_err_str(rc));
+		else
+			gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
+	}
+out:
+	gaz_resolution_release(&c.res);
+	protobuf_c_message_free_unpacked(&c.req->base, NULL);
+}

@@ -1,0 +1,280 @@
+/*
+ * replica.c - local journal replicas. See replica.h.
+ */
+#include "broker/replica.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/persister.h"
+#include "broker/stores.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "protocol/labels.h"
+
+static int find_index(struct gaz_broker *b, const char *journal, bool *found)
+{
+	size_t lo = 0, hi = b->n_replicas;
+
+	*found = false;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(b->replicas[mid]->journal, journal);
+		if (!c) {
+			*found = true;
+			return (int)mid;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (int)lo;
+}
+
+struct gaz_replica *gaz_replica_get(struct gaz_broker *b, const char *journal)
+{
+	struct gaz_replica *r = NULL;
+	bool found;
+	int i;
+
+	pthread_mutex_lock(&b->mu);
+	i = find_index(b, journal, &found);
+	if (found) {
+		r = b->replicas[i];
+		atomic_fetch_add(&r->refs, 1);
+	}
+	pthread_mutex_unlock(&b->mu);
+	return r;
+}
+
+void gaz_replica_unref(struct gaz_replica *r)
+{
+	if (!r || atomic_fetch_sub(&r->refs, 1) != 1)
+		return;
+	gaz_spool_release(&r->spool);
+	gaz_coverset_release(&r->index);
+	gaz_labelset_free(r->registers);
+	gaz_notifier_release(&r->notifier);
+	pthread_mutex_destroy(&r->mu);
+	free(r->journal);
+	free(r);
+}
+
+struct gaz_replica *gaz_replica_new(struct gaz_broker *b, const char *journal,
+				    int64_t create_revision)
+{
+	struct gaz_replica *r = calloc(1, sizeof(*r));
+	struct gaz_status st = {0};
+	bool found;
+	int i;
+
+	if (!r || !(r->journal = strdup(journal)) ||
+	    gaz_spool_init(&r->spool, journal, b->spool_dir, &st) ||
+	    !(r->registers = gaz_labelset_new())) {
+		gaz_error("creating replica failed", "journal=%s err=\"%s\"", journal, st.msg);
+		if (r) {
+			free(r->journal);
+			free(r);
+		}
+		return NULL;
+	}
+	r->b = b;
+	r->create_revision = create_revision;
+	atomic_init(&r->refs, 1);
+	pthread_mutex_init(&r->mu, NULL);
+	gaz_notifier_init(&r->notifier);
+	gaz_coverset_init(&r->index);
+
+	pthread_mutex_lock(&b->mu);
+	i = find_index(b, journal, &found);
+	if (!found && b->n_replicas == b->cap_replicas) {
+		size_t ncap = b->cap_replicas ? b->cap_replicas * 2 : 64;
+		void *n = realloc(b->replicas, ncap * sizeof(*b->replicas));
+		if (n) {
+			b->replicas = n;
+			b->cap_replicas = ncap;
+		}
+	}
+	if (found || b->n_replicas == b->cap_replicas) {
+		pthread_mutex_unlock(&b->mu);
+		gaz_replica_unref(r);
+		return NULL;
+	}
+	memmove(&b->replicas[i + 1], &b->replicas[i], (b->n_replicas - (size_t)i) * sizeof(r));
+	b->replicas[i] = r;
+	b->n_replicas++;
+	pthread_mutex_unlock(&b->mu);
+	gaz_info("serving journal replica", "journal=%s", journal);
+	return r;
+}
+
+static void wake_call(void *arg) { gaz_rpc_wake(arg); }
+
+/* Waits (cancellable) until `ready(r)` holds, with mu held on return when
+ * 0 is returned. */
+static int wait_until(struct gaz_replica *r, struct gaz_rpc_call *call,
+		      bool (*ready)(struct gaz_replica *))
+{
+	struct gaz_waiter w = {.wake = wake_call, .arg = call};
+	int rc = 0;
+
+	gaz_notifier_add(&r->notifier, &w);
+	pthread_mutex_lock(&r->mu);
+	while (!r->dead && !ready(r)) {
+		pthread_mutex_unlock(&r->mu);
+		rc = call ? gaz_rpc_wait(call, gaz_deadline_in(1000)) : (usleep(10000), 0);
+		if (rc == GAZ_ETIMEDOUT)
+			rc = 0;
+		pthread_mutex_lock(&r->mu);
+		if (rc)
+			break;
+	}
+	if (!rc && r->dead)
+		rc = GAZ_ESTOPPED;
+	if (rc)
+		pthread_mutex_unlock(&r->mu);
+	gaz_notifier_remove(&r->notifier, &w);
+	return rc;
+}
+
+static bool token_free(struct gaz_replica *r) { return !r->token_held; }
+static bool index_ready(struct gaz_replica *r) { return r->index_ready; }
+
+int gaz_replica_acquire(struct gaz_replica *r, struct gaz_rpc_call *call)
+{
+	int rc = wait_until(r, call, token_free);
+
+	if (rc)
+		return rc;
+	r->token_held = true;
+	pthread_mutex_unlock(&r->mu);
+	return 0;
+}
+
+void gaz_replica_release(struct gaz_replica *r)
+{
+	pthread_mutex_lock(&r->mu);
+	r->token_held = false;
+	pthread_mutex_unlock(&r->mu);
+	gaz_notifier_broadcast(&r->notifier);
+}
+
+int gaz_replica_wait_ready(struct gaz_replica *r, struct gaz_rpc_call *call)
+{
+	int rc = wait_until(r, call, index_ready);
+
+	if (!rc)
+		pthread_mutex_unlock(&r->mu);
+	return rc;
+}
+
+int gaz_replica_publish_spool(struct gaz_replica *r, struct gaz_status *st)
+{
+	struct gaz_fragment_file *f = gaz_spool_file(&r->spool);
+
+	if (r->spool.fragment.begin == r->spool.fragment.end)
+		return 0;
+	return gaz_coverset_add(&r->index, &r->spool.fragment, f, NULL, st);
+}
+
+int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, struct gaz_status *st)
+{
+	struct gaz_spool_done done = {0};
+	int rc;
+
+	pthread_mutex_lock(&r->mu);
+	rc = gaz_spool_roll(&r->spool, offset, codec, &done, st);
+	pthread_mutex_unlock(&r->mu);
+	if (rc)
+		return rc;
+	if (done.file)
+		gaz_persister_enqueue(r->b->persister, r, &done);
+	gaz_spool_done_release(&done);
+	gaz_notifier_broadcast(&r->notifier);
+	return 0;
+}
+
+void gaz_replica_teardown(struct gaz_replica *r)
+{
+	struct gaz_broker *b = r->b;
+	struct gaz_status st = {0};
+	bool found;
+	int i;
+
+	pthread_mutex_lock(&r->mu);
+	r->dead = true;
+	pthread_mutex_unlock(&r->mu);
+	gaz_notifier_broadcast(&r->notifier);
+	/* Wait for an append in progress to let go of the spool. */
+	pthread_mutex_lock(&r->mu);
+	while (r->token_held) {
+		pthread_mutex_unlock(&r->mu);
+		usleep(5000);
+		pthread_mutex_lock(&r->mu);
+	}
+	r->token_held = true;
+	pthread_mutex_unlock(&r->mu);
+	if (gaz_replica_roll(r, r->spool.fragment.end, r->spool.fragment.codec, &st))
+		gaz_error("rolling spool at teardown failed", "journal=%s err=\"%s\"", r->journal,
+			  st.msg);
+	pthread_mutex_lock(&b->mu);
+	i = find_index(b, r->journal, &found);
+	if (found && b->replicas[i] == r) {
+		memmove(&b->replicas[i], &b->replicas[i + 1],
+			(b->n_replicas - (size_t)i - 1) * sizeof(r));
+		b->n_replicas--;
+	} else {
+		found = false;
+	}
+	pthread_mutex_unlock(&b->mu);
+	gaz_info("released journal replica", "journal=%s", r->journal);
+	if (found)
+		gaz_replica_unref(r);
+}
+
+int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec,
+			struct gaz_status *st)
+{
+	struct gaz_coverset remote, local;
+	int rc = 0;
+
+	gaz_coverset_init(&remote);
+	gaz_coverset_init(&local);
+	for (size_t i = 0; spec->fragment && i < spec->fragment->n_stores; i++) {
+		rc = gaz_stores_list_fragments(r->b, spec->fragment->stores[i], r->journal, &remote, st);
+		if (rc)
+			break;
+	}
+	if (rc) {
+		gaz_coverset_release(&remote);
+		return rc;
+	}
+	pthread_mutex_lock(&r->mu);
+	/* The local part of the index: every entry with a file. */
+	for (size_t i = 0; i < r->index.len && !rc; i++)
+		if (r->index.v[i].file)
+			rc = gaz_coverset_add(&local, &r->index.v[i].frag, r->index.v[i].file, NULL, st);
+	if (!rc)
+		rc = gaz_coverset_replace_remote(&r->index, &local, &remote, st);
+	r->index_ready = r->index_ready || !rc;
+	pthread_mutex_unlock(&r->mu);
+	gaz_coverset_release(&local);
+	gaz_coverset_release(&remote);
+	gaz_notifier_broadcast(&r->notifier);
+	return rc;
+}
+
+void gaz_replica_persisted(struct gaz_replica *r, const struct gaz_fragment *frag)
+{
+	struct gaz_status st = {0};
+
+	pthread_mutex_lock(&r->mu);
+	/* A remote fragment of the same range replaces the local entry; its
+	 * file reference is dropped once no reader holds it. */
+	if (gaz_coverset_add(&r->index, frag, NULL, NULL, &st))
+		gaz_warn("index update after persist failed", "journal=%s err=\"%s\"", r->journal,
+			 st.msg);
+	pthread_mutex_unlock(&r->mu);
+	gaz_notifier_broadcast(&r->notifier);
+}

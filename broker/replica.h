@@ -1,0 +1,83 @@
+/*
+ * replica.h - a journal replica held by this broker: its spool (the open
+ * fragment), its fragment index (local + store listing), its registers,
+ * and the token that serialises appends (the single "pipeline" slot of
+ * Gazette's replica, facts §4.8, §6.1).
+ *
+ * Ownership and locking: replicas are reference counted; the broker's
+ * table holds one reference, each resolution another. `mu` guards every
+ * field below it. The append token gives its holder the right to change
+ * the spool; readers only read committed bytes through index entries
+ * (which hold their own file references), so they never need the token.
+ * `notifier` is broadcast on every commit, index change and teardown.
+ */
+#ifndef GAZ_BROKER_REPLICA_H
+#define GAZ_BROKER_REPLICA_H
+
+#include "broker/broker.h"
+#include "fragment/coverset.h"
+#include "fragment/spool.h"
+
+struct gaz_replica {
+	char *journal;
+	atomic_int refs;
+	struct gaz_broker *b;
+	int64_t create_revision;       /* of the item this replica serves */
+
+	pthread_mutex_t mu;
+	struct gaz_spool spool;        /* changed only by the token holder, under mu */
+	Protocol__LabelSet *registers; /* owned (labels.h allocator) */
+	struct gaz_coverset index;     /* remote + local fragments */
+	bool index_ready;              /* first store listing done (or no stores) */
+	int64_t next_refresh_ns;       /* monotonic */
+	int64_t refresh_interval_ns;
+	bool token_held;
+	bool primary;                  /* per the last resolution by maintenance */
+	bool dead;                     /* torn down: holders must let go */
+	int64_t fc_balance;            /* append flow-control balance, bytes */
+	int64_t last_pulse_ns;
+	struct gaz_notifier notifier;
+};
+
+/* gaz_replica_get returns a new reference to the local replica of `journal`
+ * or NULL. Thread-safe. */
+struct gaz_replica *gaz_replica_get(struct gaz_broker *b, const char *journal);
+void gaz_replica_unref(struct gaz_replica *r);
+
+/* gaz_replica_new creates the replica and inserts it into the broker's
+ * table (maintain.c). Returns it (table reference only) or NULL. */
+struct gaz_replica *gaz_replica_new(struct gaz_broker *b, const char *journal,
+				    int64_t create_revision);
+
+/* gaz_replica_acquire takes the append token, waiting (cancellable through
+ * `call`) while another append holds it. Returns 0, GAZ_ECANCELLED, or
+ * GAZ_ESTOPPED when the replica was torn down meanwhile. */
+int gaz_replica_acquire(struct gaz_replica *r, struct gaz_rpc_call *call);
+void gaz_replica_release(struct gaz_replica *r);
+
+/* gaz_replica_wait_ready waits for the first index refresh. */
+int gaz_replica_wait_ready(struct gaz_replica *r, struct gaz_rpc_call *call);
+
+/* With the token held: roll the spool to `offset` (an empty fragment with
+ * `codec`), handing any completed content to the persister. mu not held. */
+int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, struct gaz_status *st);
+
+/* With the token held and mu held: publish the spool's committed fragment
+ * into the index and wake readers. */
+int gaz_replica_publish_spool(struct gaz_replica *r, struct gaz_status *st);
+
+/* gaz_replica_teardown marks the replica dead, persists its spool's
+ * content, removes it from the broker's table and drops the table's
+ * reference. Used on unassignment and at exit. */
+void gaz_replica_teardown(struct gaz_replica *r);
+
+/* gaz_replica_refresh lists the journal's stores and replaces the remote
+ * part of the index (facts §5.3). Called by maintenance, no locks held. */
+int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec,
+			struct gaz_status *st);
+
+/* gaz_replica_persisted: the persister stored `frag` (backing_store and
+ * mod_time set): the index swaps the local entry for the remote one. */
+void gaz_replica_persisted(struct gaz_replica *r, const struct gaz_fragment *frag);
+
+#endif

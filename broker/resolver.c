@@ -1,0 +1,265 @@
+/*
+ * resolver.c - journal resolution against the keyspace (facts §2.0): which
+ * spec, route and broker answer an RPC for a journal, and the Header that
+ * says so. Every journal-scoped RPC starts here.
+ */
+#include "broker/broker.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/replica.h"
+#include "common/clock.h"
+
+static void wake_call(void *arg) { gaz_rpc_wake(arg); }
+
+int gaz_wait_revision(struct gaz_broker *b, struct gaz_rpc_call *call, int64_t rev,
+		      int64_t deadline_ns)
+{
+	struct gaz_waiter w = {.wake = wake_call, .arg = call};
+	int rc = 0;
+
+	if (!call)
+		return gaz_keyspace_wait_revision(b->ks, rev, deadline_ns);
+	gaz_notifier_add(gaz_keyspace_notifier(b->ks), &w);
+	for (;;) {
+		int64_t cur;
+		gaz_keyspace_rlock(b->ks);
+		cur = gaz_keyspace_revision(b->ks);
+		gaz_keyspace_runlock(b->ks);
+		if (cur >= rev)
+			break;
+		rc = gaz_rpc_wait(call, deadline_ns);
+		if (rc)
+			break;
+	}
+	gaz_notifier_remove(gaz_keyspace_notifier(b->ks), &w);
+	return rc;
+}
+
+bool gaz_broker_is_local(const struct gaz_broker *b, const char *zone, const char *suffix)
+{
+	return !strcmp(zone, b->cfg.zone) && !strcmp(suffix, b->cfg.id);
+}
+
+void gaz_resolution_release(struct gaz_resolution *res)
+{
+	free(res->journal);
+	if (res->spec)
+		protobuf_c_message_free_unpacked(&res->spec->base, NULL);
+	gaz_route_release(&res->route);
+	if (res->replica)
+		gaz_replica_unref(res->replica);
+	memset(res, 0, sizeof(*res));
+}
+
+/* Copies a protobuf message by packing and unpacking it. */
+static Protocol__JournalSpec *spec_copy(const Protocol__JournalSpec *s)
+{
+	size_t n = protocol__journal_spec__get_packed_size(s);
+	uint8_t *buf = malloc(n ? n : 1);
+	Protocol__JournalSpec *c;
+
+	if (!buf)
+		return NULL;
+	protocol__journal_spec__pack(s, buf);
+	c = protocol__journal_spec__unpack(NULL, n, buf);
+	free(buf);
+	return c;
+}
+
+/* Step 3: a proxied request's header must be ours. */
+static int check_proxy_header(struct gaz_broker *b, const Protocol__Header *h, bool member_present,
+			      struct gaz_status *st)
+{
+	struct gaz_etcd_header eh;
+
+	gaz_keyspace_rlock(b->ks);
+	eh = gaz_keyspace_header(b->ks);
+	gaz_keyspace_runlock(b->ks);
+	if (h->etcd && h->etcd->cluster_id != eh.cluster_id)
+		return gaz_status_set(st, GAZ_EINVAL,
+				      "request Etcd ClusterId doesn't match our own (%llu vs %llu)",
+				      (unsigned long long)h->etcd->cluster_id,
+				      (unsigned long long)eh.cluster_id);
+	if (h->process_id && (h->process_id->zone[0] || h->process_id->suffix[0])) {
+		const char *zone = member_present ? b->cfg.zone : "local-BrokerSpec";
+		const char *suffix = member_present ? b->cfg.id : "missing-from-Etcd";
+		if (strcmp(h->process_id->zone, zone) || strcmp(h->process_id->suffix, suffix))
+			return gaz_status_set(st, GAZ_EINVAL,
+					      "request ProcessId doesn't match our own (%s#%s)",
+					      zone, suffix);
+	}
+	return 0;
+}
+
+/* Steps 6-10, with the keyspace read-locked. */
+static int resolve_locked(struct gaz_broker *b, const struct gaz_resolve_opts *o,
+			  struct gaz_resolution *res)
+{
+	const struct gaz_ks_entry *item = gaz_ks_item(b->ks, b->root, res->journal);
+	const struct gaz_ks_value *iv = item ? item->decoded : NULL;
+	bool member_present = gaz_keyspace_get(b->ks, b->member_key) != NULL;
+
+	res->etcd = gaz_keyspace_header(b->ks);
+	if (gaz_route_build(b->ks, b->root, res->journal, &res->route))
+		return GAZ_ENOMEM;
+	res->local_index = member_present ? gaz_route_index(&res->route, b->cfg.zone, b->cfg.id) : -1;
+	if (item) {
+		res->spec = spec_copy(iv->spec);
+		if (!res->spec)
+			return GAZ_ENOMEM;
+		res->item_create_revision = item->create_revision;
+		res->item_mod_revision = item->mod_revision;
+	}
+	res->process_index = -1;
+	if (o->require_primary && res->route.primary != -1)
+		res->process_index = res->route.primary;
+	else if (!o->require_primary && res->local_index >= 0)
+		res->process_index = res->local_index;
+
+	if (!item)
+		res->status = PROTOCOL__STATUS__JOURNAL_NOT_FOUND;
+	else if (res->spec->suspend &&
+		 res->spec->suspend->level == PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__FULL)
+		res->status = PROTOCOL__STATUS__SUSPENDED;
+	else if (o->require_primary && res->route.primary == -1)
+		res->status = PROTOCOL__STATUS__NO_JOURNAL_PRIMARY_BROKER;
+	else if (res->route.n == 0)
+		res->status = PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS;
+	else if (!o->may_proxy && (res->process_index < 0 || res->process_index != res->local_index))
+		res->status = o->require_primary ? PROTOCOL__STATUS__NOT_JOURNAL_PRIMARY_BROKER
+						 : PROTOCOL__STATUS__NOT_JOURNAL_BROKER;
+	else
+		res->status = PROTOCOL__STATUS__OK;
+	if (res->status != PROTOCOL__STATUS__OK)
+		res->process_index = res->local_index; /* the responder (step 11) */
+	return 0;
+}
+
+int gaz_resolve(struct gaz_broker *b, const char *journal, const struct gaz_resolve_opts *o,
+		struct gaz_resolution *res, struct gaz_status *st)
+{
+	int64_t min_rev = o->min_etcd_revision;
+	const char *semi = strchr(journal, ';');
+	bool member_present;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	res->route.primary = -1;
+	res->journal = semi ? strndup(journal, (size_t)(semi - journal)) : strdup(journal);
+	if (!res->journal)
+		return gaz_status_set(st, GAZ_ENOMEM, "resolve: out of memory");
+	gaz_keyspace_rlock(b->ks);
+	member_present = gaz_keyspace_get(b->ks, b->member_key) != NULL;
+	gaz_keyspace_runlock(b->ks);
+	if (o->proxy_header) {
+		if ((rc = check_proxy_header(b, o->proxy_header, member_present, st)))
+			return rc;
+		if (o->proxy_header->etcd && o->proxy_header->etcd->revision > min_rev)
+			min_rev = o->proxy_header->etcd->revision;
+	}
+	if (min_rev > 0) {
+		rc = gaz_wait_revision(b, o->call, min_rev, GAZ_DEADLINE_NEVER);
+		if (rc)
+			return gaz_status_set(st, rc, "waiting for etcd revision %lld: %s",
+					      (long long)min_rev, gaz_err_str(rc));
+	}
+	gaz_keyspace_rlock(b->ks);
+	rc = resolve_locked(b, o, res);
+	gaz_keyspace_runlock(b->ks);
+	if (rc)
+		return gaz_status_set(st, rc, "resolve: out of memory");
+	if (res->status == PROTOCOL__STATUS__OK && res->local_index >= 0 &&
+	    res->process_index == res->local_index) {
+		res->replica = gaz_replica_get(b, res->journal);
+		if (!res->replica || atomic_load(&b->stopping))
+			return gaz_status_set(st, GAZ_ESTOPPED,
+					      "resolver has stopped serving local replicas");
+	}
+	return 0;
+}
+
+/* ---- headers ------------------------------------------------------------- */
+
+struct header_alloc {
+	Protocol__Header h;
+	Protocol__ProcessSpec__ID pid;
+	Protocol__Header__Etcd etcd;
+};
+
+static Protocol__Header *header_new(struct gaz_broker *b, const struct gaz_etcd_header *eh)
+{
+	struct header_alloc *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	protocol__header__init(&a->h);
+	protocol__process_spec__id__init(&a->pid);
+	protocol__header__etcd__init(&a->etcd);
+	a->etcd.cluster_id = eh->cluster_id;
+	a->etcd.member_id = eh->member_id;
+	a->etcd.revision = eh->revision;
+	a->etcd.raft_term = eh->raft_term;
+	a->h.etcd = &a->etcd;
+	a->h.process_id = &a->pid;
+	(void)b;
+	return &a->h;
+}
+
+Protocol__Header *gaz_header_build(struct gaz_broker *b, const struct gaz_resolution *res)
+{
+	struct header_alloc *a = (struct header_alloc *)header_new(b, &res->etcd);
+
+	if (!a)
+		return NULL;
+	if (res->process_index >= 0) {
+		a->pid.zone = res->route.zone[res->process_index];
+		a->pid.suffix = res->route.suffix[res->process_index];
+	} else if (res->status != PROTOCOL__STATUS__OK) {
+		/* The responder; not a route member (or shutting down). */
+		bool present = atomic_load(&b->announced) && !atomic_load(&b->stopping);
+		a->pid.zone = present ? b->cfg.zone : "local-BrokerSpec";
+		a->pid.suffix = present ? b->cfg.id : "missing-from-Etcd";
+	}
+	a->h.route = gaz_route_to_proto(&res->route, true);
+	if (!a->h.route) {
+		free(a);
+		return NULL;
+	}
+	return &a->h;
+}
+
+Protocol__Header *gaz_header_unrouted(struct gaz_broker *b, int64_t revision)
+{
+	struct gaz_etcd_header eh;
+	struct header_alloc *a;
+	struct gaz_route none = {.primary = -1};
+
+	gaz_keyspace_rlock(b->ks);
+	eh = gaz_keyspace_header(b->ks);
+	gaz_keyspace_runlock(b->ks);
+	if (revision)
+		eh.revision = revision;
+	a = (struct header_alloc *)header_new(b, &eh);
+	if (!a)
+		return NULL;
+	if (atomic_load(&b->announced)) {
+		a->pid.zone = b->cfg.zone;
+		a->pid.suffix = b->cfg.id;
+	}
+	a->h.route = gaz_route_to_proto(&none, false);
+	if (!a->h.route) {
+		free(a);
+		return NULL;
+	}
+	return &a->h;
+}
+
+void gaz_header_free(Protocol__Header *h)
+{
+	if (!h)
+		return;
+	gaz_route_proto_free(h->route);
+	free(h); /* h is the first member of its header_alloc */
+}

@@ -1,0 +1,41 @@
+/*
+ * stores.h - the broker's open fragment stores, by URL, and the operations
+ * the broker runs on fragments through them: list into an index, open a
+ * persisted fragment for reading (decompressed), sign a direct-read URL.
+ */
+#ifndef GAZ_BROKER_STORES_H
+#define GAZ_BROKER_STORES_H
+
+#include "broker/broker.h"
+#include "fragment/coverset.h"
+#include "store/store.h"
+
+/* gaz_stores_get opens (or reuses) the store of `url`. Returns 0 and *out
+ * with a reference (gaz_store_unref), or GAZ_EINVAL/GAZ_ENOMEM. */
+int gaz_stores_get(struct gaz_broker *b, const char *url, struct gaz_store **out,
+		   struct gaz_status *st);
+
+/* gaz_stores_list_fragments adds every fragment of `journal` listed in the
+ * store of `url` to `out`. */
+int gaz_stores_list_fragments(struct gaz_broker *b, const char *url, const char *journal,
+			      struct gaz_coverset *out, struct gaz_status *st);
+
+struct gaz_fragment_reader;
+
+/* gaz_stores_open_fragment opens persisted fragment `f` and positions the
+ * decompressed stream at journal offset `offset` (begin <= offset < end).
+ * Returns 0 and *out, GAZ_ENOTFOUND, GAZ_EIO, GAZ_EINVAL. */
+int gaz_stores_open_fragment(struct gaz_broker *b, const struct gaz_fragment *f, int64_t offset,
+			     struct gaz_fragment_reader **out, struct gaz_status *st);
+/* Reads decompressed bytes: 0 with *n > 0, GAZ_EOF at the fragment end. */
+int gaz_fragment_reader_read(struct gaz_fragment_reader *r, void *buf, size_t cap, size_t *n,
+			     struct gaz_status *st);
+void gaz_fragment_reader_close(struct gaz_fragment_reader *r);
+
+/* gaz_stores_sign signs a GET of persisted fragment `f` valid ttl_s. */
+int gaz_stores_sign(struct gaz_broker *b, const struct gaz_fragment *f, int64_t ttl_s, char **url,
+		    struct gaz_status *st);
+
+void gaz_stores_close_all(void);
+
+#endif

@@ -1,0 +1,4 @@
+build-cli/obj/lib/common/http.o: lib/common/http.c lib/common/http.h \
+ lib/common/err.h
+lib/common/http.h:
+lib/common/err.h:

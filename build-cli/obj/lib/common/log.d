@@ -1,0 +1,4 @@
+build-cli/obj/lib/common/log.o: lib/common/log.c lib/common/log.h \
+ lib/common/err.h
+lib/common/log.h:
+lib/common/err.h:

@@ -1,0 +1,10 @@
+build-cli/obj/lib/etcd/etcd.o: lib/etcd/etcd.c lib/etcd/etcd.h \
+ lib/common/err.h build-cli/gen/etcd.pb-c.h lib/common/clock.h \
+ lib/common/log.h lib/etcd/etcd_int.h lib/rpc/rpc.h
+lib/etcd/etcd.h:
+lib/common/err.h:
+build-cli/gen/etcd.pb-c.h:
+lib/common/clock.h:
+lib/common/log.h:
+lib/etcd/etcd_int.h:
+lib/rpc/rpc.h:

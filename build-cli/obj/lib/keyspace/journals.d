@@ -1,0 +1,14 @@
+build-cli/obj/lib/keyspace/journals.o: lib/keyspace/journals.c \
+ lib/keyspace/journals.h lib/keyspace/keyspace.h lib/common/err.h \
+ lib/common/notify.h lib/etcd/etcd.h build-cli/gen/etcd.pb-c.h \
+ build-cli/gen/protocol.pb-c.h \
+ build-cli/gen/google/protobuf/duration.pb-c.h lib/protocol/validate.h
+lib/keyspace/journals.h:
+lib/keyspace/keyspace.h:
+lib/common/err.h:
+lib/common/notify.h:
+lib/etcd/etcd.h:
+build-cli/gen/etcd.pb-c.h:
+build-cli/gen/protocol.pb-c.h:
+build-cli/gen/google/protobuf/duration.pb-c.h:
+lib/protocol/validate.h:

@@ -1,0 +1,10 @@
+build-cli/obj/lib/protocol/labels.o: lib/protocol/labels.c \
+ lib/protocol/labels.h lib/common/err.h build-cli/gen/protocol.pb-c.h \
+ build-cli/gen/google/protobuf/duration.pb-c.h lib/protocol/validate.h \
+ lib/protocol/vctx.h
+lib/protocol/labels.h:
+lib/common/err.h:
+build-cli/gen/protocol.pb-c.h:
+build-cli/gen/google/protobuf/duration.pb-c.h:
+lib/protocol/validate.h:
+lib/protocol/vctx.h:

@@ -1,0 +1,10 @@
+build-cli/obj/lib/protocol/token.o: lib/protocol/token.c \
+ lib/protocol/validate.h lib/common/err.h build-cli/gen/protocol.pb-c.h \
+ build-cli/gen/google/protobuf/duration.pb-c.h lib/protocol/vctx.h \
+ lib/protocol/unicode_tab.h
+lib/protocol/validate.h:
+lib/common/err.h:
+build-cli/gen/protocol.pb-c.h:
+build-cli/gen/google/protobuf/duration.pb-c.h:
+lib/protocol/vctx.h:
+lib/protocol/unicode_tab.h:

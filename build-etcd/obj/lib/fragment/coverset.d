@@ -1,0 +1,10 @@
+build-etcd/obj/lib/fragment/coverset.o: lib/fragment/coverset.c \
+ lib/fragment/coverset.h lib/common/err.h lib/fragment/fragment.h \
+ build-etcd/gen/protocol.pb-c.h \
+ build-etcd/gen/google/protobuf/duration.pb-c.h lib/common/log.h
+lib/fragment/coverset.h:
+lib/common/err.h:
+lib/fragment/fragment.h:
+build-etcd/gen/protocol.pb-c.h:
+build-etcd/gen/google/protobuf/duration.pb-c.h:
+lib/common/log.h:

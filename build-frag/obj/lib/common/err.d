@@ -1,0 +1,2 @@
+build-frag/obj/lib/common/err.o: lib/common/err.c lib/common/err.h
+lib/common/err.h:

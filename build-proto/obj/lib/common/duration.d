@@ -1,0 +1,4 @@
+build-proto/obj/lib/common/duration.o: lib/common/duration.c \
+ lib/common/duration.h lib/common/err.h
+lib/common/duration.h:
+lib/common/err.h:

@@ -1,0 +1,13 @@
+build-yaml-san/obj/lib/protocol/rpc_admin.o: lib/protocol/rpc_admin.c \
+ lib/protocol/labels.h lib/common/err.h \
+ build-yaml-san/gen/protocol.pb-c.h \
+ build-yaml-san/gen/google/protobuf/duration.pb-c.h lib/protocol/url.h \
+ lib/protocol/validate.h lib/protocol/vctx.h lib/common/duration.h
+lib/protocol/labels.h:
+lib/common/err.h:
+build-yaml-san/gen/protocol.pb-c.h:
+build-yaml-san/gen/google/protobuf/duration.pb-c.h:
+lib/protocol/url.h:
+lib/protocol/validate.h:
+lib/protocol/vctx.h:
+lib/common/duration.h:

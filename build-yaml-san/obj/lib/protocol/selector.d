@@ -1,0 +1,11 @@
+build-yaml-san/obj/lib/protocol/selector.o: lib/protocol/selector.c \
+ lib/protocol/labels.h lib/common/err.h \
+ build-yaml-san/gen/protocol.pb-c.h \
+ build-yaml-san/gen/google/protobuf/duration.pb-c.h \
+ lib/protocol/validate.h lib/protocol/vctx.h
+lib/protocol/labels.h:
+lib/common/err.h:
+build-yaml-san/gen/protocol.pb-c.h:
+build-yaml-san/gen/google/protobuf/duration.pb-c.h:
+lib/protocol/validate.h:
+lib/protocol/vctx.h:

@@ -1,0 +1,10 @@
+build-yaml-san/obj/lib/store/file.o: lib/store/file.c lib/store/store.h \
+ lib/common/err.h lib/fragment/fragment.h \
+ build-yaml-san/gen/protocol.pb-c.h \
+ build-yaml-san/gen/google/protobuf/duration.pb-c.h lib/fragment/codec.h
+lib/store/store.h:
+lib/common/err.h:
+lib/fragment/fragment.h:
+build-yaml-san/gen/protocol.pb-c.h:
+build-yaml-san/gen/google/protobuf/duration.pb-c.h:
+lib/fragment/codec.h:

@@ -1,0 +1,83 @@
+/*
+ * journals.h - Gazette's broker keyspace on top of keyspace.h: decoding of
+ * items, members and assignments (facts §4.1), and the routes derived from
+ * assignments (§4.4).
+ *
+ * Layout under root R (--etcd.prefix):
+ *   R/items/<journal>                      JournalSpec bytes
+ *   R/members/<zone>#<suffix>              BrokerSpec bytes, member lease
+ *   R/assign/<journal>#<zone>#<suffix>#<slot>   Route bytes or "", the
+ *                                          assigned member's lease
+ * '#' sorts below every legal name character, so the assignments of one
+ * journal are contiguous and ordered by (zone, suffix).
+ */
+#ifndef GAZ_KEYSPACE_JOURNALS_H
+#define GAZ_KEYSPACE_JOURNALS_H
+
+#include "keyspace/keyspace.h"
+#include "protocol.pb-c.h"
+
+enum gaz_ks_kind { GAZ_KS_ITEM = 1, GAZ_KS_MEMBER, GAZ_KS_ASSIGN };
+
+/* The decoded value of one key. Strings and messages are owned. */
+struct gaz_ks_value {
+	enum gaz_ks_kind kind;
+	char *journal;                 /* ITEM, ASSIGN */
+	char *zone, *suffix;           /* MEMBER, ASSIGN */
+	int64_t slot;                  /* ASSIGN */
+	Protocol__JournalSpec *spec;   /* ITEM */
+	Protocol__BrokerSpec *broker;  /* MEMBER */
+	Protocol__Route *route;        /* ASSIGN; NULL for an empty value */
+};
+
+/* gaz_journals_keyspace_new makes the mirror of `root` ("/gazette/cluster",
+ * no trailing slash) with Gazette's decoders. Returns NULL on OOM. */
+struct gaz_keyspace *gaz_journals_keyspace_new(struct gaz_etcd *etcd, const char *root);
+
+/* Key builders; each returns a malloc'd string (free with free) or NULL. */
+char *gaz_ks_item_key(const char *root, const char *journal);
+char *gaz_ks_member_key(const char *root, const char *zone, const char *suffix);
+char *gaz_ks_assign_key(const char *root, const char *journal, const char *zone,
+			const char *suffix, int64_t slot);
+
+/* A route derived from a journal's assignments, endpoints attached. */
+struct gaz_route {
+	size_t n;                      /* members */
+	char **zone, **suffix;         /* owned arrays of owned strings */
+	char **endpoint;               /* "" when the member key is missing */
+	int64_t *slot;                 /* assignment slot per member */
+	int64_t *mod_revision;         /* assignment key mod revision */
+	bool *consistent;              /* stored Route equivalent to this route */
+	int primary;                   /* index of the slot-0 member or -1 */
+};
+
+/* With the keyspace read-locked: the item of `journal` or NULL. */
+const struct gaz_ks_entry *gaz_ks_item(struct gaz_keyspace *ks, const char *root,
+				       const char *journal);
+/* With the keyspace read-locked: the member entry or NULL. */
+const struct gaz_ks_entry *gaz_ks_member(struct gaz_keyspace *ks, const char *root,
+					 const char *zone, const char *suffix);
+
+/* gaz_route_build fills `r` from the assignments of `journal` (read lock
+ * held). Returns 0 or GAZ_ENOMEM. Release with gaz_route_release. */
+int gaz_route_build(struct gaz_keyspace *ks, const char *root, const char *journal,
+		    struct gaz_route *r);
+void gaz_route_release(struct gaz_route *r);
+
+/* gaz_route_index: index of member (zone, suffix) or -1. */
+int gaz_route_index(const struct gaz_route *r, const char *zone, const char *suffix);
+
+/* gaz_route_equivalent: same members and primary (endpoints ignored),
+ * Gazette's Route.Equivalent. */
+bool gaz_route_equivalent(const struct gaz_route *a, const struct gaz_route *b);
+
+/* gaz_route_to_proto builds a Protocol__Route whose strings point into `r`
+ * (borrowed: valid while r is). With endpoints when `with_endpoints`.
+ * Free with gaz_route_proto_free (frees arrays, not strings). */
+Protocol__Route *gaz_route_to_proto(const struct gaz_route *r, bool with_endpoints);
+void gaz_route_proto_free(Protocol__Route *p);
+
+/* gaz_proto_route_equivalent compares a stored Route to a derived one. */
+bool gaz_proto_route_equivalent(const Protocol__Route *p, const struct gaz_route *r);
+
+#endif

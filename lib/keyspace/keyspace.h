@@ -1,0 +1,100 @@
+/*
+ * keyspace.h - a decoded, sorted mirror of one etcd prefix, kept current by
+ * a watch, with the revision it reflects (Gazette's KeySpace, facts §4.5).
+ *
+ * Every broker decision reads this mirror; only etcd transactions change
+ * it. Values are decoded once, on arrival, by the owner's decode function;
+ * a key whose value fails to decode is logged and left out, as Gazette
+ * does. The mirror's revision only advances on changes under the prefix.
+ *
+ * Locking: readers hold gaz_keyspace_rlock around any use of entries (and
+ * of their decoded values); the watch thread takes the write lock to apply
+ * a response. After each applied response the notifier is broadcast and
+ * the observer (if any) runs on the watch thread, without the lock held.
+ */
+#ifndef GAZ_KEYSPACE_KEYSPACE_H
+#define GAZ_KEYSPACE_KEYSPACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/notify.h"
+#include "etcd/etcd.h"
+
+struct gaz_ks_entry {
+	char *key;                /* full etcd key, NUL-terminated */
+	int64_t create_revision;
+	int64_t mod_revision;
+	int64_t version;
+	int64_t lease;
+	void *decoded;            /* owned by the keyspace; see gaz_ks_decode_fn */
+};
+
+/* Decodes one value. Returns a heap object (freed later with free_fn), or
+ * NULL with st set when the key or value is invalid (the key is then
+ * ignored, with a warning). `key` is the full key. */
+typedef void *(*gaz_ks_decode_fn)(void *arg, const char *key, const uint8_t *val, size_t len,
+				  struct gaz_status *st);
+typedef void (*gaz_ks_free_fn)(void *arg, void *decoded);
+/* Runs on the watch thread after each applied update, lock not held. */
+typedef void (*gaz_ks_observer_fn)(void *arg);
+
+struct gaz_etcd_header {
+	uint64_t cluster_id, member_id, raft_term;
+	int64_t revision;
+};
+
+struct gaz_keyspace;
+
+/* gaz_keyspace_new creates an empty mirror of `prefix` (e.g.
+ * "/gazette/cluster/", with its trailing slash). `etcd` is borrowed and
+ * must outlive the keyspace. Returns NULL on allocation failure. */
+struct gaz_keyspace *gaz_keyspace_new(struct gaz_etcd *etcd, const char *prefix,
+				      gaz_ks_decode_fn decode, gaz_ks_free_fn free_fn, void *arg);
+
+/* gaz_keyspace_set_observer installs the observer; before load only. */
+void gaz_keyspace_set_observer(struct gaz_keyspace *ks, gaz_ks_observer_fn fn, void *arg);
+
+/* gaz_keyspace_load range-reads the whole prefix (at `revision`, or the
+ * current one if 0) and replaces the mirror. Returns 0, GAZ_EUNAVAIL, or
+ * GAZ_ERPC. */
+int gaz_keyspace_load(struct gaz_keyspace *ks, int64_t revision, struct gaz_status *st);
+
+/* gaz_keyspace_watch starts the watch from revision + 1. Returns 0 or an
+ * error from gaz_etcd_watch_start. */
+int gaz_keyspace_watch(struct gaz_keyspace *ks, struct gaz_status *st);
+
+/* gaz_keyspace_free stops the watch and frees everything. */
+void gaz_keyspace_free(struct gaz_keyspace *ks);
+
+void gaz_keyspace_rlock(struct gaz_keyspace *ks);
+void gaz_keyspace_runlock(struct gaz_keyspace *ks);
+
+/* With the read lock held: */
+int64_t gaz_keyspace_revision(const struct gaz_keyspace *ks);
+struct gaz_etcd_header gaz_keyspace_header(const struct gaz_keyspace *ks);
+size_t gaz_keyspace_len(const struct gaz_keyspace *ks);
+const struct gaz_ks_entry *gaz_keyspace_at(const struct gaz_keyspace *ks, size_t i);
+/* gaz_keyspace_get: the entry with exactly `key`, or NULL. */
+const struct gaz_ks_entry *gaz_keyspace_get(const struct gaz_keyspace *ks, const char *key);
+/* gaz_keyspace_prefix sets [*begin, *end) to the entries whose key starts
+ * with `prefix` (binary search). */
+void gaz_keyspace_prefix(const struct gaz_keyspace *ks, const char *prefix, size_t *begin,
+			 size_t *end);
+
+/* gaz_keyspace_notifier: broadcast after every applied update. */
+struct gaz_notifier *gaz_keyspace_notifier(struct gaz_keyspace *ks);
+
+/* gaz_keyspace_wait_revision blocks (without the read lock) until the
+ * mirror reflects at least `revision`, or deadline_ns. Returns 0 or
+ * GAZ_ETIMEDOUT. For threads that are not RPC handlers (handlers wait
+ * through the notifier so that cancellation wakes them). */
+int gaz_keyspace_wait_revision(struct gaz_keyspace *ks, int64_t revision, int64_t deadline_ns);
+
+/* gaz_keyspace_watch_failed: whether the watch ended for good (the broker
+ * treats that as fatal, as Gazette does). */
+bool gaz_keyspace_watch_failed(struct gaz_keyspace *ks);
+
+#endif

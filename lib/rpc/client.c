@@ -1,0 +1,481 @@
+/*
+ * client.c - grpc client side: channels, unary calls and streaming calls,
+ * all on the shared completion queue so connects always make progress
+ * (grpc-core.md §7.6). Callers block on a condvar that the poller signals
+ * when their batch completes (never grpc_completion_queue_pluck).
+ *
+ * Invariants:
+ * - A stream starts, at open, one batch with SEND_INITIAL_METADATA +
+ *   RECV_INITIAL_METADATA and another with RECV_STATUS_ON_CLIENT: without a
+ *   pending RECV_INITIAL_METADATA a trailers-only error never completes the
+ *   status (pitfall P2).
+ * - At most one op of each kind is in flight (grpc's rule). A receive that
+ *   timed out stays in flight and its result goes to the next receive.
+ * - A stream is freed only when no op is in flight (s->inflight == 0).
+ * - A stream's mu is held only briefly; never while starting a batch.
+ */
+#include <grpc/support/alloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "rpc/rpc_int.h"
+
+struct gaz_rpc_channel {
+	grpc_channel *gc;
+};
+
+/* convert_target maps a broker endpoint URL to a grpc target (gazette-facts
+ * §1.1: unix://host/path dials unix:///path; http without port means :80).
+ * Returns a malloc'd string or NULL. */
+static char *convert_target(const char *t)
+{
+	const char *p, *end;
+	char *out;
+	size_t n;
+
+	if (!t || !*t)
+		return NULL;
+	if (strncmp(t, "unix:", 5) == 0) {
+		if (!(p = gaz__rpc_unix_path(t)) || !(out = malloc(strlen(p) + 8)))
+			return NULL;
+		sprintf(out, "unix://%s", p);
+		return out;
+	}
+	if (strncmp(t, "https://", 8) == 0) {
+		gaz_warn("tls endpoints are not supported yet", "target=%s", t);
+		return NULL;
+	}
+	if (strncmp(t, "http://", 7) != 0)
+		return strdup(t);
+	p = t + 7;
+	end = strchr(p, '/');
+	n = end ? (size_t)(end - p) : strlen(p);
+	if (n == 0 || !(out = malloc(n + 4)))
+		return NULL;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	/* No port after the host (or after "]" of an IPv6 literal): use 80. */
+	end = strrchr(out, ']');
+	if (!strchr(end ? end : out, ':'))
+		strcat(out, ":80");
+	return out;
+}
+
+struct gaz_rpc_channel *gaz_rpc_channel_new(const char *target,
+					    const struct gaz_rpc_channel_opts *opts)
+{
+	struct gaz_rpc_channel_opts o = {0};
+	struct gaz_rpc_channel *ch;
+	grpc_channel_credentials *creds;
+	grpc_arg a[8] = {0};
+	int n = 0;
+	char *t = convert_target(target);
+
+	if (!t || !(ch = calloc(1, sizeof(*ch)))) {
+		free(t);
+		return NULL;
+	}
+	if (opts)
+		o = *opts;
+#define INT_ARG(k, v) (a[n].type = GRPC_ARG_INTEGER, a[n].key = (char *)(k), a[n++].value.integer = (v))
+	INT_ARG(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, o.max_recv_bytes > 0 ? o.max_recv_bytes : 64 << 20);
+	INT_ARG(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, -1);
+	/* P4: keep pinging idle streams (Read, Watch) so dead peers surface. */
+	INT_ARG(GRPC_ARG_KEEPALIVE_TIME_MS, o.keepalive_ms > 0 ? o.keepalive_ms : 10000);
+	INT_ARG(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+	INT_ARG(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+	/* Each channel gets its own connection, as each Go ClientConn does. */
+	INT_ARG(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+	/* Retries would buffer streamed messages; Gazette's clients retry
+	 * themselves. */
+	INT_ARG(GRPC_ARG_ENABLE_RETRIES, 0);
+#undef INT_ARG
+	grpc_channel_args args = {.num_args = (size_t)n, .args = a};
+	creds = grpc_insecure_credentials_create();
+	ch->gc = grpc_channel_create(t, creds, &args);
+	grpc_channel_credentials_release(creds);
+	free(t);
+	return ch;
+}
+
+void gaz_rpc_channel_free(struct gaz_rpc_channel *ch)
+{
+	if (!ch)
+		return;
+	grpc_channel_destroy(ch->gc);
+	free(ch);
+}
+
+static grpc_call *call_create(struct gaz_rpc_channel *ch, const char *path, int64_t deadline_ns)
+{
+	grpc_slice m = grpc_slice_from_copied_string(path);
+	grpc_call *gc = grpc_channel_create_call(ch->gc, NULL, GRPC_PROPAGATE_DEFAULTS,
+						 gaz__rpc_cq(), m, NULL,
+						 gaz__rpc_to_gpr(deadline_ns), NULL);
+	grpc_slice_unref(m);
+	return gc;
+}
+
+/* init_md_op fills a SEND_INITIAL_METADATA op; `auth` (caller-owned, alive
+ * until the batch completes) carries md_auth when non-NULL. */
+static void init_md_op(grpc_op *op, grpc_metadata *auth, const char *md_auth, bool wait_for_ready)
+{
+	op->op = GRPC_OP_SEND_INITIAL_METADATA;
+	op->flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY_EXPLICITLY_SET |
+		    (wait_for_ready ? GRPC_INITIAL_METADATA_WAIT_FOR_READY : 0);
+	if (md_auth) {
+		auth->key = grpc_slice_from_static_string("authorization");
+		auth->value = grpc_slice_from_copied_string(md_auth);
+		op->data.send_initial_metadata.count = 1;
+		op->data.send_initial_metadata.metadata = auth;
+	}
+}
+
+/* rpc_error records a non-OK grpc status in st (code and detail text). */
+static int rpc_error(struct gaz_status *st, grpc_status_code code, grpc_slice details)
+{
+	char *d = grpc_slice_to_c_string(details);
+
+	if (st && st->code == 0)
+		st->grpc = (int)code;
+	gaz_status_set(st, GAZ_ERPC, "%s", d);
+	gpr_free(d);
+	return GAZ_ERPC;
+}
+
+/* ---- unary ------------------------------------------------------------ */
+
+struct unary {
+	struct gaz__tag tag;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	grpc_metadata auth;
+	grpc_metadata_array init_md, trailing_md;
+	grpc_byte_buffer *req_bb, *resp_bb;
+	grpc_status_code status;
+	grpc_slice details;
+	const char *error_string;
+};
+
+static void unary_cb(void *tag, int ok)
+{
+	struct unary *u = tag;
+
+	(void)ok; /* the status tells */
+	pthread_mutex_lock(&u->mu);
+	u->done = true;
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+}
+
+static grpc_call_error unary_start(struct unary *u, grpc_call *gc, const char *md_auth,
+				   bool wait_for_ready)
+{
+	grpc_op ops[6] = {{0}};
+
+	init_md_op(&ops[0], &u->auth, md_auth, wait_for_ready);
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = u->req_bb;
+	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[3].data.recv_initial_metadata.recv_initial_metadata = &u->init_md;
+	ops[4].op = GRPC_OP_RECV_MESSAGE;
+	ops[4].data.recv_message.recv_message = &u->resp_bb;
+	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[5].data.recv_status_on_client.trailing_metadata = &u->trailing_md;
+	ops[5].data.recv_status_on_client.status = &u->status;
+	ops[5].data.recv_status_on_client.status_details = &u->details;
+	ops[5].data.recv_status_on_client.error_string = &u->error_string;
+	return grpc_call_start_batch(gc, ops, 6, u, NULL);
+}
+
+static int unary_result(struct unary *u, const ProtobufCMessageDescriptor *resp_desc,
+			ProtobufCMessage **resp, struct gaz_status *st)
+{
+	if (u->status != GRPC_STATUS_OK)
+		return rpc_error(st, u->status, u->details);
+	if (!u->resp_bb)
+		return gaz_status_set(st, GAZ_EPROTO, "server sent no response message");
+	return gaz__rpc_unpack(u->resp_bb, resp_desc, resp, st);
+}
+
+int gaz_rpc_unary(struct gaz_rpc_channel *ch, const char *path, const ProtobufCMessage *req,
+		  const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+		  int64_t deadline_ns, bool wait_for_ready, const char *md_auth,
+		  struct gaz_status *st)
+{
+	struct unary u = {.tag.cb = unary_cb, .details = grpc_empty_slice()};
+	grpc_call *gc;
+	int rc;
+
+	*resp = NULL;
+	if (!(gc = call_create(ch, path, deadline_ns)))
+		return gaz_status_set(st, GAZ_EINVAL, "cannot create call to %s", path);
+	pthread_mutex_init(&u.mu, NULL);
+	pthread_cond_init(&u.cv, NULL);
+	grpc_metadata_array_init(&u.init_md);
+	grpc_metadata_array_init(&u.trailing_md);
+	u.req_bb = gaz__rpc_pack(req);
+	if (unary_start(&u, gc, md_auth, wait_for_ready) == GRPC_CALL_OK) {
+		pthread_mutex_lock(&u.mu);
+		while (!u.done)
+			pthread_cond_wait(&u.cv, &u.mu);
+		pthread_mutex_unlock(&u.mu);
+		rc = unary_result(&u, resp_desc, resp, st);
+	} else {
+		rc = gaz_status_set(st, GAZ_EINVAL, "cannot start call to %s", path);
+	}
+	grpc_byte_buffer_destroy(u.req_bb);
+	if (u.resp_bb)
+		grpc_byte_buffer_destroy(u.resp_bb);
+	grpc_metadata_array_destroy(&u.init_md);
+	grpc_metadata_array_destroy(&u.trailing_md);
+	grpc_slice_unref(u.details);
+	grpc_slice_unref(u.auth.value);
+	gpr_free((void *)u.error_string);
+	grpc_call_unref(gc);
+	pthread_cond_destroy(&u.cv);
+	pthread_mutex_destroy(&u.mu);
+	return rc;
+}
+
+/* ---- streams ---------------------------------------------------------- */
+
+struct sop {
+	struct gaz__tag tag;
+	struct gaz_rpc_stream *s;
+	bool pending, done;
+	int ok;
+};
+
+struct gaz_rpc_stream {
+	grpc_call *gc;
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* any op completion */
+	int inflight;
+	struct sop start_op, status_op, send_op, close_op, recv_op;
+	bool eof;
+	grpc_metadata auth;
+	grpc_metadata_array init_md, trailing_md;
+	grpc_byte_buffer *recv_bb;
+	grpc_status_code status;
+	grpc_slice details;
+	const char *error_string;
+};
+
+static void sop_cb(void *tag, int ok)
+{
+	struct sop *o = tag;
+	struct gaz_rpc_stream *s = o->s;
+
+	pthread_mutex_lock(&s->mu);
+	o->pending = false;
+	o->done = true;
+	o->ok = ok;
+	s->inflight--;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* sop_start starts a batch on `o`; s->mu held (released meanwhile).
+ * Returns true if started. */
+static bool sop_start(struct gaz_rpc_stream *s, struct sop *o, const grpc_op *ops, size_t n)
+{
+	grpc_call_error err;
+
+	o->pending = true;
+	o->done = false;
+	s->inflight++;
+	pthread_mutex_unlock(&s->mu);
+	err = grpc_call_start_batch(s->gc, ops, n, o, NULL);
+	pthread_mutex_lock(&s->mu);
+	if (err == GRPC_CALL_OK)
+		return true;
+	gaz_error("grpc_call_start_batch failed", "err=%d", (int)err);
+	o->pending = false;
+	s->inflight--;
+	return false;
+}
+
+/* sop_run starts a batch and waits for it; returns its ok. */
+static int sop_run(struct gaz_rpc_stream *s, struct sop *o, const grpc_op *ops, size_t n)
+{
+	int ok = 0;
+
+	pthread_mutex_lock(&s->mu);
+	if (sop_start(s, o, ops, n)) {
+		while (!o->done)
+			pthread_cond_wait(&s->cv, &s->mu);
+		o->done = false;
+		ok = o->ok;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return ok;
+}
+
+static struct gaz_rpc_stream *stream_new(grpc_call *gc)
+{
+	struct gaz_rpc_stream *s = calloc(1, sizeof(*s));
+	struct sop *ops[] = {&s->start_op, &s->status_op, &s->send_op, &s->close_op, &s->recv_op};
+
+	if (!s)
+		return NULL;
+	s->gc = gc;
+	pthread_mutex_init(&s->mu, NULL);
+	gaz__rpc_cond_init(&s->cv);
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		ops[i]->tag.cb = sop_cb;
+		ops[i]->s = s;
+	}
+	grpc_metadata_array_init(&s->init_md);
+	grpc_metadata_array_init(&s->trailing_md);
+	s->details = grpc_empty_slice();
+	s->auth.value = grpc_empty_slice();
+	return s;
+}
+
+static bool stream_begin(struct gaz_rpc_stream *s, const char *md_auth, bool wait_for_ready)
+{
+	grpc_op a[2] = {{0}}, b = {.op = GRPC_OP_RECV_STATUS_ON_CLIENT};
+	bool ok;
+
+	init_md_op(&a[0], &s->auth, md_auth, wait_for_ready);
+	a[1].op = GRPC_OP_RECV_INITIAL_METADATA;
+	a[1].data.recv_initial_metadata.recv_initial_metadata = &s->init_md;
+	b.data.recv_status_on_client.trailing_metadata = &s->trailing_md;
+	b.data.recv_status_on_client.status = &s->status;
+	b.data.recv_status_on_client.status_details = &s->details;
+	b.data.recv_status_on_client.error_string = &s->error_string;
+	pthread_mutex_lock(&s->mu);
+	ok = sop_start(s, &s->start_op, a, 2) && sop_start(s, &s->status_op, &b, 1);
+	pthread_mutex_unlock(&s->mu);
+	return ok;
+}
+
+struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const char *path,
+					   int64_t deadline_ns, bool wait_for_ready,
+					   const char *md_auth, struct gaz_status *st)
+{
+	grpc_call *gc = call_create(ch, path, deadline_ns);
+	struct gaz_rpc_stream *s;
+
+	if (!gc) {
+		gaz_status_set(st, GAZ_EINVAL, "cannot create call to %s", path);
+		return NULL;
+	}
+	if (!(s = stream_new(gc))) {
+		grpc_call_unref(gc);
+		gaz_status_set(st, GAZ_ENOMEM, "out of memory opening %s", path);
+		return NULL;
+	}
+	if (!stream_begin(s, md_auth, wait_for_ready)) {
+		gaz_rpc_stream_free(s);
+		gaz_status_set(st, GAZ_EINVAL, "cannot start call to %s", path);
+		return NULL;
+	}
+	return s;
+}
+
+int gaz_rpc_stream_send(struct gaz_rpc_stream *s, const ProtobufCMessage *msg)
+{
+	grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
+	int ok;
+
+	op.data.send_message.send_message = gaz__rpc_pack(msg);
+	ok = sop_run(s, &s->send_op, &op, 1);
+	grpc_byte_buffer_destroy(op.data.send_message.send_message);
+	return ok ? 0 : GAZ_ERPC;
+}
+
+int gaz_rpc_stream_close_send(struct gaz_rpc_stream *s)
+{
+	grpc_op op = {.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT};
+
+	return sop_run(s, &s->close_op, &op, 1) ? 0 : GAZ_ERPC;
+}
+
+/* recv_wait (s->mu held) waits for the in-flight receive; true if done. */
+static bool recv_wait(struct gaz_rpc_stream *s, int64_t deadline_ns)
+{
+	while (!s->recv_op.done)
+		if (gaz__rpc_timedwait(&s->cv, &s->mu, deadline_ns))
+			return s->recv_op.done;
+	return true;
+}
+
+int gaz_rpc_stream_recv(struct gaz_rpc_stream *s, const ProtobufCMessageDescriptor *desc,
+			ProtobufCMessage **out, int64_t deadline_ns)
+{
+	grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
+	grpc_byte_buffer *bb = NULL;
+	int rc;
+
+	*out = NULL;
+	op.data.recv_message.recv_message = &s->recv_bb;
+	pthread_mutex_lock(&s->mu);
+	if (!s->eof && !s->recv_op.pending && !s->recv_op.done && !sop_start(s, &s->recv_op, &op, 1))
+		s->eof = true;
+	if (s->eof || !recv_wait(s, deadline_ns)) {
+		rc = s->eof ? GAZ_EOF : GAZ_ETIMEDOUT; /* a timed-out receive stays in flight */
+		pthread_mutex_unlock(&s->mu);
+		return rc;
+	}
+	s->recv_op.done = false;
+	if (s->recv_op.ok)
+		bb = s->recv_bb;
+	else if (s->recv_bb)
+		grpc_byte_buffer_destroy(s->recv_bb);
+	s->recv_bb = NULL;
+	s->eof = bb == NULL; /* end of stream or failed call */
+	pthread_mutex_unlock(&s->mu);
+	if (!bb)
+		return GAZ_EOF;
+	rc = gaz__rpc_unpack(bb, desc, out, NULL);
+	grpc_byte_buffer_destroy(bb);
+	return rc;
+}
+
+int gaz_rpc_stream_finish(struct gaz_rpc_stream *s, struct gaz_status *st)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->mu);
+	while (s->status_op.pending)
+		pthread_cond_wait(&s->cv, &s->mu);
+	if (s->status != GRPC_STATUS_OK)
+		rc = rpc_error(st, s->status, s->details);
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+void gaz_rpc_stream_cancel(struct gaz_rpc_stream *s)
+{
+	grpc_call_cancel(s->gc, NULL);
+}
+
+void gaz_rpc_stream_free(struct gaz_rpc_stream *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	if (s->inflight > 0)
+		grpc_call_cancel(s->gc, NULL); /* a no-op once the status is in */
+	while (s->inflight > 0)
+		pthread_cond_wait(&s->cv, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+	if (s->recv_bb)
+		grpc_byte_buffer_destroy(s->recv_bb);
+	grpc_metadata_array_destroy(&s->init_md);
+	grpc_metadata_array_destroy(&s->trailing_md);
+	grpc_slice_unref(s->details);
+	grpc_slice_unref(s->auth.value);
+	gpr_free((void *)s->error_string);
+	grpc_call_unref(s->gc);
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}

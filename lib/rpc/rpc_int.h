@@ -1,0 +1,67 @@
+/*
+ * rpc_int.h - internals shared by the lib/rpc sources (rpc.c, server.c,
+ * client.c, listen.c). Never included outside lib/rpc: it pulls in grpc.
+ *
+ * Invariants: every tag handed to grpc points at a struct whose first member
+ * is a struct gaz__tag, so pollers dispatch without knowing the tag's type
+ * (style.md "Concurrency"). Completion functions run on poller threads and
+ * never block: they lock, record, signal, or start the next batch.
+ */
+#ifndef GAZ_RPC_RPC_INT_H
+#define GAZ_RPC_RPC_INT_H
+
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_posix.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+
+#include "rpc/rpc.h"
+
+/* The first member of every grpc tag. `ok` is grpc_event.success. */
+struct gaz__tag {
+	void (*cb)(void *tag, int ok);
+};
+
+/* gaz__rpc_cq: the process-wide completion queue (valid between
+ * gaz_rpc_init and gaz_rpc_shutdown). */
+grpc_completion_queue *gaz__rpc_cq(void);
+
+/* gaz__rpc_pack serializes `msg` into a new byte buffer (caller destroys it
+ * with grpc_byte_buffer_destroy once the SEND_MESSAGE op completed). */
+grpc_byte_buffer *gaz__rpc_pack(const ProtobufCMessage *msg);
+
+/* gaz__rpc_unpack unpacks `bb` (borrowed) with `desc` into *out. Returns 0
+ * or GAZ_EPROTO (st may be NULL). */
+int gaz__rpc_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+		    ProtobufCMessage **out, struct gaz_status *st);
+
+/* gaz__rpc_copy_out copies the bytes of `bb` (borrowed) into a malloc'd
+ * buffer (*buf, *len; *buf non-NULL even when empty). Returns 0 or
+ * GAZ_ENOMEM. */
+int gaz__rpc_copy_out(grpc_byte_buffer *bb, uint8_t **buf, size_t *len);
+
+/* Deadline conversions between monotonic ns (clock.h) and grpc time.
+ * GAZ_DEADLINE_NEVER maps to and from infinite future. */
+gpr_timespec gaz__rpc_to_gpr(int64_t deadline_ns);
+int64_t gaz__rpc_from_gpr(gpr_timespec t);
+
+/* gaz__rpc_cond_init initializes a condvar on CLOCK_MONOTONIC, so that
+ * gaz_abstime_of deadlines work with pthread_cond_timedwait. */
+void gaz__rpc_cond_init(pthread_cond_t *cv);
+
+/* gaz__rpc_timedwait waits on cv until signalled or deadline_ns; returns
+ * true when the deadline has passed. */
+bool gaz__rpc_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ns);
+
+/* gaz__rpc_unix_path returns the absolute socket path inside a unix target
+ * or address ("unix:///p", "unix://host/p", "unix:/p"), borrowed from
+ * `addr`; NULL when `addr` is not a unix address or has no absolute path. */
+const char *gaz__rpc_unix_path(const char *addr);
+
+/* gaz__rpc_spawn starts a detached thread with a small stack (256 KiB; more
+ * under sanitizers, whose frames are larger). Returns 0 or an errno. */
+int gaz__rpc_spawn(void *(*fn)(void *), void *arg);
+
+#endif

@@ -1,0 +1,983 @@
+/*
+ * server.c - the grpc server: method registration, accepting calls, the
+ * bounded handler thread pool, the blocking per-call helpers (recv, send,
+ * finish, wait, wake) and clean shutdown.
+ *
+ * Flow of a call (grpc-core.md §2, §4):
+ *   request tag completes on a poller (accept_cb)
+ *     -> call moved out of the tag, tag re-requested at once
+ *     -> RECV_CLOSE_ON_SERVER started (cancellation arrives through it)
+ *     -> call queued to the pool; a pool thread runs the handler, which uses
+ *        gaz_rpc_recv/send/finish: each starts one batch, then waits on the
+ *        call's condvar, which the op's completion (on a poller) signals.
+ *   Unknown methods come through one generic request and are answered
+ *   UNIMPLEMENTED right there on the poller (pitfall P1).
+ *
+ * Invariants:
+ * - A call holds one reference for its handler and one per op in flight
+ *   (RECV_CLOSE included); it is destroyed by whoever drops the last one, so
+ *   never before the handler returned and every op completed.
+ * - At most one op of each kind is in flight per call (grpc's rule): recv,
+ *   send and finish run only on the handler thread, and a recv that timed
+ *   out stays in flight to be picked up by the next gaz_rpc_recv.
+ * - srv->requests counts request tags grpc holds; srv->live counts calls not
+ *   yet destroyed. grpc_server_destroy runs only when both are 0.
+ * - Lock order: a call's mu and srv->mu are never held together.
+ */
+#include <fcntl.h>
+#include <grpc/support/alloc.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "rpc/rpc_int.h"
+
+#define REQS_PER_METHOD 8
+#define IDLE_THREAD_NS (30 * GAZ_NS_PER_S) /* idle pool threads exit after */
+
+struct method {
+	void *handle; /* from grpc_server_register_method */
+	gaz_rpc_handler_fn fn;
+	void *arg;
+	char *path;
+};
+
+/* A request kept outstanding with grpc, reused after every accept. */
+struct req {
+	struct gaz__tag tag;
+	struct gaz_rpc_server *srv;
+	struct method *m; /* NULL: the generic request (unknown methods) */
+	grpc_call *gc;
+	gpr_timespec deadline;
+	grpc_metadata_array md;
+	grpc_call_details details; /* generic request only */
+};
+
+enum srv_state { SRV_NEW, SRV_STARTED, SRV_STOPPING, SRV_STOPPED };
+
+struct gaz_rpc_server {
+	grpc_server *gs;                  /* NULL once destroyed */
+	grpc_server_credentials *fd_creds; /* insecure, reused by add_fd (R4) */
+	struct gaz_rpc_server_opts opts;
+	struct method **methods;
+	size_t nmethods;
+	struct gaz__tag shutdown_tag;
+
+	pthread_mutex_t mu; /* guards everything below */
+	pthread_cond_t cv;  /* state, handovers, requests, live, nthreads */
+	enum srv_state state;
+	bool shutdown_done; /* shutdown tag arrived */
+	int handovers;      /* add_fd calls inside grpc (R2 gate) */
+	int requests;       /* request tags held by grpc */
+	int live;           /* calls accepted and not yet destroyed */
+	char **peers;       /* peer of each handed-over fd, by fd number */
+	int npeers;
+
+	/* Handler pool: FIFO of accepted calls, threads reused. */
+	pthread_cond_t work_cv;
+	struct gaz_rpc_call *qhead, *qtail;
+	int queued, nthreads, idle;
+	bool stopping;
+};
+
+/* One in-flight batch of a call. */
+struct optag {
+	struct gaz__tag tag;
+	struct gaz_rpc_call *call;
+	bool pending; /* started, not completed */
+	bool done;    /* completed, result not yet consumed */
+	int ok;
+};
+
+struct mdval {
+	struct mdval *next;
+	size_t idx;  /* index in md */
+	char *value; /* gpr_malloc'd */
+};
+
+struct gaz_rpc_call {
+	struct gaz_rpc_server *srv;
+	struct method *m;
+	grpc_call *gc;
+	grpc_metadata_array md; /* request metadata, owned by the call */
+	struct mdval *mdvals;   /* NUL-terminated copies handed out */
+	int64_t deadline_ns;
+	char *peer;
+	struct gaz_rpc_call *next; /* pool queue link */
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* op completions, cancellation, wake */
+	int refs;
+	struct optag close_op, recv_op, send_op, fin_op;
+	int close_cancelled; /* written by grpc */
+	bool cancelled, woken, md_sent, finished, eof;
+	grpc_byte_buffer *recv_bb; /* written by grpc */
+	grpc_slice details;        /* status text; alive until destroy */
+};
+
+static void srv_lock(struct gaz_rpc_server *srv)
+{
+	pthread_mutex_lock(&srv->mu);
+}
+
+static void srv_unlock_signal(struct gaz_rpc_server *srv)
+{
+	pthread_cond_broadcast(&srv->cv);
+	pthread_mutex_unlock(&srv->mu);
+}
+
+/* ---- calls ------------------------------------------------------------ */
+
+static void call_destroy(struct gaz_rpc_call *c)
+{
+	struct gaz_rpc_server *srv = c->srv;
+
+	while (c->mdvals) {
+		struct mdval *v = c->mdvals;
+		c->mdvals = v->next;
+		gpr_free(v->value);
+		free(v);
+	}
+	grpc_metadata_array_destroy(&c->md);
+	if (c->recv_bb)
+		grpc_byte_buffer_destroy(c->recv_bb);
+	grpc_slice_unref(c->details);
+	grpc_call_unref(c->gc);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c->peer);
+	free(c);
+	srv_lock(srv);
+	srv->live--;
+	srv_unlock_signal(srv);
+}
+
+/* call_unref drops a reference; call with c->mu held, returns unlocked. */
+static void call_unref_locked(struct gaz_rpc_call *c)
+{
+	bool last = --c->refs == 0;
+
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	if (last)
+		call_destroy(c);
+}
+
+/* op_cb runs on a poller when a batch of a server call completes. */
+static void op_cb(void *tag, int ok)
+{
+	struct optag *o = tag;
+	struct gaz_rpc_call *c = o->call;
+
+	pthread_mutex_lock(&c->mu);
+	o->pending = false;
+	o->done = true;
+	o->ok = ok;
+	if (o == &c->close_op && (c->close_cancelled || !ok))
+		c->cancelled = true;
+	call_unref_locked(c);
+}
+
+/* call_start starts a batch tagged `o`; c->mu held (released meanwhile so
+ * pollers never wait on grpc work done here). Returns 0 or GAZ_EINVAL. */
+static int call_start(struct gaz_rpc_call *c, struct optag *o, const grpc_op *ops, size_t n)
+{
+	grpc_call_error err;
+
+	o->pending = true;
+	o->done = false;
+	c->refs++;
+	pthread_mutex_unlock(&c->mu);
+	err = grpc_call_start_batch(c->gc, ops, n, o, NULL);
+	pthread_mutex_lock(&c->mu);
+	if (err == GRPC_CALL_OK)
+		return 0;
+	gaz_error("grpc_call_start_batch failed", "method=%s err=%d", c->m->path, (int)err);
+	o->pending = false;
+	c->refs--;
+	return GAZ_EINVAL;
+}
+
+/* call_await waits (c->mu held) for `o` to complete and consumes it. */
+static int call_await(struct gaz_rpc_call *c, struct optag *o)
+{
+	while (!o->done)
+		pthread_cond_wait(&c->cv, &c->mu);
+	o->done = false;
+	return o->ok;
+}
+
+static char *peer_of(struct gaz_rpc_server *srv, grpc_call *gc)
+{
+	char *p = grpc_call_get_peer(gc), *out = NULL;
+	int fd;
+
+	/* Calls on handed-over fds report "fd:N" (grpc-core.md §7.3): map N
+	 * back to the address recorded at handover. */
+	if (p && sscanf(p, "fd:%d", &fd) == 1) {
+		srv_lock(srv);
+		if (fd >= 0 && fd < srv->npeers && srv->peers[fd])
+			out = strdup(srv->peers[fd]);
+		pthread_mutex_unlock(&srv->mu);
+	}
+	if (!out)
+		out = strdup(p ? p : "unknown");
+	gpr_free(p);
+	return out;
+}
+
+static void optag_init(struct optag *o, struct gaz_rpc_call *c)
+{
+	o->tag.cb = op_cb;
+	o->call = c;
+}
+
+/* call_new takes the accepted call out of `r`. NULL on allocation failure
+ * (r keeps the call). */
+static struct gaz_rpc_call *call_new(struct req *r)
+{
+	struct gaz_rpc_call *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->srv = r->srv;
+	c->m = r->m;
+	c->gc = r->gc;
+	c->md = r->md;
+	grpc_metadata_array_init(&r->md);
+	r->gc = NULL;
+	c->deadline_ns = gaz__rpc_from_gpr(r->deadline);
+	c->peer = peer_of(r->srv, c->gc);
+	c->details = grpc_empty_slice();
+	c->refs = 1; /* the handler's */
+	pthread_mutex_init(&c->mu, NULL);
+	gaz__rpc_cond_init(&c->cv);
+	optag_init(&c->close_op, c);
+	optag_init(&c->recv_op, c);
+	optag_init(&c->send_op, c);
+	optag_init(&c->fin_op, c);
+	srv_lock(r->srv);
+	r->srv->live++;
+	pthread_mutex_unlock(&r->srv->mu);
+	return c;
+}
+
+/* ---- handler pool ----------------------------------------------------- */
+
+static void call_run(struct gaz_rpc_call *c)
+{
+	c->m->fn(c, c->m->arg);
+	if (!c->finished) {
+		gaz_error("rpc handler returned without finishing", "method=%s", c->m->path);
+		gaz_rpc_finish(c, NULL, GAZ_GRPC_INTERNAL, "handler ended without a status");
+	}
+	pthread_mutex_lock(&c->mu);
+	call_unref_locked(c);
+}
+
+static struct gaz_rpc_call *pool_pop(struct gaz_rpc_server *srv)
+{
+	struct gaz_rpc_call *c = srv->qhead;
+
+	if (c) {
+		srv->qhead = c->next;
+		if (!srv->qhead)
+			srv->qtail = NULL;
+		srv->queued--;
+	}
+	return c;
+}
+
+static void *worker_main(void *arg)
+{
+	struct gaz_rpc_server *srv = arg;
+	struct gaz_rpc_call *c;
+	bool idle_expired = false;
+
+	srv_lock(srv);
+	for (;;) {
+		if ((c = pool_pop(srv))) {
+			pthread_mutex_unlock(&srv->mu);
+			call_run(c);
+			srv_lock(srv);
+			continue;
+		}
+		if (srv->stopping || idle_expired)
+			break;
+		srv->idle++;
+		idle_expired = gaz__rpc_timedwait(&srv->work_cv, &srv->mu,
+						  gaz_mono_ns() + IDLE_THREAD_NS);
+		srv->idle--;
+	}
+	srv->nthreads--;
+	srv_unlock_signal(srv);
+	return NULL;
+}
+
+/* pool_push queues an accepted call, growing the pool up to max_handlers
+ * when every thread is busy. Never blocks (runs on pollers). */
+static void pool_push(struct gaz_rpc_server *srv, struct gaz_rpc_call *c)
+{
+	int err;
+
+	srv_lock(srv);
+	c->next = NULL;
+	if (srv->qtail)
+		srv->qtail->next = c;
+	else
+		srv->qhead = c;
+	srv->qtail = c;
+	srv->queued++;
+	if (srv->queued > srv->idle && srv->nthreads < srv->opts.max_handlers) {
+		if ((err = gaz__rpc_spawn(worker_main, srv)) == 0)
+			srv->nthreads++;
+		else
+			gaz_error("cannot start rpc handler thread", "errno=%d threads=%d", err,
+				  srv->nthreads);
+	}
+	pthread_cond_signal(&srv->work_cv);
+	pthread_mutex_unlock(&srv->mu);
+}
+
+/* pool_stop (srv->mu held) lets workers exit once the queue is empty and
+ * waits for them and for every call to be destroyed. Calls left queued with
+ * no thread (spawn failures) run here. */
+static void pool_stop(struct gaz_rpc_server *srv)
+{
+	struct gaz_rpc_call *c;
+
+	srv->stopping = true;
+	pthread_cond_broadcast(&srv->work_cv);
+	while (srv->nthreads > 0 || srv->live > 0 || srv->qhead) {
+		if (srv->nthreads == 0 && (c = pool_pop(srv))) {
+			pthread_mutex_unlock(&srv->mu);
+			call_run(c);
+			srv_lock(srv);
+			continue;
+		}
+		pthread_cond_wait(&srv->cv, &srv->mu);
+	}
+}
+
+/* ---- accepting -------------------------------------------------------- */
+
+static void req_free(struct req *r)
+{
+	struct gaz_rpc_server *srv = r->srv;
+
+	grpc_metadata_array_destroy(&r->md);
+	grpc_call_details_destroy(&r->details);
+	free(r);
+	srv_lock(srv);
+	srv->requests--;
+	srv_unlock_signal(srv);
+}
+
+/* req_issue hands `r` to grpc (again); frees it once the server stops. */
+static void req_issue(struct req *r)
+{
+	struct gaz_rpc_server *srv = r->srv;
+	grpc_completion_queue *cq = gaz__rpc_cq();
+	grpc_call_error err;
+	bool stop;
+
+	srv_lock(srv);
+	stop = srv->state != SRV_STARTED;
+	pthread_mutex_unlock(&srv->mu);
+	if (stop) {
+		req_free(r);
+		return;
+	}
+	/* A request made after shutdown began completes with ok=0; requests
+	 * stays counted until then, so the server outlives this call. */
+	if (r->m)
+		err = grpc_server_request_registered_call(srv->gs, r->m->handle, &r->gc,
+							  &r->deadline, &r->md, NULL, cq, cq, r);
+	else
+		err = grpc_server_request_call(srv->gs, &r->gc, &r->details, &r->md, cq, cq, r);
+	if (err != GRPC_CALL_OK) {
+		gaz_error("grpc request call failed", "err=%d", (int)err);
+		req_free(r);
+	}
+}
+
+/* reject drops an accepted call we cannot serve (allocation failure). */
+static void reject(grpc_call *gc, grpc_metadata_array *md)
+{
+	grpc_call_cancel_with_status(gc, GRPC_STATUS_RESOURCE_EXHAUSTED, "server out of memory",
+				     NULL);
+	grpc_metadata_array_destroy(md);
+	grpc_metadata_array_init(md);
+	grpc_call_unref(gc);
+}
+
+static void accept_registered(struct req *r)
+{
+	struct gaz_rpc_call *c = call_new(r);
+	grpc_op op = {.op = GRPC_OP_RECV_CLOSE_ON_SERVER};
+
+	if (!c)
+		reject(r->gc, &r->md);
+	req_issue(r);
+	if (!c)
+		return;
+	op.data.recv_close_on_server.cancelled = &c->close_cancelled;
+	pthread_mutex_lock(&c->mu);
+	if (call_start(c, &c->close_op, &op, 1) != 0)
+		c->cancelled = true; /* cannot watch it: treat as gone */
+	pthread_mutex_unlock(&c->mu);
+	pool_push(c->srv, c);
+}
+
+/* An unknown method's call, answered UNIMPLEMENTED in one batch. */
+struct unknown {
+	struct gaz__tag tag;
+	struct gaz_rpc_server *srv;
+	grpc_call *gc;
+	grpc_metadata_array md;
+	grpc_call_details details;
+	grpc_slice msg;
+	int cancelled;
+};
+
+static void unknown_cb(void *tag, int ok)
+{
+	struct unknown *u = tag;
+	struct gaz_rpc_server *srv = u->srv;
+
+	(void)ok;
+	grpc_metadata_array_destroy(&u->md);
+	grpc_call_details_destroy(&u->details);
+	grpc_slice_unref(u->msg);
+	grpc_call_unref(u->gc);
+	free(u);
+	srv_lock(srv);
+	srv->live--;
+	srv_unlock_signal(srv);
+}
+
+static void unknown_answer(struct unknown *u)
+{
+	grpc_op ops[3] = {{.op = GRPC_OP_SEND_INITIAL_METADATA},
+			  {.op = GRPC_OP_SEND_STATUS_FROM_SERVER},
+			  {.op = GRPC_OP_RECV_CLOSE_ON_SERVER}};
+	char *method = grpc_slice_to_c_string(u->details.method), text[300];
+
+	snprintf(text, sizeof(text), "unknown method %.256s", method);
+	gpr_free(method);
+	u->msg = grpc_slice_from_copied_string(text);
+	ops[1].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
+	ops[1].data.send_status_from_server.status_details = &u->msg;
+	ops[2].data.recv_close_on_server.cancelled = &u->cancelled;
+	if (grpc_call_start_batch(u->gc, ops, 3, u, NULL) != GRPC_CALL_OK)
+		unknown_cb(u, 0);
+}
+
+static void accept_unknown(struct req *r)
+{
+	struct unknown *u = calloc(1, sizeof(*u));
+
+	if (!u) {
+		reject(r->gc, &r->md);
+		req_issue(r);
+		return;
+	}
+	u->tag.cb = unknown_cb;
+	u->srv = r->srv;
+	u->gc = r->gc;
+	u->md = r->md;
+	u->details = r->details;
+	grpc_metadata_array_init(&r->md);
+	grpc_call_details_init(&r->details);
+	srv_lock(u->srv);
+	u->srv->live++;
+	pthread_mutex_unlock(&u->srv->mu);
+	req_issue(r);
+	unknown_answer(u);
+}
+
+/* accept_cb runs on a poller when a request tag completes: a new call, or
+ * ok=0 when the server is shutting down. */
+static void accept_cb(void *tag, int ok)
+{
+	struct req *r = tag;
+
+	if (!ok)
+		req_free(r);
+	else if (r->m)
+		accept_registered(r);
+	else
+		accept_unknown(r);
+}
+
+static void shutdown_cb(void *tag, int ok)
+{
+	struct gaz_rpc_server *srv =
+		(struct gaz_rpc_server *)((char *)tag - offsetof(struct gaz_rpc_server, shutdown_tag));
+
+	(void)ok;
+	srv_lock(srv);
+	srv->shutdown_done = true;
+	srv_unlock_signal(srv);
+}
+
+/* ---- server lifecycle ------------------------------------------------- */
+
+static grpc_server *server_create(const struct gaz_rpc_server_opts *o)
+{
+	grpc_arg a[8] = {0};
+	int n = 0;
+
+#define INT_ARG(k, v) (a[n].type = GRPC_ARG_INTEGER, a[n].key = (char *)(k), a[n++].value.integer = (v))
+	INT_ARG(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, o->max_recv_bytes); /* P3 */
+	INT_ARG(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, -1);
+	INT_ARG(GRPC_ARG_KEEPALIVE_TIME_MS, o->keepalive_ms);
+	INT_ARG(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+	INT_ARG(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+	/* Go clients ping idle connections (P4): never GOAWAY them for it. */
+	INT_ARG(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+	INT_ARG(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+#undef INT_ARG
+	grpc_channel_args args = {.num_args = (size_t)n, .args = a};
+	return grpc_server_create(&args, NULL);
+}
+
+struct gaz_rpc_server *gaz_rpc_server_new(const struct gaz_rpc_server_opts *opts)
+{
+	struct gaz_rpc_server *srv = calloc(1, sizeof(*srv));
+
+	if (!srv || !gaz__rpc_cq()) {
+		free(srv);
+		return NULL;
+	}
+	if (opts)
+		srv->opts = *opts;
+	if (srv->opts.max_recv_bytes <= 0)
+		srv->opts.max_recv_bytes = 4 << 20;
+	if (srv->opts.max_handlers <= 0)
+		srv->opts.max_handlers = 4096;
+	if (srv->opts.keepalive_ms <= 0)
+		srv->opts.keepalive_ms = 30000;
+	pthread_mutex_init(&srv->mu, NULL);
+	gaz__rpc_cond_init(&srv->cv);
+	gaz__rpc_cond_init(&srv->work_cv);
+	srv->shutdown_tag.cb = shutdown_cb;
+	srv->gs = server_create(&srv->opts);
+	srv->fd_creds = grpc_insecure_server_credentials_create();
+	grpc_server_register_completion_queue(srv->gs, gaz__rpc_cq(), NULL);
+	return srv;
+}
+
+int gaz_rpc_server_register(struct gaz_rpc_server *srv, const char *path, gaz_rpc_handler_fn fn,
+			    void *arg)
+{
+	struct method *m, **ms;
+
+	if (!srv || !path || path[0] != '/' || !fn || srv->state != SRV_NEW)
+		return GAZ_EINVAL;
+	ms = realloc(srv->methods, (srv->nmethods + 1) * sizeof(*ms));
+	if (!ms)
+		return GAZ_ENOMEM;
+	srv->methods = ms;
+	if (!(m = calloc(1, sizeof(*m))) || !(m->path = strdup(path))) {
+		free(m);
+		return GAZ_ENOMEM;
+	}
+	m->handle = grpc_server_register_method(srv->gs, path, NULL, GRPC_SRM_PAYLOAD_NONE, 0);
+	if (!m->handle) { /* duplicate path */
+		free(m->path);
+		free(m);
+		return GAZ_EINVAL;
+	}
+	m->fn = fn;
+	m->arg = arg;
+	ms[srv->nmethods++] = m;
+	return 0;
+}
+
+static void req_new(struct gaz_rpc_server *srv, struct method *m)
+{
+	struct req *r = calloc(1, sizeof(*r));
+
+	if (!r) {
+		gaz_error("cannot allocate rpc request", "path=%s", m ? m->path : "*");
+		return;
+	}
+	r->tag.cb = accept_cb;
+	r->srv = srv;
+	r->m = m;
+	grpc_metadata_array_init(&r->md);
+	grpc_call_details_init(&r->details);
+	srv_lock(srv);
+	srv->requests++;
+	pthread_mutex_unlock(&srv->mu);
+	req_issue(r);
+}
+
+int gaz_rpc_server_start(struct gaz_rpc_server *srv, const char *listen_addr, int *port_out)
+{
+	int port = 0;
+
+	if (srv->state != SRV_NEW)
+		return GAZ_EINVAL;
+	if (listen_addr) {
+		grpc_server_credentials *c = grpc_insecure_server_credentials_create();
+		port = grpc_server_add_http2_port(srv->gs, listen_addr, c);
+		grpc_server_credentials_release(c);
+		if (port == 0) {
+			gaz_error("cannot listen for grpc", "addr=%s", listen_addr);
+			return GAZ_EIO;
+		}
+	}
+	if (port_out)
+		*port_out = port;
+	grpc_server_start(srv->gs); /* before any add_fd (R2) */
+	srv_lock(srv);
+	srv->state = SRV_STARTED;
+	pthread_mutex_unlock(&srv->mu);
+	for (size_t i = 0; i < srv->nmethods; i++)
+		for (int k = 0; k < REQS_PER_METHOD; k++)
+			req_new(srv, srv->methods[i]);
+	req_new(srv, NULL);
+	return 0;
+}
+
+/* peer_record (srv->mu held) remembers the address behind fd number `fd`. */
+static void peer_record(struct gaz_rpc_server *srv, int fd, const char *peer)
+{
+	if (fd >= srv->npeers) {
+		int n = fd + 64;
+		char **p = realloc(srv->peers, (size_t)n * sizeof(*p));
+		if (!p)
+			return;
+		memset(p + srv->npeers, 0, (size_t)(n - srv->npeers) * sizeof(*p));
+		srv->peers = p;
+		srv->npeers = n;
+	}
+	free(srv->peers[fd]);
+	srv->peers[fd] = peer ? strdup(peer) : NULL;
+}
+
+int gaz_rpc_server_add_fd(struct gaz_rpc_server *srv, int fd, const char *peer)
+{
+	int one = 1, fl;
+
+	srv_lock(srv);
+	if (srv->state != SRV_STARTED) {
+		pthread_mutex_unlock(&srv->mu);
+		close(fd);
+		return GAZ_ESTOPPED;
+	}
+	srv->handovers++;
+	peer_record(srv, fd, peer);
+	pthread_mutex_unlock(&srv->mu);
+	/* R3: grpc's reader deadlocks on a blocking fd; R5: latency. */
+	fl = fcntl(fd, F_GETFL);
+	fcntl(fd, F_SETFL, (fl < 0 ? 0 : fl) | O_NONBLOCK);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); /* fails on unix: fine */
+	grpc_server_add_channel_from_fd(srv->gs, fd, srv->fd_creds);
+	srv_lock(srv);
+	srv->handovers--;
+	srv_unlock_signal(srv);
+	return 0;
+}
+
+/* wait_shutdown_tag (srv->mu held) waits for the shutdown tag or deadline_ns. */
+static void wait_shutdown_tag(struct gaz_rpc_server *srv, int64_t deadline_ns)
+{
+	while (!srv->shutdown_done && !gaz__rpc_timedwait(&srv->cv, &srv->mu, deadline_ns))
+		;
+}
+
+void gaz_rpc_server_shutdown(struct gaz_rpc_server *srv, int64_t grace_ms)
+{
+	srv_lock(srv);
+	if (srv->state != SRV_NEW && srv->state != SRV_STARTED) {
+		while (srv->state != SRV_STOPPED)
+			pthread_cond_wait(&srv->cv, &srv->mu);
+		pthread_mutex_unlock(&srv->mu);
+		return;
+	}
+	if (srv->state == SRV_STARTED) {
+		srv->state = SRV_STOPPING;
+		while (srv->handovers > 0) /* R2: no add_fd may follow shutdown */
+			pthread_cond_wait(&srv->cv, &srv->mu);
+		pthread_mutex_unlock(&srv->mu);
+		grpc_server_shutdown_and_notify(srv->gs, gaz__rpc_cq(), &srv->shutdown_tag);
+		srv_lock(srv);
+		wait_shutdown_tag(srv, gaz_mono_ns() + (grace_ms > 0 ? grace_ms : 0) * GAZ_NS_PER_MS);
+		pthread_mutex_unlock(&srv->mu);
+		grpc_server_cancel_all_calls(srv->gs);
+		srv_lock(srv);
+		wait_shutdown_tag(srv, GAZ_DEADLINE_NEVER);
+		while (srv->requests > 0)
+			pthread_cond_wait(&srv->cv, &srv->mu);
+		pool_stop(srv);
+	}
+	pthread_mutex_unlock(&srv->mu);
+	grpc_server_destroy(srv->gs);
+	srv_lock(srv);
+	srv->gs = NULL;
+	srv->state = SRV_STOPPED;
+	srv_unlock_signal(srv);
+}
+
+void gaz_rpc_server_free(struct gaz_rpc_server *srv)
+{
+	if (!srv)
+		return;
+	gaz_rpc_server_shutdown(srv, 0);
+	for (size_t i = 0; i < srv->nmethods; i++) {
+		free(srv->methods[i]->path);
+		free(srv->methods[i]);
+	}
+	free(srv->methods);
+	for (int i = 0; i < srv->npeers; i++)
+		free(srv->peers[i]);
+	free(srv->peers);
+	grpc_server_credentials_release(srv->fd_creds);
+	pthread_cond_destroy(&srv->work_cv);
+	pthread_cond_destroy(&srv->cv);
+	pthread_mutex_destroy(&srv->mu);
+	free(srv);
+}
+
+/* ---- server call helpers (handler thread) ---------------------------- */
+
+/* eof_confirmed (c->mu held) tells a client half-close from a cancelled
+ * call: grpc completes RECV_MESSAGE with no message in both cases, and the
+ * RECV_CLOSE_ON_SERVER completion that tells them apart may still be on
+ * its way. A cancelled stream is already closed for writing when the
+ * receive completes, so response headers sent now fail exactly when the
+ * call is gone. Once headers went out, the cancelled flag is all we have.
+ * Returns true (and marks EOF) for a genuine half-close. */
+static bool eof_confirmed(struct gaz_rpc_call *c)
+{
+	grpc_op op = {.op = GRPC_OP_SEND_INITIAL_METADATA};
+
+	if (!c->cancelled && !c->md_sent) {
+		c->md_sent = true;
+		if (call_start(c, &c->send_op, &op, 1) != 0 || !call_await(c, &c->send_op))
+			c->cancelled = true;
+	}
+	c->eof = !c->cancelled;
+	return c->eof;
+}
+
+/* recv_bb receives the next message's byte buffer into *bb (owned by the
+ * caller). Returns 0, GAZ_EOF, GAZ_ECANCELLED or GAZ_ETIMEDOUT. */
+static int recv_bb(struct gaz_rpc_call *c, grpc_byte_buffer **bb, int64_t deadline_ns)
+{
+	grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
+	int ok;
+
+	*bb = NULL;
+	pthread_mutex_lock(&c->mu);
+	if (c->eof || c->finished) {
+		pthread_mutex_unlock(&c->mu);
+		return c->eof ? GAZ_EOF : GAZ_ECANCELLED;
+	}
+	if (!c->recv_op.pending && !c->recv_op.done) {
+		op.data.recv_message.recv_message = &c->recv_bb;
+		if (c->cancelled || call_start(c, &c->recv_op, &op, 1) != 0) {
+			pthread_mutex_unlock(&c->mu);
+			return GAZ_ECANCELLED;
+		}
+	}
+	while (!c->recv_op.done) {
+		int rc = 0;
+		/* On cancellation or timeout the receive stays in flight: the
+		 * next gaz_rpc_recv picks up its result. */
+		if (c->cancelled)
+			rc = GAZ_ECANCELLED;
+		else if (gaz__rpc_timedwait(&c->cv, &c->mu, deadline_ns) && !c->recv_op.done)
+			rc = GAZ_ETIMEDOUT;
+		if (rc) {
+			pthread_mutex_unlock(&c->mu);
+			return rc;
+		}
+	}
+	ok = call_await(c, &c->recv_op);
+	*bb = c->recv_bb;
+	c->recv_bb = NULL;
+	if (ok && !*bb)
+		ok = eof_confirmed(c);
+	pthread_mutex_unlock(&c->mu);
+	if (!ok) {
+		if (*bb)
+			grpc_byte_buffer_destroy(*bb);
+		*bb = NULL;
+		return GAZ_ECANCELLED;
+	}
+	return *bb ? 0 : GAZ_EOF;
+}
+
+int gaz_rpc_recv(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
+		 ProtobufCMessage **out, int64_t deadline_ns)
+{
+	grpc_byte_buffer *bb;
+	int rc = recv_bb(call, &bb, deadline_ns);
+
+	*out = NULL;
+	if (rc != 0)
+		return rc;
+	rc = gaz__rpc_unpack(bb, desc, out, NULL);
+	grpc_byte_buffer_destroy(bb);
+	return rc;
+}
+
+int gaz_rpc_recv_raw(struct gaz_rpc_call *call, uint8_t **buf, size_t *len, int64_t deadline_ns)
+{
+	grpc_byte_buffer *bb;
+	int rc = recv_bb(call, &bb, deadline_ns);
+
+	*buf = NULL;
+	*len = 0;
+	if (rc != 0)
+		return rc;
+	rc = gaz__rpc_copy_out(bb, buf, len);
+	grpc_byte_buffer_destroy(bb);
+	return rc;
+}
+
+int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
+{
+	grpc_op ops[2] = {{.op = GRPC_OP_SEND_INITIAL_METADATA}, {.op = GRPC_OP_SEND_MESSAGE}};
+	grpc_byte_buffer *bb = gaz__rpc_pack(msg);
+	int n = 0, ok = 0;
+
+	pthread_mutex_lock(&call->mu);
+	if (call->finished || call->cancelled)
+		goto out;
+	if (!call->md_sent)
+		n = 1; /* initial metadata travels with the first message */
+	call->md_sent = true;
+	ops[1].data.send_message.send_message = bb;
+	if (call_start(call, &call->send_op, ops + 1 - n, (size_t)n + 1) == 0)
+		ok = call_await(call, &call->send_op);
+out:
+	pthread_mutex_unlock(&call->mu);
+	grpc_byte_buffer_destroy(bb);
+	return ok ? 0 : GAZ_ECANCELLED;
+}
+
+static grpc_status_code status_code_of(int code)
+{
+	if (code < 0)
+		return (grpc_status_code)gaz_err_grpc_code(code);
+	return code <= GRPC_STATUS_UNAUTHENTICATED ? (grpc_status_code)code : GRPC_STATUS_UNKNOWN;
+}
+
+int gaz_rpc_finish(struct gaz_rpc_call *call, const ProtobufCMessage *resp, int code,
+		   const char *msg)
+{
+	grpc_op ops[3] = {{.op = GRPC_OP_SEND_INITIAL_METADATA}};
+	grpc_byte_buffer *bb = resp ? gaz__rpc_pack(resp) : NULL;
+	size_t n = 0;
+	int ok = 0;
+
+	pthread_mutex_lock(&call->mu);
+	if (call->finished) {
+		pthread_mutex_unlock(&call->mu);
+		if (bb)
+			grpc_byte_buffer_destroy(bb);
+		return GAZ_EINVAL;
+	}
+	call->finished = true;
+	if (!call->md_sent)
+		n++;
+	call->md_sent = true;
+	if (bb) {
+		ops[n].op = GRPC_OP_SEND_MESSAGE;
+		ops[n++].data.send_message.send_message = bb;
+	}
+	call->details = msg ? grpc_slice_from_copied_string(msg) : grpc_empty_slice();
+	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+	ops[n].data.send_status_from_server.status = status_code_of(code);
+	ops[n++].data.send_status_from_server.status_details = msg ? &call->details : NULL;
+	if (call_start(call, &call->fin_op, ops, n) == 0)
+		ok = call_await(call, &call->fin_op);
+	pthread_mutex_unlock(&call->mu);
+	if (bb)
+		grpc_byte_buffer_destroy(bb);
+	return ok ? 0 : GAZ_ECANCELLED;
+}
+
+bool gaz_rpc_cancelled(struct gaz_rpc_call *call)
+{
+	bool c;
+
+	pthread_mutex_lock(&call->mu);
+	c = call->cancelled;
+	pthread_mutex_unlock(&call->mu);
+	return c;
+}
+
+void gaz_rpc_wake(struct gaz_rpc_call *call)
+{
+	pthread_mutex_lock(&call->mu);
+	call->woken = true;
+	pthread_cond_broadcast(&call->cv);
+	pthread_mutex_unlock(&call->mu);
+}
+
+int gaz_rpc_wait(struct gaz_rpc_call *call, int64_t deadline_ns)
+{
+	int rc;
+
+	pthread_mutex_lock(&call->mu);
+	for (;;) {
+		if (call->cancelled) {
+			rc = GAZ_ECANCELLED;
+			break;
+		}
+		if (call->woken) {
+			call->woken = false;
+			rc = 0;
+			break;
+		}
+		if (gaz__rpc_timedwait(&call->cv, &call->mu, deadline_ns)) {
+			rc = GAZ_ETIMEDOUT;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&call->mu);
+	return rc;
+}
+
+const char *gaz_rpc_metadata(struct gaz_rpc_call *call, const char *key)
+{
+	struct mdval *v;
+
+	for (size_t i = 0; i < call->md.count; i++) {
+		if (grpc_slice_str_cmp(call->md.metadata[i].key, key) != 0)
+			continue;
+		for (v = call->mdvals; v; v = v->next)
+			if (v->idx == i)
+				return v->value;
+		if (!(v = calloc(1, sizeof(*v))))
+			return NULL;
+		v->idx = i;
+		v->value = grpc_slice_to_c_string(call->md.metadata[i].value);
+		v->next = call->mdvals;
+		call->mdvals = v;
+		return v->value;
+	}
+	return NULL;
+}
+
+const char *gaz_rpc_peer(struct gaz_rpc_call *call)
+{
+	return call->peer;
+}
+
+int64_t gaz_rpc_deadline(struct gaz_rpc_call *call)
+{
+	return call->deadline_ns;
+}

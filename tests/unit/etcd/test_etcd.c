@@ -1,0 +1,934 @@
+/*
+ * test_etcd.c - lib/etcd against a real etcd (no stubs).
+ *
+ * The shared tests use the etcd at $GAZ_TEST_ETCD ("http://127.0.0.1:P",
+ * e.g. from scripts/etcd-test.sh) or, when unset, one this binary starts on
+ * free loopback ports in a temp dir and kills at the end. Keys live under a
+ * prefix unique to the run, so a shared etcd can be reused. The restart and
+ * compaction test always runs its own private etcd, since it stops it and
+ * compacts its history.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/clock.h"
+#include "etcd/etcd.h"
+#include "rpc/rpc.h"
+
+extern char **environ;
+
+/* ---- a throwaway etcd ------------------------------------------------ */
+
+struct etcd_proc {
+	pid_t pid;
+	int cport, pport;
+	char dir[256];
+	char endpoint[80];
+};
+
+static int free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+/* etcd_env copies the environment without ETCD_* variables: etcd reads
+ * them as flags, and ETCD_NAME next to --name is fatal (test-rig.md §1.1). */
+static char **etcd_env(void)
+{
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (environ[n])
+		n++;
+	env = calloc(n + 1, sizeof(*env));
+	for (size_t i = 0; env && i < n; i++)
+		if (strncmp(environ[i], "ETCD_", 5) != 0)
+			env[k++] = environ[i];
+	return env;
+}
+
+static int wait_ready(const char *endpoint, int64_t limit_ms)
+{
+	Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	Etcdserverpb__RangeResponse *resp;
+	struct gaz_etcd *e = gaz_etcd_new(endpoint, 1000, NULL);
+	int64_t end = gaz_deadline_in(limit_ms);
+	int rc = -1;
+
+	req.key = (ProtobufCBinaryData){6, (uint8_t *)"health"};
+	while (e && rc != 0 && gaz_mono_ns() < end) {
+		rc = gaz_etcd_range(e, &req, &resp, NULL);
+		if (rc == 0)
+			protobuf_c_message_free_unpacked(&resp->base, NULL);
+		else
+			usleep(100 * 1000);
+	}
+	gaz_etcd_free(e);
+	return rc;
+}
+
+/* etcd_path finds etcd in PATH (before fork: the child may not malloc). */
+static int etcd_path(char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+	char dirs[4096];
+
+	snprintf(dirs, sizeof(dirs), "%s", path ? path : "/usr/bin:/bin");
+	for (char *save, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		snprintf(out, len, "%s/etcd", d);
+		if (access(out, X_OK) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+/* spawn runs etcd with output to `log`. The child dies with this process
+ * (PR_SET_PDEATHSIG), so a killed test leaves no etcd behind, and gets an
+ * empty signal mask: rpc.h asks programs to block SIGTERM, which would
+ * otherwise make etcd unstoppable. */
+static pid_t spawn(const char *exe, char **argv, char **env, const char *log)
+{
+	pid_t parent = getpid(), pid;
+	sigset_t none;
+	int fd;
+
+	sigemptyset(&none);
+	pid = fork();
+	if (pid != 0)
+		return pid;
+	/* Child: async-signal-safe calls only. */
+	fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+		_exit(126);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(126);
+	execve(exe, argv, env);
+	_exit(127);
+}
+
+/* etcd_start starts etcd in p->dir on p's ports (fresh: pick both first). */
+static int etcd_start(struct etcd_proc *p, bool fresh)
+{
+	char name[] = "test", data[300], log[300], curl[80], purl[80], cluster[100], exe[512];
+	char **env = etcd_env();
+
+	if (fresh) {
+		p->cport = free_port();
+		p->pport = free_port();
+	}
+	snprintf(data, sizeof(data), "%s/data", p->dir);
+	snprintf(log, sizeof(log), "%s/etcd.log", p->dir);
+	snprintf(curl, sizeof(curl), "http://127.0.0.1:%d", p->cport);
+	snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", p->pport);
+	snprintf(cluster, sizeof(cluster), "test=%s", purl);
+	snprintf(p->endpoint, sizeof(p->endpoint), "%s", curl);
+	char *argv[] = {"etcd", "--name", name, "--data-dir", data, "--listen-client-urls", curl,
+			"--advertise-client-urls", curl, "--listen-peer-urls", purl,
+			"--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,
+			"--initial-cluster-state", "new", "--logger", "zap", "--log-outputs",
+			"stderr", "--log-level", "warn", NULL};
+	p->pid = env && etcd_path(exe, sizeof(exe)) == 0 ? spawn(exe, argv, env, log) : -1;
+	free(env);
+	if (p->pid < 0)
+		return -1;
+	if (wait_ready(p->endpoint, 30000) != 0) {
+		fprintf(stderr, "etcd at %s not ready; see %s\n", p->endpoint, log);
+		return -1;
+	}
+	return 0;
+}
+
+static void etcd_stop(struct etcd_proc *p)
+{
+	int status;
+
+	if (p->pid <= 0)
+		return;
+	kill(p->pid, SIGTERM);
+	for (int i = 0; i < 200; i++) {
+		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+			p->pid = 0;
+			return;
+		}
+		usleep(50 * 1000);
+	}
+	kill(p->pid, SIGKILL);
+	waitpid(p->pid, &status, 0);
+	p->pid = 0;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb, (void)flag, (void)ftw;
+	remove(path);
+	return 0;
+}
+
+static int etcd_new_proc(struct etcd_proc *p)
+{
+	memset(p, 0, sizeof(*p));
+	snprintf(p->dir, sizeof(p->dir), "/dev/shm/gaz-etcd-test.XXXXXX");
+	if (!mkdtemp(p->dir)) {
+		snprintf(p->dir, sizeof(p->dir), "/tmp/gaz-etcd-test.XXXXXX");
+		if (!mkdtemp(p->dir))
+			return -1;
+	}
+	/* A port taken between probe and bind: retry once (test-rig.md §0). */
+	if (etcd_start(p, true) == 0)
+		return 0;
+	etcd_stop(p);
+	return etcd_start(p, true);
+}
+
+static void etcd_drop_proc(struct etcd_proc *p)
+{
+	etcd_stop(p);
+	if (p->dir[0])
+		nftw(p->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	p->dir[0] = 0;
+}
+
+/* ---- shared fixtures and helpers -------------------------------------- */
+
+static struct etcd_proc g_proc;    /* ours, when GAZ_TEST_ETCD is unset */
+static const char *g_endpoint;
+static struct gaz_etcd *g_e;
+static char g_prefix[64];          /* unique per run */
+
+static ProtobufCBinaryData bin(const char *s)
+{
+	return (ProtobufCBinaryData){strlen(s), (uint8_t *)s};
+}
+
+/* key formats "<g_prefix><suffix>" into a static ring of buffers. */
+static const char *key(const char *fmt, ...)
+{
+	static __thread char ring[8][128];
+	static __thread int next;
+	char *out = ring[next++ % 8];
+	int n = snprintf(out, 128, "%s", g_prefix);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(out + n, 128 - (size_t)n, fmt, ap);
+	va_end(ap);
+	return out;
+}
+
+static int64_t put_lease(struct gaz_etcd *e, const char *k, const char *v, int64_t lease)
+{
+	Etcdserverpb__PutRequest req = ETCDSERVERPB__PUT_REQUEST__INIT;
+	Etcdserverpb__PutResponse *resp;
+	struct gaz_status st = {0};
+	int64_t rev;
+
+	req.key = bin(k);
+	req.value = bin(v);
+	req.lease = lease;
+	assert_int_equal(gaz_etcd_put(e, &req, &resp, &st), 0);
+	rev = resp->header->revision;
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return rev;
+}
+
+static int64_t put(struct gaz_etcd *e, const char *k, const char *v)
+{
+	return put_lease(e, k, v, 0);
+}
+
+/* get returns the value of k (static buffer) or NULL when absent. */
+static const char *get(struct gaz_etcd *e, const char *k, int64_t *lease)
+{
+	static char val[256];
+	Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	Etcdserverpb__RangeResponse *resp;
+	struct gaz_status st = {0};
+	const char *out = NULL;
+
+	req.key = bin(k);
+	assert_int_equal(gaz_etcd_range(e, &req, &resp, &st), 0);
+	if (resp->n_kvs == 1) {
+		snprintf(val, sizeof(val), "%.*s", (int)resp->kvs[0]->value.len,
+			 (char *)resp->kvs[0]->value.data);
+		if (lease)
+			*lease = resp->kvs[0]->lease;
+		out = val;
+	}
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return out;
+}
+
+static int64_t mono_ms(void)
+{
+	return gaz_mono_ns() / GAZ_NS_PER_MS;
+}
+
+/* ---- watch recorder -------------------------------------------------- */
+
+struct rec_event {
+	int type;               /* ETCDSERVERPB__EVENT__EVENT_TYPE__* */
+	char key[128];
+	char val[64];
+	int64_t mod_rev;
+};
+
+struct rec {
+	pthread_mutex_t mu;
+	int n;                  /* events recorded */
+	struct rec_event ev[64];
+	int empty;              /* responses without events delivered (a bug) */
+	int ends;               /* end_fn calls */
+	int end_code;
+	int stop_after;         /* fn returns non-zero at this many events; 0 never */
+};
+
+static void rec_init(struct rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	pthread_mutex_init(&r->mu, NULL);
+}
+
+static int rec_fn(void *arg, const Etcdserverpb__WatchResponse *resp)
+{
+	struct rec *r = arg;
+	int stop;
+
+	pthread_mutex_lock(&r->mu);
+	/* Only responses with events may come. No cmocka assert here: it would
+	 * longjmp across threads. */
+	if (resp->n_events == 0)
+		r->empty++;
+	for (size_t i = 0; i < resp->n_events && r->n < 64; i++) {
+		const Etcdserverpb__KeyValue *kv = resp->events[i]->kv;
+		struct rec_event *e = &r->ev[r->n++];
+
+		e->type = resp->events[i]->type;
+		snprintf(e->key, sizeof(e->key), "%.*s", (int)kv->key.len, (char *)kv->key.data);
+		snprintf(e->val, sizeof(e->val), "%.*s", (int)kv->value.len, (char *)kv->value.data);
+		e->mod_rev = kv->mod_revision;
+	}
+	stop = r->stop_after && r->n >= r->stop_after;
+	pthread_mutex_unlock(&r->mu);
+	return stop;
+}
+
+static void rec_end(void *arg, int code, const char *why)
+{
+	struct rec *r = arg;
+
+	(void)why;
+	pthread_mutex_lock(&r->mu);
+	r->ends++;
+	r->end_code = code;
+	pthread_mutex_unlock(&r->mu);
+}
+
+/* rec_wait polls until `n` events (or, with n < 0, an end) or limit_ms. */
+static bool rec_wait(struct rec *r, int n, int64_t limit_ms)
+{
+	int64_t end = mono_ms() + limit_ms;
+	bool done;
+
+	for (;;) {
+		pthread_mutex_lock(&r->mu);
+		done = n < 0 ? r->ends > 0 : r->n >= n;
+		pthread_mutex_unlock(&r->mu);
+		if (done || mono_ms() > end)
+			return done;
+		usleep(20 * 1000);
+	}
+}
+
+static void expect_event(struct rec *r, int i, int type, const char *k, int64_t rev)
+{
+	assert_true(i < r->n);
+	assert_int_equal(r->ev[i].type, type);
+	assert_string_equal(r->ev[i].key, k);
+	if (rev)
+		assert_int_equal(r->ev[i].mod_rev, rev);
+}
+
+/* ---- tests ----------------------------------------------------------- */
+
+static void test_prefix_end(void **state)
+{
+	uint8_t out[4];
+
+	(void)state;
+	gaz_etcd_prefix_end((const uint8_t *)"abc", 3, out);
+	assert_memory_equal(out, "abd", 3);
+	assert_int_equal(gaz_etcd_prefix_range_end((const uint8_t *)"/a/", 3, out), 3);
+	assert_memory_equal(out, "/a0", 3);
+	assert_int_equal(gaz_etcd_prefix_range_end((const uint8_t *)"a\xff\xff", 3, out), 1);
+	assert_memory_equal(out, "b", 1);
+	assert_int_equal(gaz_etcd_prefix_range_end((const uint8_t *)"\xff", 1, out), 1);
+	assert_int_equal(out[0], 0);
+}
+
+static void test_bad_endpoint(void **state)
+{
+	struct gaz_status st = {0};
+
+	(void)state;
+	assert_null(gaz_etcd_new("https://127.0.0.1:2379", 1000, &st));
+	assert_int_equal(st.code, GAZ_EINVAL);
+	gaz_status_clear(&st);
+	assert_null(gaz_etcd_new("http://127.0.0.1:2379", 0, &st));
+	assert_int_equal(st.code, GAZ_EINVAL);
+}
+
+static int64_t range_count(const char *prefix, const char **first_key)
+{
+	static char k0[128];
+	uint8_t end[128];
+	Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	Etcdserverpb__RangeResponse *resp;
+	struct gaz_status st = {0};
+	int64_t n;
+
+	req.key = bin(prefix);
+	gaz_etcd_prefix_end(req.key.data, req.key.len, end);
+	req.range_end = (ProtobufCBinaryData){req.key.len, end};
+	assert_int_equal(gaz_etcd_range(g_e, &req, &resp, &st), 0);
+	n = (int64_t)resp->n_kvs;
+	assert_int_equal(resp->count, n);
+	if (first_key && n > 0)
+		snprintf(k0, sizeof(k0), "%.*s", (int)resp->kvs[0]->key.len,
+			 (char *)resp->kvs[0]->key.data);
+	if (first_key)
+		*first_key = n > 0 ? k0 : NULL;
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return n;
+}
+
+static void test_put_range_delete(void **state)
+{
+	Etcdserverpb__DeleteRangeRequest del = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+	Etcdserverpb__DeleteRangeResponse *dresp;
+	struct gaz_status st = {0};
+	const char *first;
+	uint8_t end[128];
+	int64_t r1, r2;
+
+	(void)state;
+	r1 = put(g_e, key("kv/b"), "2");
+	r2 = put(g_e, key("kv/a"), "1");
+	put(g_e, key("kv0"), "outside the prefix");
+	assert_true(r2 > r1);
+	assert_string_equal(get(g_e, key("kv/a"), NULL), "1");
+	assert_null(get(g_e, key("kv/none"), NULL));
+	assert_int_equal(range_count(key("kv/"), &first), 2);
+	assert_string_equal(first, key("kv/a")); /* etcd ranges in key order */
+
+	del.key = bin(key("kv/"));
+	gaz_etcd_prefix_end(del.key.data, del.key.len, end);
+	del.range_end = (ProtobufCBinaryData){del.key.len, end};
+	assert_int_equal(gaz_etcd_delete(g_e, &del, &dresp, &st), 0);
+	assert_int_equal(dresp->deleted, 2);
+	assert_true(dresp->header->revision > r2);
+	protobuf_c_message_free_unpacked(&dresp->base, NULL);
+	assert_int_equal(range_count(key("kv/"), NULL), 0);
+	assert_string_equal(get(g_e, key("kv0"), NULL), "outside the prefix");
+}
+
+/* txn: IF mod_revision(k) == rev THEN put k=val ELSE range k. */
+static Etcdserverpb__TxnResponse *txn_mod(const char *k, int64_t rev, const char *val)
+{
+	Etcdserverpb__Compare cmp = ETCDSERVERPB__COMPARE__INIT;
+	Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+	Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	Etcdserverpb__RequestOp ok = ETCDSERVERPB__REQUEST_OP__INIT;
+	Etcdserverpb__RequestOp bad = ETCDSERVERPB__REQUEST_OP__INIT;
+	Etcdserverpb__Compare *cmps[] = {&cmp};
+	Etcdserverpb__RequestOp *oks[] = {&ok}, *bads[] = {&bad};
+	Etcdserverpb__TxnRequest req = ETCDSERVERPB__TXN_REQUEST__INIT;
+	Etcdserverpb__TxnResponse *resp;
+	struct gaz_status st = {0};
+
+	cmp.result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
+	cmp.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__MOD;
+	cmp.key = bin(k);
+	cmp.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_MOD_REVISION;
+	cmp.mod_revision = rev;
+	p.key = bin(k);
+	p.value = bin(val);
+	ok.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+	ok.request_put = &p;
+	r.key = bin(k);
+	bad.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+	bad.request_range = &r;
+	req = (Etcdserverpb__TxnRequest)ETCDSERVERPB__TXN_REQUEST__INIT;
+	req.n_compare = 1, req.compare = cmps;
+	req.n_success = 1, req.success = oks;
+	req.n_failure = 1, req.failure = bads;
+	assert_int_equal(gaz_etcd_txn(g_e, &req, &resp, &st), 0);
+	assert_int_equal(resp->n_responses, 1);
+	return resp;
+}
+
+static void test_txn(void **state)
+{
+	Etcdserverpb__TxnResponse *t;
+	const Etcdserverpb__RangeResponse *rr;
+	int64_t rev;
+
+	(void)state;
+	rev = put(g_e, key("txn/k"), "v1");
+	t = txn_mod(key("txn/k"), rev, "v2");
+	assert_true(t->succeeded);
+	assert_int_equal(t->responses[0]->response_case,
+			 ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_PUT);
+	protobuf_c_message_free_unpacked(&t->base, NULL);
+	assert_string_equal(get(g_e, key("txn/k"), NULL), "v2");
+
+	t = txn_mod(key("txn/k"), rev, "v3"); /* stale: failure branch */
+	assert_false(t->succeeded);
+	assert_int_equal(t->responses[0]->response_case,
+			 ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE);
+	rr = t->responses[0]->response_range;
+	assert_int_equal(rr->n_kvs, 1);
+	assert_memory_equal(rr->kvs[0]->value.data, "v2", 2);
+	assert_true(rr->kvs[0]->mod_revision > rev);
+	protobuf_c_message_free_unpacked(&t->base, NULL);
+
+	t = txn_mod(key("txn/new"), 0, "created"); /* MOD == 0: create if absent */
+	assert_true(t->succeeded);
+	protobuf_c_message_free_unpacked(&t->base, NULL);
+	t = txn_mod(key("txn/new"), 0, "again");
+	assert_false(t->succeeded);
+	protobuf_c_message_free_unpacked(&t->base, NULL);
+	assert_string_equal(get(g_e, key("txn/new"), NULL), "created");
+}
+
+static void test_lease_revoke(void **state)
+{
+	Etcdserverpb__PutRequest req = ETCDSERVERPB__PUT_REQUEST__INIT;
+	Etcdserverpb__PutResponse *resp;
+	struct gaz_status st = {0};
+	int64_t id = 0, lease = 0;
+
+	(void)state;
+	assert_int_equal(gaz_etcd_lease_grant(g_e, 30, &id, &st), 0);
+	assert_true(id != 0);
+	put_lease(g_e, key("lease/k"), "v", id);
+	assert_non_null(get(g_e, key("lease/k"), &lease));
+	assert_true(lease == id);
+	assert_int_equal(gaz_etcd_lease_revoke(g_e, id, &st), 0);
+	assert_null(get(g_e, key("lease/k"), NULL)); /* revoke deleted it */
+
+	/* A revoked lease: etcd answers NOT_FOUND (grpc-core.md §6). */
+	req.key = bin(key("lease/k2"));
+	req.value = bin("v");
+	req.lease = id;
+	assert_int_equal(gaz_etcd_put(g_e, &req, &resp, &st), GAZ_ERPC);
+	assert_int_equal(st.grpc, GAZ_GRPC_NOT_FOUND);
+	assert_null(resp);
+}
+
+struct lost {
+	pthread_mutex_t mu;
+	int n;
+	int64_t at_ms;
+	char why[256];
+};
+
+static void lost_fn(void *arg, const char *why)
+{
+	struct lost *l = arg;
+
+	pthread_mutex_lock(&l->mu);
+	l->n++;
+	l->at_ms = mono_ms();
+	snprintf(l->why, sizeof(l->why), "%s", why);
+	pthread_mutex_unlock(&l->mu);
+}
+
+static int lost_count(struct lost *l)
+{
+	int n;
+
+	pthread_mutex_lock(&l->mu);
+	n = l->n;
+	pthread_mutex_unlock(&l->mu);
+	return n;
+}
+
+static void test_keepalive(void **state)
+{
+	struct lost l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct gaz_etcd_keepalive *ka;
+	struct gaz_status st = {0};
+	int64_t id = 0, t0;
+
+	(void)state;
+	assert_int_equal(gaz_etcd_lease_grant(g_e, 2, &id, &st), 0);
+	put_lease(g_e, key("ka/k"), "v", id);
+	ka = gaz_etcd_keepalive_start(g_e, id, 2, lost_fn, &l, &st);
+	assert_non_null(ka);
+	sleep(5); /* 2.5 TTLs: without keep-alives the key would be gone */
+	assert_string_equal(get(g_e, key("ka/k"), NULL), "v");
+	assert_int_equal(lost_count(&l), 0);
+
+	/* Revoked under it: the next answer has TTL 0 and lost() fires once,
+	 * within about one keep-alive interval (2/3 s). */
+	t0 = mono_ms();
+	assert_int_equal(gaz_etcd_lease_revoke(g_e, id, &st), 0);
+	while (lost_count(&l) == 0 && mono_ms() - t0 < 3000)
+		usleep(20 * 1000);
+	assert_int_equal(lost_count(&l), 1);
+	assert_non_null(strstr(l.why, "expired or revoked"));
+	gaz_etcd_keepalive_stop(ka);
+	assert_int_equal(lost_count(&l), 1);
+	assert_null(get(g_e, key("ka/k"), NULL));
+}
+
+static void test_keepalive_stop(void **state)
+{
+	struct lost l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct gaz_etcd_keepalive *ka;
+	struct gaz_status st = {0};
+	int64_t id = 0;
+
+	(void)state;
+	assert_int_equal(gaz_etcd_lease_grant(g_e, 2, &id, &st), 0);
+	put_lease(g_e, key("kastop/k"), "v", id);
+	ka = gaz_etcd_keepalive_start(g_e, id, 2, lost_fn, &l, &st);
+	assert_non_null(ka);
+	usleep(300 * 1000);
+	gaz_etcd_keepalive_stop(ka); /* stops keep-alives, never calls lost() */
+	sleep(4);                    /* so the lease expires */
+	assert_null(get(g_e, key("kastop/k"), NULL));
+	assert_int_equal(lost_count(&l), 0);
+}
+
+static void test_watch_events(void **state)
+{
+	uint8_t end[128];
+	struct gaz_status st = {0};
+	struct gaz_etcd_watch *w;
+	Etcdserverpb__DeleteRangeRequest del = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+	Etcdserverpb__DeleteRangeResponse *dresp;
+	const char *p = key("watch/");
+	int64_t r1, r2, r3, r4;
+	struct rec r;
+
+	(void)state;
+	rec_init(&r);
+	put(g_e, key("watch0"), "outside");
+	r1 = put(g_e, key("watch/a"), "1");
+	r2 = put(g_e, key("watch/b"), "2");
+	del.key = bin(key("watch/a"));
+	assert_int_equal(gaz_etcd_delete(g_e, &del, &dresp, &st), 0);
+	r3 = dresp->header->revision;
+	protobuf_c_message_free_unpacked(&dresp->base, NULL);
+	put(g_e, key("watch0"), "outside again");
+
+	gaz_etcd_prefix_end((const uint8_t *)p, strlen(p), end);
+	w = gaz_etcd_watch_start(g_e, (const uint8_t *)p, strlen(p), end, strlen(p), r1, rec_fn,
+				 rec_end, &r, &st);
+	assert_non_null(w);
+	assert_true(rec_wait(&r, 3, 10000));
+	r4 = put(g_e, key("watch/c"), "3"); /* a live event after the backlog */
+	assert_true(rec_wait(&r, 4, 10000));
+	usleep(200 * 1000);                 /* nothing else may arrive */
+	gaz_etcd_watch_stop(w);
+
+	assert_int_equal(r.n, 4);
+	expect_event(&r, 0, ETCDSERVERPB__EVENT__EVENT_TYPE__PUT, key("watch/a"), r1);
+	expect_event(&r, 1, ETCDSERVERPB__EVENT__EVENT_TYPE__PUT, key("watch/b"), r2);
+	expect_event(&r, 2, ETCDSERVERPB__EVENT__EVENT_TYPE__DELETE, key("watch/a"), r3);
+	expect_event(&r, 3, ETCDSERVERPB__EVENT__EVENT_TYPE__PUT, key("watch/c"), r4);
+	assert_string_equal(r.ev[1].val, "2");
+	assert_int_equal(r.ends, 1);
+	assert_int_equal(r.end_code, GAZ_ECANCELLED);
+	assert_int_equal(r.empty, 0);
+}
+
+static void test_watch_fn_stops(void **state)
+{
+	struct gaz_status st = {0};
+	struct gaz_etcd_watch *w;
+	const char *k = key("wstop/k");
+	struct rec r;
+
+	(void)state;
+	rec_init(&r);
+	r.stop_after = 1;
+	w = gaz_etcd_watch_start(g_e, (const uint8_t *)k, strlen(k), NULL, 0, 0, rec_fn, rec_end,
+				 &r, &st);
+	assert_non_null(w);
+	usleep(500 * 1000); /* "from now": let the watch be created first */
+	put(g_e, k, "1");
+	assert_true(rec_wait(&r, -1, 10000));
+	assert_int_equal(r.n, 1);
+	assert_int_equal(r.end_code, GAZ_ECANCELLED);
+	put(g_e, k, "2");
+	usleep(200 * 1000);
+	gaz_etcd_watch_stop(w);
+	assert_int_equal(r.n, 1);
+	assert_int_equal(r.ends, 1);
+}
+
+/* dead_etcd: a client of a loopback port nobody listens on. */
+static struct gaz_etcd *dead_etcd(int64_t timeout_ms)
+{
+	char ep[64];
+
+	snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", free_port());
+	return gaz_etcd_new(ep, timeout_ms, NULL);
+}
+
+static void test_dead_unary(void **state)
+{
+	Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	Etcdserverpb__RangeResponse *resp = NULL;
+	struct gaz_status st = {0};
+	struct gaz_etcd *e = dead_etcd(500);
+	int64_t t0, took;
+
+	(void)state;
+	assert_non_null(e);
+	req.key = bin("k");
+	t0 = mono_ms();
+	assert_int_equal(gaz_etcd_range(e, &req, &resp, &st), GAZ_EUNAVAIL);
+	took = mono_ms() - t0;
+	assert_null(resp);
+	assert_true(st.grpc == GAZ_GRPC_UNAVAILABLE || st.grpc == GAZ_GRPC_DEADLINE_EXCEEDED);
+	assert_true(took <= 500 + 1000);
+	gaz_etcd_free(e);
+}
+
+/* Unreachable past the TTL: lost() once, about one TTL after the start. */
+static void test_dead_keepalive(void **state)
+{
+	struct lost l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct gaz_etcd *e = dead_etcd(500);
+	struct gaz_etcd_keepalive *ka;
+	struct gaz_status st = {0};
+	int64_t t0 = mono_ms();
+
+	(void)state;
+	ka = gaz_etcd_keepalive_start(e, 12345, 2, lost_fn, &l, &st);
+	assert_non_null(ka);
+	while (lost_count(&l) == 0 && mono_ms() - t0 < 6000)
+		usleep(20 * 1000);
+	assert_int_equal(lost_count(&l), 1);
+	assert_true(l.at_ms - t0 >= 1900 && l.at_ms - t0 <= 4000);
+	assert_non_null(strstr(l.why, "no keep-alive answered"));
+	gaz_etcd_keepalive_stop(ka);
+	gaz_etcd_free(e);
+}
+
+/* A watch waiting for an unreachable etcd stops promptly. */
+static void test_dead_watch(void **state)
+{
+	struct gaz_etcd *e = dead_etcd(500);
+	struct gaz_status st = {0};
+	struct gaz_etcd_watch *w;
+	int64_t t0;
+	struct rec r;
+
+	(void)state;
+	rec_init(&r);
+	w = gaz_etcd_watch_start(e, (const uint8_t *)"k", 1, NULL, 0, 1, rec_fn, rec_end, &r, &st);
+	assert_non_null(w);
+	usleep(300 * 1000);
+	t0 = mono_ms();
+	gaz_etcd_watch_stop(w);
+	assert_true(mono_ms() - t0 < 2000);
+	assert_int_equal(r.ends, 1);
+	assert_int_equal(r.end_code, GAZ_ECANCELLED);
+	assert_int_equal(r.n, 0);
+	gaz_etcd_free(e);
+}
+
+static struct etcd_proc g_priv;   /* test_watch_restart_compact's own */
+static struct gaz_etcd *g_priv_e;
+static struct gaz_etcd_watch *g_priv_w; /* so a failed test still stops it */
+
+/* put_retry puts through an etcd that is coming back: GAZ_EUNAVAIL is
+ * what callers retry on. */
+static int64_t put_retry(struct gaz_etcd *e, const char *k, const char *v, int64_t limit_ms)
+{
+	Etcdserverpb__PutRequest req = ETCDSERVERPB__PUT_REQUEST__INIT;
+	Etcdserverpb__PutResponse *resp;
+	struct gaz_status st;
+	int64_t end = mono_ms() + limit_ms, rev;
+	int rc;
+
+	req.key = bin(k);
+	req.value = bin(v);
+	do {
+		gaz_status_clear(&st);
+		rc = gaz_etcd_put(e, &req, &resp, &st);
+	} while (rc == GAZ_EUNAVAIL && mono_ms() < end && usleep(100 * 1000) == 0);
+	assert_int_equal(rc, 0);
+	rev = resp->header->revision;
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return rev;
+}
+
+static void watch_restart(struct etcd_proc *p, struct gaz_etcd *e)
+{
+	struct gaz_status st = {0};
+	struct gaz_etcd_watch *w;
+	int64_t r0, r1, r2;
+	static struct rec r; /* outlives a failed test's watch */
+
+	rec_init(&r);
+	r0 = put(e, "/r/x0", "0");
+	w = gaz_etcd_watch_start(e, (const uint8_t *)"/r/", 3, (const uint8_t *)"/r0", 3, r0 + 1,
+				 rec_fn, rec_end, &r, &st);
+	g_priv_w = w;
+	assert_non_null(w);
+	r1 = put(e, "/r/a", "1");
+	assert_true(rec_wait(&r, 1, 10000));
+
+	etcd_stop(p);
+	usleep(500 * 1000);
+	assert_int_equal(etcd_start(p, false), 0); /* same data dir and ports */
+	r2 = put_retry(e, "/r/b", "2", 20000);
+	assert_true(rec_wait(&r, 2, 30000));
+	usleep(300 * 1000); /* a resume from the wrong revision would repeat "a" */
+	gaz_etcd_watch_stop(w);
+	g_priv_w = NULL;
+	assert_int_equal(r.n, 2);
+	expect_event(&r, 0, ETCDSERVERPB__EVENT__EVENT_TYPE__PUT, "/r/a", r1);
+	expect_event(&r, 1, ETCDSERVERPB__EVENT__EVENT_TYPE__PUT, "/r/b", r2);
+	assert_int_equal(r.ends, 1);
+	assert_int_equal(r.end_code, GAZ_ECANCELLED);
+}
+
+static void watch_compacted(struct etcd_proc *p, struct gaz_etcd *e)
+{
+	struct gaz_status st = {0};
+	struct gaz_etcd_watch *w;
+	char cmd[256];
+	int64_t r1, r2;
+	static struct rec r; /* outlives a failed test's watch */
+
+	rec_init(&r);
+	r1 = put(e, "/c/a", "1");
+	r2 = put(e, "/c/a", "2");
+	snprintf(cmd, sizeof(cmd), "etcdctl --endpoints=%s compact %lld >/dev/null", p->endpoint,
+		 (long long)r2);
+	assert_int_equal(system(cmd), 0);
+	w = gaz_etcd_watch_start(e, (const uint8_t *)"/c/", 3, (const uint8_t *)"/c0", 3, r1,
+				 rec_fn, rec_end, &r, &st);
+	g_priv_w = w;
+	assert_non_null(w);
+	assert_true(rec_wait(&r, -1, 10000));
+	assert_int_equal(r.end_code, GAZ_ERANGE);
+	gaz_etcd_watch_stop(w);
+	g_priv_w = NULL;
+	assert_int_equal(r.ends, 1);
+	assert_int_equal(r.n, 0);
+}
+
+/* Its own etcd: it restarts etcd and compacts the history. */
+static void test_watch_restart_compact(void **state)
+{
+	(void)state;
+	if (etcd_new_proc(&g_priv) != 0)
+		fail_msg("cannot start a private etcd");
+	g_priv_e = gaz_etcd_new(g_priv.endpoint, 2000, NULL);
+	assert_non_null(g_priv_e);
+	watch_restart(&g_priv, g_priv_e);
+	watch_compacted(&g_priv, g_priv_e);
+}
+
+/* Runs even when the test failed half-way (the watches it started have
+ * been stopped or leak with the failure; etcd must not). */
+static int drop_priv(void **state)
+{
+	(void)state;
+	gaz_etcd_watch_stop(g_priv_w);
+	g_priv_w = NULL;
+	gaz_etcd_free(g_priv_e);
+	g_priv_e = NULL;
+	etcd_drop_proc(&g_priv);
+	return 0;
+}
+
+static void drop_prefix(void)
+{
+	Etcdserverpb__DeleteRangeRequest del = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+	Etcdserverpb__DeleteRangeResponse *resp;
+	uint8_t end[sizeof(g_prefix)];
+
+	del.key = bin(g_prefix);
+	gaz_etcd_prefix_end(del.key.data, del.key.len, end);
+	del.range_end = (ProtobufCBinaryData){del.key.len, end};
+	if (gaz_etcd_delete(g_e, &del, &resp, NULL) == 0)
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_prefix_end),
+		cmocka_unit_test(test_bad_endpoint),
+		cmocka_unit_test(test_put_range_delete),
+		cmocka_unit_test(test_txn),
+		cmocka_unit_test(test_lease_revoke),
+		cmocka_unit_test(test_keepalive),
+		cmocka_unit_test(test_keepalive_stop),
+		cmocka_unit_test(test_watch_events),
+		cmocka_unit_test(test_watch_fn_stops),
+		cmocka_unit_test(test_dead_unary),
+		cmocka_unit_test(test_dead_keepalive),
+		cmocka_unit_test(test_dead_watch),
+		cmocka_unit_test_teardown(test_watch_restart_compact, drop_priv),
+	};
+	int rc;
+
+	if (gaz_rpc_init(2) != 0)
+		return 1;
+	g_endpoint = getenv("GAZ_TEST_ETCD");
+	if (!g_endpoint || !g_endpoint[0]) {
+		if (etcd_new_proc(&g_proc) != 0) {
+			fprintf(stderr, "cannot start etcd (is it in PATH?)\n");
+			etcd_drop_proc(&g_proc);
+			return 1;
+		}
+		g_endpoint = g_proc.endpoint;
+	}
+	g_e = gaz_etcd_new(g_endpoint, 5000, NULL);
+	snprintf(g_prefix, sizeof(g_prefix), "/gaz-test-etcd/%d-%lld/", (int)getpid(),
+		 (long long)(gaz_wall_ns() / GAZ_NS_PER_MS));
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	drop_prefix();
+	gaz_etcd_free(g_e);
+	etcd_drop_proc(&g_proc);
+	gaz_rpc_shutdown();
+	return rc;
+}

@@ -1,0 +1,1111 @@
+/*
+ * test_rpc.c - lib/rpc over real grpc on loopback: a server with test
+ * handlers, reached through its native grpc port and through the one-port
+ * listener (peek + add_fd), plus HTTP/1.1 on that same port.
+ *
+ * Payloads are Gazette's own ReadRequest / ReadResponse messages. Handlers
+ * report what they saw through the shared state S, guarded by S.mu.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "protocol.pb-c.h"
+#include "rpc/rpc.h"
+
+#define P(name) "/test.T/" name
+#define MAX_RECV (2 << 20)
+#define BIG_MSG (1 << 20)
+#define BIG_COUNT 64
+
+/* ---- shared state between handlers and tests -------------------------- */
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct gaz_rpc_call *published; /* a call the test may wake */
+	int waiting;                    /* handlers parked in gaz_rpc_wait */
+	int rc[4];
+	int nrc;
+	int running, max_running; /* pool test */
+	int ended;                /* handlers that returned (hold test) */
+	int end_rc[4];
+	char http_peer[80];
+} S = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static struct gaz_rpc_server *g_srv;
+static struct gaz_rpc_listener *g_lst;
+static struct gaz_rpc_channel *g_native, *g_oneport;
+static int g_port_native, g_port_one;
+
+static void s_reset(void)
+{
+	pthread_mutex_lock(&S.mu);
+	S.published = NULL;
+	S.waiting = S.nrc = S.running = S.max_running = S.ended = 0;
+	memset(S.rc, 0, sizeof(S.rc));
+	memset(S.end_rc, 0, sizeof(S.end_rc));
+	S.http_peer[0] = '\0';
+	pthread_mutex_unlock(&S.mu);
+}
+
+static void s_record(int rc)
+{
+	pthread_mutex_lock(&S.mu);
+	if (S.nrc < 4)
+		S.rc[S.nrc++] = rc;
+	pthread_cond_broadcast(&S.cv);
+	pthread_mutex_unlock(&S.mu);
+}
+
+/* s_wait_for waits (S.mu held) until *v >= want or 10 s passed. */
+static bool s_wait_for(const int *v, int want)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	while (*v < want)
+		if (pthread_cond_timedwait(&S.cv, &S.mu, &ts) == ETIMEDOUT)
+			return *v >= want;
+	return true;
+}
+
+static int64_t ms_since(int64_t t0)
+{
+	return (gaz_mono_ns() - t0) / GAZ_NS_PER_MS;
+}
+
+/* s_ended records how a handler's stream ended. */
+static void s_ended(int rc)
+{
+	pthread_mutex_lock(&S.mu);
+	if (S.ended < 4)
+		S.end_rc[S.ended] = rc;
+	S.ended++;
+	pthread_cond_broadcast(&S.cv);
+	pthread_mutex_unlock(&S.mu);
+}
+
+/* ---- handlers --------------------------------------------------------- */
+
+static Protocol__ReadRequest *recv_req(struct gaz_rpc_call *c, int *rc)
+{
+	ProtobufCMessage *m = NULL;
+
+	*rc = gaz_rpc_recv(c, &protocol__read_request__descriptor, &m, gaz_deadline_in(10000));
+	return (Protocol__ReadRequest *)m;
+}
+
+static void finish_failed(struct gaz_rpc_call *c, int rc)
+{
+	gaz_rpc_finish(c, NULL, rc == GAZ_EPROTO ? GAZ_GRPC_INVALID_ARGUMENT : GAZ_GRPC_CANCELLED,
+		       "request failed");
+}
+
+static void h_echo(struct gaz_rpc_call *c, void *arg)
+{
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+	int rc;
+	Protocol__ReadRequest *req = recv_req(c, &rc);
+
+	(void)arg;
+	if (rc != 0) {
+		finish_failed(c, rc);
+		return;
+	}
+	resp.offset = req->offset;
+	resp.fragment_url = req->journal;
+	gaz_rpc_finish(c, &resp.base, GAZ_GRPC_OK, NULL);
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+}
+
+/* h_md answers "authorization|peer" and the deadline left in ms (-1: none). */
+static void h_md(struct gaz_rpc_call *c, void *arg)
+{
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+	const char *auth = gaz_rpc_metadata(c, "authorization");
+	int64_t dl = gaz_rpc_deadline(c);
+	char text[256];
+	int rc;
+	Protocol__ReadRequest *req = recv_req(c, &rc);
+
+	(void)arg;
+	if (rc != 0) {
+		finish_failed(c, rc);
+		return;
+	}
+	snprintf(text, sizeof(text), "%s|%s", auth ? auth : "-", gaz_rpc_peer(c));
+	resp.fragment_url = text;
+	resp.write_head = dl == GAZ_DEADLINE_NEVER ? -1 : (dl - gaz_mono_ns()) / GAZ_NS_PER_MS;
+	gaz_rpc_finish(c, &resp.base, GAZ_GRPC_OK, NULL);
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+}
+
+/* h_stream sends req.offset messages numbered 0.. then OK. */
+static void h_stream(struct gaz_rpc_call *c, void *arg)
+{
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+	int rc;
+	Protocol__ReadRequest *req = recv_req(c, &rc);
+
+	(void)arg;
+	if (rc != 0) {
+		finish_failed(c, rc);
+		return;
+	}
+	for (int64_t i = 0; i < req->offset && rc == 0; i++) {
+		resp.offset = i;
+		rc = gaz_rpc_send(c, &resp.base);
+	}
+	gaz_rpc_finish(c, NULL, rc ? GAZ_GRPC_CANCELLED : GAZ_GRPC_OK, NULL);
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+}
+
+/* h_sum adds up the offsets of every request until EOF. */
+static void h_sum(struct gaz_rpc_call *c, void *arg)
+{
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+	Protocol__ReadRequest *req;
+	int rc;
+
+	(void)arg;
+	while ((req = recv_req(c, &rc))) {
+		resp.offset += req->offset;
+		protobuf_c_message_free_unpacked(&req->base, NULL);
+	}
+	s_ended(rc);
+	if (rc != GAZ_EOF) {
+		finish_failed(c, rc);
+		return;
+	}
+	gaz_rpc_finish(c, &resp.base, GAZ_GRPC_OK, NULL);
+}
+
+/* h_bidi answers each request with offset+1 until EOF; records its end. */
+static void h_bidi(struct gaz_rpc_call *c, void *arg)
+{
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+	Protocol__ReadRequest *req;
+	int rc, src = 0;
+
+	(void)arg;
+	while (src == 0 && (req = recv_req(c, &rc))) {
+		resp.offset = req->offset + 1;
+		protobuf_c_message_free_unpacked(&req->base, NULL);
+		src = gaz_rpc_send(c, &resp.base);
+	}
+	if (src)
+		rc = src;
+	src = gaz_rpc_finish(c, NULL, rc == GAZ_EOF ? GAZ_GRPC_OK : GAZ_GRPC_CANCELLED, NULL);
+	/* Once a response went out, a cancellation may first read as EOF;
+	 * finish then reports it. */
+	s_ended(rc == GAZ_EOF && src != 0 ? src : rc);
+}
+
+static void h_fail(struct gaz_rpc_call *c, void *arg)
+{
+	char text[300];
+	int rc;
+	Protocol__ReadRequest *req = recv_req(c, &rc);
+
+	(void)arg;
+	if (rc != 0) {
+		finish_failed(c, rc);
+		return;
+	}
+	snprintf(text, sizeof(text), "no such journal: %s", req->journal);
+	gaz_rpc_finish(c, NULL, GAZ_GRPC_NOT_FOUND, text);
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+}
+
+/* h_park: after one request, waits forever; records wait's and finish's rc. */
+static void h_park(struct gaz_rpc_call *c, void *arg)
+{
+	int rc;
+	Protocol__ReadRequest *req = recv_req(c, &rc);
+
+	(void)arg;
+	if (req)
+		protobuf_c_message_free_unpacked(&req->base, NULL);
+	pthread_mutex_lock(&S.mu);
+	S.waiting++;
+	pthread_cond_broadcast(&S.cv);
+	pthread_mutex_unlock(&S.mu);
+	s_record(gaz_rpc_wait(c, GAZ_DEADLINE_NEVER));
+	s_record(gaz_rpc_cancelled(c));
+	s_record(gaz_rpc_finish(c, NULL, GAZ_GRPC_OK, NULL));
+}
+
+/* h_wake: a wake before the wait is kept; a deadline passes; then waits to
+ * be woken by the test thread through S.published. */
+static void h_wake(struct gaz_rpc_call *c, void *arg)
+{
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+	int64_t t0;
+	int rc;
+	Protocol__ReadRequest *req = recv_req(c, &rc);
+
+	(void)arg;
+	if (req)
+		protobuf_c_message_free_unpacked(&req->base, NULL);
+	gaz_rpc_wake(c);
+	s_record(gaz_rpc_wait(c, gaz_deadline_in(5000)));
+	t0 = gaz_mono_ns();
+	s_record(gaz_rpc_wait(c, gaz_deadline_in(100)));
+	resp.write_head = ms_since(t0);
+	pthread_mutex_lock(&S.mu);
+	S.published = c;
+	S.waiting++;
+	pthread_cond_broadcast(&S.cv);
+	pthread_mutex_unlock(&S.mu);
+	rc = gaz_rpc_wait(c, gaz_deadline_in(10000));
+	pthread_mutex_lock(&S.mu);
+	S.published = NULL; /* before the call can end: no late wake */
+	pthread_mutex_unlock(&S.mu);
+	s_record(rc);
+	gaz_rpc_finish(c, &resp.base, GAZ_GRPC_OK, NULL);
+}
+
+/* h_slow sends one message after req.offset ms, then ends OK. */
+static void h_slow(struct gaz_rpc_call *c, void *arg)
+{
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+	int rc;
+	Protocol__ReadRequest *req = recv_req(c, &rc);
+
+	(void)arg;
+	if (rc != 0) {
+		finish_failed(c, rc);
+		return;
+	}
+	gaz_rpc_wait(c, gaz_deadline_in(req->offset));
+	resp.offset = 7;
+	gaz_rpc_send(c, &resp.base);
+	gaz_rpc_finish(c, NULL, GAZ_GRPC_OK, NULL);
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+}
+
+/* h_proto unpacks the request as a ReadResponse, which must fail. */
+static void h_proto(struct gaz_rpc_call *c, void *arg)
+{
+	ProtobufCMessage *m = NULL;
+	int rc = gaz_rpc_recv(c, &protocol__read_response__descriptor, &m, gaz_deadline_in(5000));
+
+	(void)arg;
+	s_record(rc);
+	if (m)
+		protobuf_c_message_free_unpacked(m, NULL);
+	gaz_rpc_finish(c, NULL, GAZ_GRPC_INVALID_ARGUMENT, "malformed request");
+}
+
+/* h_bytes receives raw ReadResponses until EOF; answers the content total
+ * (offset), the message count (write_head) and "bad" on a corrupt one. */
+static void h_bytes(struct gaz_rpc_call *c, void *arg)
+{
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT, *m;
+	uint8_t *buf;
+	size_t len;
+	int rc;
+
+	(void)arg;
+	while ((rc = gaz_rpc_recv_raw(c, &buf, &len, gaz_deadline_in(60000))) == 0) {
+		m = protocol__read_response__unpack(NULL, len, buf);
+		free(buf);
+		if (!m || m->content.len == 0 || m->content.data[0] != (uint8_t)m->offset ||
+		    m->content.data[m->content.len - 1] != (uint8_t)~m->offset)
+			resp.fragment_url = "bad";
+		if (m) {
+			resp.offset += (int64_t)m->content.len;
+			protocol__read_response__free_unpacked(m, NULL);
+		}
+		resp.write_head++;
+	}
+	gaz_rpc_finish(c, rc == GAZ_EOF ? &resp.base : NULL,
+		       rc == GAZ_EOF ? GAZ_GRPC_OK : GAZ_GRPC_CANCELLED, NULL);
+}
+
+/* h_sleep holds a handler thread 150 ms and tracks concurrency. */
+static void h_sleep(struct gaz_rpc_call *c, void *arg)
+{
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+	int rc;
+	Protocol__ReadRequest *req = recv_req(c, &rc);
+
+	(void)arg;
+	if (req)
+		protobuf_c_message_free_unpacked(&req->base, NULL);
+	pthread_mutex_lock(&S.mu);
+	if (++S.running > S.max_running)
+		S.max_running = S.running;
+	pthread_mutex_unlock(&S.mu);
+	gaz_rpc_wait(c, gaz_deadline_in(150));
+	pthread_mutex_lock(&S.mu);
+	S.running--;
+	pthread_mutex_unlock(&S.mu);
+	gaz_rpc_finish(c, &resp.base, GAZ_GRPC_OK, NULL);
+}
+
+/* http_conn serves one HTTP/1.1 request: the body echoes the path. */
+static void http_conn(int fd, const char *peer, void *arg)
+{
+	char buf[1024], path[256] = "?", out[512];
+	size_t n = 0;
+	ssize_t r;
+
+	(void)arg;
+	while (n < sizeof(buf) - 1 && (r = recv(fd, buf + n, sizeof(buf) - 1 - n, 0)) > 0) {
+		n += (size_t)r;
+		buf[n] = '\0';
+		if (strstr(buf, "\r\n\r\n"))
+			break;
+	}
+	buf[n] = '\0';
+	pthread_mutex_lock(&S.mu);
+	snprintf(S.http_peer, sizeof(S.http_peer), "%s", peer);
+	pthread_mutex_unlock(&S.mu);
+	sscanf(buf, "GET %255s ", path);
+	n = (size_t)snprintf(out, sizeof(out),
+			     "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+			     strlen(path), path);
+	send(fd, out, n, MSG_NOSIGNAL);
+	close(fd);
+}
+
+static void register_all(struct gaz_rpc_server *srv)
+{
+	static const struct {
+		const char *path;
+		gaz_rpc_handler_fn fn;
+	} hs[] = {
+		{P("Echo"), h_echo},   {P("Md"), h_md},       {P("Stream"), h_stream},
+		{P("Sum"), h_sum},     {P("Bidi"), h_bidi},   {P("Fail"), h_fail},
+		{P("Park"), h_park},   {P("Wake"), h_wake},   {P("Slow"), h_slow},
+		{P("Proto"), h_proto}, {P("Bytes"), h_bytes}, {P("Sleep"), h_sleep},
+	};
+
+	for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
+		assert_int_equal(gaz_rpc_server_register(srv, hs[i].path, hs[i].fn, NULL), 0);
+}
+
+/* ---- fixture ---------------------------------------------------------- */
+
+static struct gaz_rpc_channel *channel_to(int port)
+{
+	char t[64];
+
+	snprintf(t, sizeof(t), "http://127.0.0.1:%d", port);
+	return gaz_rpc_channel_new(t, NULL);
+}
+
+static int setup(void **state)
+{
+	struct gaz_rpc_server_opts o = {.max_recv_bytes = MAX_RECV};
+	struct gaz_status st = {0};
+	char t[64];
+
+	(void)state;
+	if (gaz_rpc_init(2) != 0 || gaz_rpc_init(1) != GAZ_EINVAL)
+		return -1;
+	g_srv = gaz_rpc_server_new(&o);
+	register_all(g_srv);
+	if (gaz_rpc_server_register(g_srv, P("Echo"), h_echo, NULL) != GAZ_EINVAL)
+		return -1; /* duplicate */
+	if (gaz_rpc_server_start(g_srv, "127.0.0.1:0", &g_port_native) != 0 || !g_port_native)
+		return -1;
+	g_lst = gaz_rpc_listen("127.0.0.1:0", g_srv, http_conn, NULL, &g_port_one, &st);
+	if (!g_lst || !g_port_one)
+		return -1;
+	snprintf(t, sizeof(t), "127.0.0.1:%d", g_port_native);
+	g_native = gaz_rpc_channel_new(t, NULL);
+	g_oneport = channel_to(g_port_one);
+	return g_native && g_oneport ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	gaz_rpc_channel_free(g_native);
+	gaz_rpc_channel_free(g_oneport);
+	gaz_rpc_listener_close(g_lst);
+	gaz_rpc_server_free(g_srv);
+	gaz_rpc_shutdown();
+	return 0;
+}
+
+/* ---- client helpers --------------------------------------------------- */
+
+static int unary(struct gaz_rpc_channel *ch, const char *path, const char *journal, int64_t off,
+		 Protocol__ReadResponse **resp, int64_t deadline_ns, const char *auth,
+		 struct gaz_status *st)
+{
+	Protocol__ReadRequest req = PROTOCOL__READ_REQUEST__INIT;
+	ProtobufCMessage *m = NULL;
+	int rc;
+
+	req.journal = (char *)journal;
+	req.offset = off;
+	memset(st, 0, sizeof(*st));
+	rc = gaz_rpc_unary(ch, path, &req.base, &protocol__read_response__descriptor, &m,
+			   deadline_ns, true, auth, st);
+	*resp = (Protocol__ReadResponse *)m;
+	return rc;
+}
+
+static void free_resp(Protocol__ReadResponse *r)
+{
+	if (r)
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static int stream_send_off(struct gaz_rpc_stream *s, int64_t off)
+{
+	Protocol__ReadRequest req = PROTOCOL__READ_REQUEST__INIT;
+
+	req.offset = off;
+	return gaz_rpc_stream_send(s, &req.base);
+}
+
+static int stream_recv_resp(struct gaz_rpc_stream *s, Protocol__ReadResponse **r, int64_t dl)
+{
+	ProtobufCMessage *m = NULL;
+	int rc = gaz_rpc_stream_recv(s, &protocol__read_response__descriptor, &m, dl);
+
+	*r = (Protocol__ReadResponse *)m;
+	return rc;
+}
+
+static struct gaz_rpc_stream *open_stream(struct gaz_rpc_channel *ch, const char *path)
+{
+	struct gaz_status st = {0};
+	struct gaz_rpc_stream *s = gaz_rpc_stream_open(ch, path, gaz_deadline_in(30000), true,
+						       NULL, &st);
+
+	assert_non_null(s);
+	return s;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+static void test_unary_echo(void **state)
+{
+	struct gaz_rpc_channel *chs[] = {g_native, g_oneport};
+	Protocol__ReadResponse *r;
+	struct gaz_status st;
+
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(unary(chs[i], P("Echo"), "a/b", 42, &r, gaz_deadline_in(10000),
+				       NULL, &st), 0);
+		assert_int_equal(r->offset, 42);
+		assert_string_equal(r->fragment_url, "a/b");
+		free_resp(r);
+	}
+}
+
+static void test_metadata_peer_deadline(void **state)
+{
+	struct gaz_rpc_channel *chs[] = {g_native, g_oneport};
+	Protocol__ReadResponse *r;
+	struct gaz_status st;
+
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(unary(chs[i], P("Md"), "", 0, &r, gaz_deadline_in(5000),
+				       "Bearer tok", &st), 0);
+		/* Through add_fd grpc reports "fd:N": the listener's address
+		 * recorded at handover must come back instead. */
+		assert_true(strncmp(r->fragment_url, "Bearer tok|ipv4:127.0.0.1:", 26) == 0);
+		/* grpc-timeout travels in coarse units: allow rounding up. */
+		assert_true(r->write_head > 3000 && r->write_head <= 5100);
+		free_resp(r);
+	}
+	assert_int_equal(unary(g_native, P("Md"), "", 0, &r, GAZ_DEADLINE_NEVER, NULL, &st), 0);
+	assert_true(strncmp(r->fragment_url, "-|", 2) == 0);
+	assert_int_equal(r->write_head, -1);
+	free_resp(r);
+}
+
+static void test_server_stream(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_oneport, P("Stream"));
+	struct gaz_status st = {0};
+	Protocol__ReadResponse *r;
+
+	(void)state;
+	assert_int_equal(stream_send_off(s, 25), 0);
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	for (int i = 0; i < 25; i++) {
+		assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+		assert_int_equal(r->offset, i);
+		free_resp(r);
+	}
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
+	assert_null(r);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), 0);
+	gaz_rpc_stream_free(s);
+}
+
+static void test_client_stream_sum(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_native, P("Sum"));
+	struct gaz_status st = {0};
+	Protocol__ReadResponse *r;
+
+	(void)state;
+	s_reset();
+	for (int i = 1; i <= 100; i++)
+		assert_int_equal(stream_send_off(s, i), 0);
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+	assert_int_equal(r->offset, 5050);
+	free_resp(r);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), 0);
+	gaz_rpc_stream_free(s);
+	pthread_mutex_lock(&S.mu);
+	assert_int_equal(S.ended, 1);
+	assert_int_equal(S.end_rc[0], GAZ_EOF); /* half-close confirmed */
+	pthread_mutex_unlock(&S.mu);
+}
+
+static void test_bidi_ping_pong(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_oneport, P("Bidi"));
+	struct gaz_status st = {0};
+	Protocol__ReadResponse *r;
+
+	(void)state;
+	s_reset();
+	for (int i = 0; i < 50; i++) {
+		assert_int_equal(stream_send_off(s, i * 10), 0);
+		assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+		assert_int_equal(r->offset, i * 10 + 1);
+		free_resp(r);
+	}
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), 0);
+	gaz_rpc_stream_free(s);
+	pthread_mutex_lock(&S.mu);
+	assert_true(s_wait_for(&S.ended, 1));
+	assert_int_equal(S.end_rc[0], GAZ_EOF);
+	pthread_mutex_unlock(&S.mu);
+}
+
+static void test_error_status(void **state)
+{
+	Protocol__ReadResponse *r;
+	struct gaz_status st;
+	struct gaz_rpc_stream *s;
+	int64_t t0 = gaz_mono_ns();
+
+	(void)state;
+	assert_int_equal(unary(g_native, P("Fail"), "x/y", 0, &r, gaz_deadline_in(10000), NULL,
+			       &st), GAZ_ERPC);
+	assert_null(r);
+	assert_int_equal(st.code, GAZ_ERPC);
+	assert_int_equal(st.grpc, GAZ_GRPC_NOT_FOUND);
+	assert_string_equal(st.msg, "no such journal: x/y");
+
+	/* A streaming call rejected at once (trailers-only, pitfall P2). */
+	s = open_stream(g_oneport, P("Fail"));
+	assert_int_equal(stream_send_off(s, 1), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), GAZ_ERPC);
+	assert_int_equal(st.grpc, GAZ_GRPC_NOT_FOUND);
+	assert_string_equal(st.msg, "no such journal: ");
+	gaz_rpc_stream_free(s);
+	assert_true(ms_since(t0) < 5000);
+}
+
+static void test_unknown_method(void **state)
+{
+	struct gaz_rpc_channel *chs[] = {g_native, g_oneport};
+	Protocol__ReadResponse *r;
+	struct gaz_status st;
+
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		int64_t t0 = gaz_mono_ns();
+		assert_int_equal(unary(chs[i], "/test.T/Nope", "", 0, &r, gaz_deadline_in(10000),
+				       NULL, &st), GAZ_ERPC);
+		assert_int_equal(st.grpc, GAZ_GRPC_UNIMPLEMENTED);
+		assert_non_null(strstr(st.msg, "/test.T/Nope"));
+		assert_true(ms_since(t0) < 3000); /* answered, not timed out (P1) */
+	}
+}
+
+static void test_oversized(void **state)
+{
+	size_t n = MAX_RECV + 1024;
+	char *big = malloc(n + 1);
+	Protocol__ReadResponse *r;
+	struct gaz_status st;
+	struct gaz_rpc_channel_opts o = {.max_recv_bytes = 1024};
+	struct gaz_rpc_channel *small;
+
+	(void)state;
+	memset(big, 'j', n);
+	big[n] = '\0';
+	assert_int_equal(unary(g_oneport, P("Echo"), big, 0, &r, gaz_deadline_in(10000), NULL,
+			       &st), GAZ_ERPC);
+	assert_int_equal(st.grpc, GAZ_GRPC_RESOURCE_EXHAUSTED);
+	/* Just under the server's limit passes. */
+	big[MAX_RECV - 64] = '\0';
+	assert_int_equal(unary(g_oneport, P("Echo"), big, 0, &r, gaz_deadline_in(10000), NULL,
+			       &st), 0);
+	assert_int_equal(strlen(r->fragment_url), MAX_RECV - 64);
+	free_resp(r);
+	/* The client's own limit applies to responses. */
+	{
+		char t[64];
+		snprintf(t, sizeof(t), "127.0.0.1:%d", g_port_native);
+		small = gaz_rpc_channel_new(t, &o);
+	}
+	big[4096] = '\0';
+	assert_int_equal(unary(small, P("Echo"), big, 0, &r, gaz_deadline_in(10000), NULL, &st),
+			 GAZ_ERPC);
+	assert_int_equal(st.grpc, GAZ_GRPC_RESOURCE_EXHAUSTED);
+	gaz_rpc_channel_free(small);
+	free(big);
+}
+
+static void test_client_cancel(void **state)
+{
+	struct gaz_rpc_stream *s;
+	struct gaz_status st = {0};
+
+	(void)state;
+	s_reset();
+	s = open_stream(g_oneport, P("Park"));
+	assert_int_equal(stream_send_off(s, 1), 0);
+	pthread_mutex_lock(&S.mu);
+	assert_true(s_wait_for(&S.waiting, 1));
+	pthread_mutex_unlock(&S.mu);
+	gaz_rpc_stream_cancel(s);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), GAZ_ERPC);
+	assert_int_equal(st.grpc, GAZ_GRPC_CANCELLED);
+	gaz_rpc_stream_free(s);
+	pthread_mutex_lock(&S.mu);
+	assert_true(s_wait_for(&S.nrc, 3));
+	assert_int_equal(S.rc[0], GAZ_ECANCELLED); /* gaz_rpc_wait */
+	assert_int_equal(S.rc[1], 1);              /* gaz_rpc_cancelled */
+	assert_int_equal(S.rc[2], GAZ_ECANCELLED); /* gaz_rpc_finish */
+	pthread_mutex_unlock(&S.mu);
+}
+
+/* waker_main wakes the call h_wake publishes, from another thread. */
+static void *waker_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&S.mu);
+	if (s_wait_for(&S.waiting, 1) && S.published)
+		gaz_rpc_wake(S.published);
+	pthread_mutex_unlock(&S.mu);
+	return NULL;
+}
+
+/* A client that cancels a client stream without half-closing must never
+ * look like EOF to the handler (an Append would commit). */
+static void test_cancel_is_not_eof(void **state)
+{
+	struct gaz_status st;
+
+	(void)state;
+	for (int i = 0; i < 20; i++) {
+		struct gaz_rpc_stream *s = open_stream(i % 2 ? g_native : g_oneport, P("Sum"));
+		s_reset();
+		assert_int_equal(stream_send_off(s, i), 0);
+		gaz_rpc_stream_cancel(s);
+		memset(&st, 0, sizeof(st));
+		assert_int_equal(gaz_rpc_stream_finish(s, &st), GAZ_ERPC);
+		assert_int_equal(st.grpc, GAZ_GRPC_CANCELLED);
+		gaz_rpc_stream_free(s);
+		pthread_mutex_lock(&S.mu);
+		assert_true(s_wait_for(&S.ended, 1));
+		assert_int_equal(S.end_rc[0], GAZ_ECANCELLED);
+		pthread_mutex_unlock(&S.mu);
+	}
+}
+
+static void test_wake_and_deadline(void **state)
+{
+	Protocol__ReadResponse *r;
+	struct gaz_status st;
+	pthread_t t;
+	int64_t t0 = gaz_mono_ns();
+
+	(void)state;
+	s_reset();
+	assert_int_equal(pthread_create(&t, NULL, waker_main, NULL), 0);
+	assert_int_equal(unary(g_native, P("Wake"), "", 0, &r, gaz_deadline_in(20000), NULL, &st),
+			 0);
+	pthread_join(t, NULL);
+	pthread_mutex_lock(&S.mu);
+	assert_int_equal(S.nrc, 3);
+	assert_int_equal(S.rc[0], 0);             /* wake before wait not lost */
+	assert_int_equal(S.rc[1], GAZ_ETIMEDOUT); /* deadline */
+	assert_int_equal(S.rc[2], 0);             /* woken by the other thread */
+	pthread_mutex_unlock(&S.mu);
+	assert_true(r->write_head >= 100 && r->write_head < 3000);
+	assert_true(ms_since(t0) < 8000); /* not the 10 s wait */
+	free_resp(r);
+}
+
+static void test_stream_recv_timeout(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_native, P("Slow"));
+	struct gaz_status st = {0};
+	Protocol__ReadResponse *r;
+	int64_t t0;
+
+	(void)state;
+	assert_int_equal(stream_send_off(s, 400), 0);
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	t0 = gaz_mono_ns();
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(50)), GAZ_ETIMEDOUT);
+	assert_null(r);
+	assert_true(ms_since(t0) >= 50);
+	/* Again: the first receive is still pending and must be reused. */
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(50)), GAZ_ETIMEDOUT);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+	assert_int_equal(r->offset, 7);
+	assert_true(ms_since(t0) >= 300);
+	free_resp(r);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), 0);
+	gaz_rpc_stream_free(s);
+
+	/* Freeing with a receive still pending cancels and cleans up. */
+	s = open_stream(g_native, P("Slow"));
+	assert_int_equal(stream_send_off(s, 5000), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(20)), GAZ_ETIMEDOUT);
+	gaz_rpc_stream_free(s);
+}
+
+static void test_malformed_request(void **state)
+{
+	Protocol__ReadResponse *r;
+	struct gaz_status st;
+
+	(void)state;
+	s_reset();
+	/* Field 2 of ReadResponse is a message: these bytes are no message. */
+	assert_int_equal(unary(g_oneport, P("Proto"), "\xff\xff\xff\xff", 0, &r,
+			       gaz_deadline_in(10000), NULL, &st), GAZ_ERPC);
+	assert_int_equal(st.grpc, GAZ_GRPC_INVALID_ARGUMENT);
+	assert_string_equal(st.msg, "malformed request");
+	pthread_mutex_lock(&S.mu);
+	assert_true(s_wait_for(&S.nrc, 1));
+	assert_int_equal(S.rc[0], GAZ_EPROTO);
+	pthread_mutex_unlock(&S.mu);
+}
+
+static int tcp_connect(int port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	struct timeval tv = {.tv_sec = 5};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+static size_t read_all(int fd, char *buf, size_t cap)
+{
+	size_t n = 0;
+	ssize_t r;
+
+	while (n < cap - 1 && (r = recv(fd, buf + n, cap - 1 - n, 0)) > 0)
+		n += (size_t)r;
+	buf[n] = '\0';
+	return n;
+}
+
+static void test_one_port_http(void **state)
+{
+	const char *req = "GET /x/y HTTP/1.1\r\nHost: t\r\n\r\n";
+	char buf[1024];
+	Protocol__ReadResponse *r;
+	struct gaz_status st;
+	int fd;
+
+	(void)state;
+	s_reset();
+	fd = tcp_connect(g_port_one);
+	assert_int_equal(send(fd, req, strlen(req), 0), (ssize_t)strlen(req));
+	read_all(fd, buf, sizeof(buf));
+	close(fd);
+	assert_true(strncmp(buf, "HTTP/1.1 200 OK\r\n", 17) == 0);
+	assert_non_null(strstr(buf, "\r\n\r\n/x/y"));
+	pthread_mutex_lock(&S.mu);
+	assert_true(strncmp(S.http_peer, "ipv4:127.0.0.1:", 15) == 0);
+	pthread_mutex_unlock(&S.mu);
+
+	/* A connection that closes before sending anything is dropped. */
+	close(tcp_connect(g_port_one));
+	/* gRPC on the same port still works. */
+	assert_int_equal(unary(g_oneport, P("Echo"), "p", 5, &r, gaz_deadline_in(10000), NULL,
+			       &st), 0);
+	assert_int_equal(r->offset, 5);
+	free_resp(r);
+}
+
+/* A preface in pieces is only peeked, then handed over whole (R1): grpc
+ * answers with its SETTINGS frame. */
+static void test_one_port_slow_preface(void **state)
+{
+	static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+	const struct timespec pause = {.tv_nsec = 30 * GAZ_NS_PER_MS};
+	unsigned char frame[9];
+	size_t got = 0;
+	ssize_t r;
+	int fd = tcp_connect(g_port_one);
+
+	(void)state;
+	assert_int_equal(send(fd, preface, 1, 0), 1);
+	nanosleep(&pause, NULL);
+	assert_int_equal(send(fd, preface + 1, 10, 0), 10);
+	nanosleep(&pause, NULL);
+	assert_int_equal(send(fd, preface + 11, 13, 0), 13);
+	while (got < sizeof(frame) && (r = recv(fd, frame + got, sizeof(frame) - got, 0)) > 0)
+		got += (size_t)r;
+	assert_int_equal(got, sizeof(frame));
+	assert_int_equal(frame[3], 0x4); /* SETTINGS */
+	close(fd);
+}
+
+static void test_unix_listener(void **state)
+{
+	struct gaz_status st = {0};
+	struct gaz_rpc_listener *l;
+	struct gaz_rpc_channel *ch;
+	Protocol__ReadResponse *r;
+	char addr[128], target[128], path[96];
+	struct stat sb;
+	int port = -1;
+
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/gaz-rpc-test-%d.sock", (int)getpid());
+	snprintf(addr, sizeof(addr), "unix://%s", path);
+	snprintf(target, sizeof(target), "unix://localhost%s", path);
+	l = gaz_rpc_listen(addr, g_srv, http_conn, NULL, &port, &st);
+	assert_non_null(l);
+	assert_int_equal(port, 0);
+	ch = gaz_rpc_channel_new(target, NULL);
+	assert_non_null(ch);
+	assert_int_equal(unary(ch, P("Md"), "", 0, &r, gaz_deadline_in(10000), NULL, &st), 0);
+	assert_true(strncmp(r->fragment_url, "-|unix:", 7) == 0);
+	free_resp(r);
+	gaz_rpc_channel_free(ch);
+	gaz_rpc_listener_close(l);
+	assert_int_equal(stat(path, &sb), -1); /* the socket file is gone */
+
+	assert_null(gaz_rpc_listen("unix://nohost", g_srv, NULL, NULL, &port, &st));
+	assert_null(gaz_rpc_channel_new("unix:relative", NULL));
+	assert_null(gaz_rpc_channel_new("", NULL));
+}
+
+static void test_big_client_stream(void **state)
+{
+	Protocol__ReadResponse msg = PROTOCOL__READ_RESPONSE__INIT, *r;
+	struct gaz_status st = {0};
+	struct gaz_rpc_stream *s;
+	uint8_t *content = malloc(BIG_MSG);
+
+	(void)state;
+	s = gaz_rpc_stream_open(g_oneport, P("Bytes"), gaz_deadline_in(120000), true, NULL, &st);
+	assert_non_null(s);
+	memset(content, 0x5a, BIG_MSG);
+	msg.content.data = content;
+	msg.content.len = BIG_MSG;
+	for (int i = 0; i < BIG_COUNT; i++) {
+		msg.offset = i;
+		content[0] = (uint8_t)i;
+		content[BIG_MSG - 1] = (uint8_t)~i;
+		assert_int_equal(gaz_rpc_stream_send(s, &msg.base), 0);
+	}
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(120000)), 0);
+	assert_int_equal(r->offset, (int64_t)BIG_MSG * BIG_COUNT);
+	assert_int_equal(r->write_head, BIG_COUNT);
+	assert_string_equal(r->fragment_url, "");
+	free_resp(r);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), 0);
+	gaz_rpc_stream_free(s);
+	free(content);
+}
+
+static int count_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+
+struct pcall {
+	struct gaz_rpc_channel *ch;
+	int rc;
+};
+
+static void *pcall_main(void *arg)
+{
+	struct pcall *p = arg;
+	Protocol__ReadResponse *r;
+	struct gaz_status st;
+
+	p->rc = unary(p->ch, P("Sleep"), "", 0, &r, gaz_deadline_in(20000), NULL, &st);
+	free_resp(r);
+	return NULL;
+}
+
+static void test_handler_pool(void **state)
+{
+	struct gaz_rpc_server_opts o = {.max_handlers = 2};
+	struct gaz_rpc_server *srv = gaz_rpc_server_new(&o);
+	struct gaz_rpc_channel *ch;
+	struct pcall pc[6];
+	pthread_t t[6];
+	Protocol__ReadResponse *r;
+	struct gaz_status st;
+	char target[64];
+	int port = 0, before;
+
+	(void)state;
+	/* Sequential calls reuse idle handler threads. */
+	assert_int_equal(unary(g_native, P("Echo"), "", 1, &r, gaz_deadline_in(10000), NULL, &st), 0);
+	free_resp(r);
+	before = count_threads();
+	for (int i = 0; i < 30; i++) {
+		assert_int_equal(unary(g_native, P("Echo"), "", i, &r, gaz_deadline_in(10000), NULL,
+				       &st), 0);
+		free_resp(r);
+	}
+	assert_true(count_threads() <= before + 2);
+
+	/* More calls than max_handlers: they queue and all complete. */
+	s_reset();
+	register_all(srv);
+	assert_int_equal(gaz_rpc_server_start(srv, "127.0.0.1:0", &port), 0);
+	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+	ch = gaz_rpc_channel_new(target, NULL);
+	for (int i = 0; i < 6; i++) {
+		pc[i].ch = ch;
+		assert_int_equal(pthread_create(&t[i], NULL, pcall_main, &pc[i]), 0);
+	}
+	for (int i = 0; i < 6; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(pc[i].rc, 0);
+	}
+	pthread_mutex_lock(&S.mu);
+	assert_true(S.max_running >= 1 && S.max_running <= 2);
+	pthread_mutex_unlock(&S.mu);
+	gaz_rpc_channel_free(ch);
+	gaz_rpc_server_free(srv);
+}
+
+/* Shutdown with live streams on the native port and on the one-port
+ * listener: handlers are cancelled and end, clients see the call fail,
+ * and nothing leaks (ASan). A handover after shutdown is refused. */
+static void test_shutdown_live_streams(void **state)
+{
+	struct gaz_rpc_server *srv = gaz_rpc_server_new(NULL);
+	struct gaz_status st = {0};
+	struct gaz_rpc_listener *l;
+	struct gaz_rpc_channel *ch[2];
+	struct gaz_rpc_stream *s[2];
+	Protocol__ReadResponse *r;
+	char target[64];
+	int port = 0, lport = 0, sp[2];
+
+	(void)state;
+	s_reset();
+	register_all(srv);
+	assert_int_equal(gaz_rpc_server_start(srv, "127.0.0.1:0", &port), 0);
+	l = gaz_rpc_listen("127.0.0.1:0", srv, http_conn, NULL, &lport, &st);
+	assert_non_null(l);
+	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+	ch[0] = gaz_rpc_channel_new(target, NULL);
+	ch[1] = channel_to(lport);
+	for (int i = 0; i < 2; i++) {
+		s[i] = open_stream(ch[i], P("Bidi"));
+		assert_int_equal(stream_send_off(s[i], 1), 0);
+		assert_int_equal(stream_recv_resp(s[i], &r, gaz_deadline_in(10000)), 0);
+		free_resp(r);
+	}
+	gaz_rpc_listener_close(l);
+	gaz_rpc_server_shutdown(srv, 100);
+	pthread_mutex_lock(&S.mu);
+	assert_int_equal(S.ended, 2); /* shutdown waited for both handlers */
+	assert_int_equal(S.end_rc[0], GAZ_ECANCELLED);
+	assert_int_equal(S.end_rc[1], GAZ_ECANCELLED);
+	pthread_mutex_unlock(&S.mu);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(stream_recv_resp(s[i], &r, gaz_deadline_in(10000)), GAZ_EOF);
+		memset(&st, 0, sizeof(st));
+		assert_int_equal(gaz_rpc_stream_finish(s[i], &st), GAZ_ERPC);
+		assert_int_not_equal(st.grpc, GAZ_GRPC_OK);
+		gaz_rpc_stream_free(s[i]);
+		gaz_rpc_channel_free(ch[i]);
+	}
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+	assert_int_equal(gaz_rpc_server_add_fd(srv, sp[0], "x"), GAZ_ESTOPPED);
+	assert_int_equal(recv(sp[1], target, 1, 0), 0); /* closed by add_fd */
+	close(sp[1]);
+	gaz_rpc_server_shutdown(srv, 0); /* idempotent */
+	gaz_rpc_server_free(srv);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_unary_echo),
+		cmocka_unit_test(test_metadata_peer_deadline),
+		cmocka_unit_test(test_server_stream),
+		cmocka_unit_test(test_client_stream_sum),
+		cmocka_unit_test(test_bidi_ping_pong),
+		cmocka_unit_test(test_error_status),
+		cmocka_unit_test(test_unknown_method),
+		cmocka_unit_test(test_oversized),
+		cmocka_unit_test(test_client_cancel),
+		cmocka_unit_test(test_cancel_is_not_eof),
+		cmocka_unit_test(test_wake_and_deadline),
+		cmocka_unit_test(test_stream_recv_timeout),
+		cmocka_unit_test(test_malformed_request),
+		cmocka_unit_test(test_one_port_http),
+		cmocka_unit_test(test_one_port_slow_preface),
+		cmocka_unit_test(test_unix_listener),
+		cmocka_unit_test(test_big_client_stream),
+		cmocka_unit_test(test_handler_pool),
+		cmocka_unit_test(test_shutdown_live_streams),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
