@@ -45,6 +45,9 @@ GAZCTL    = $(BUILD)/bin/gazctl
 UNIT_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 BENCH_BIN = $(if $(BENCH_SRCS),$(BUILD)/bin/gazbench)
 
+# Generated sources are kept between builds.
+.SECONDARY: $(GEN_C) $(GEN_H)
+
 .PHONY: all test unit integration demo bench deps clean format
 all: $(GAZETTE) $(GAZCTL) $(UNIT_BINS) $(BENCH_BIN)
 

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "broker/append_int.h"
+#include "broker/metrics.h"
 #include "broker/replica.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -47,12 +48,14 @@ static void respond_status(struct append_ctx *a, int status)
 	gaz_rpc_finish(a->call, &resp.base, GAZ_GRPC_OK, NULL);
 	gaz_header_free(h);
 	a->finished = true;
+	gaz_metric_rpc_completed("Append", gaz_status_label(status));
 }
 
 static void respond_error(struct append_ctx *a, int code, const char *msg)
 {
 	gaz_rpc_finish(a->call, NULL, code, msg);
 	a->finished = true;
+	gaz_metric_rpc_completed("Append", "error");
 }
 
 /* ---- RESOLVE and the assignment writes ----------------------------------- */
@@ -208,6 +211,8 @@ void gaz__append_respond_commit(struct append_ctx *a)
 	gaz_rpc_finish(a->call, &resp.base, GAZ_GRPC_OK, NULL);
 	gaz_header_free(h);
 	a->finished = true;
+	gaz_metric_rpc_completed("Append", "OK");
+	gaz_metric_write_head(a->res.journal, a->commit_end);
 }
 
 /* ---- the state machine ---------------------------------------------------- */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "broker/append_int.h"
+#include "broker/metrics.h"
 #include "broker/replica.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -32,12 +33,14 @@ static void finish_status(struct append_ctx *a, int status)
 	gaz_rpc_finish(a->call, &resp.base, GAZ_GRPC_OK, NULL);
 	gaz_header_free(h);
 	a->finished = true;
+	gaz_metric_rpc_completed("Append", gaz_status_label(status));
 }
 
 static void finish_error(struct append_ctx *a, int code, const char *msg)
 {
 	gaz_rpc_finish(a->call, NULL, code, msg);
 	a->finished = true;
+	gaz_metric_rpc_completed("Append", "error");
 }
 
 /* maybeRoll (§6.3): the offset to roll the spool to, or -1 to keep it. */
@@ -136,6 +139,8 @@ static int preconditions(struct append_ctx *a, int64_t *roll_to)
 		return 0;
 	}
 	if (q->offset != 0 && q->offset != max_off) {
+		gaz_info("wrong append offset", "journal=%s offset=%lld write_head=%lld spool_end=%lld index_end=%lld",
+			 r->journal, (long long)q->offset, (long long)max_off, (long long)end, (long long)imax);
 		finish_status(a, PROTOCOL__STATUS__WRONG_APPEND_OFFSET);
 		return 0;
 	}
@@ -318,6 +323,7 @@ static int commit(struct append_ctx *a, EVP_MD_CTX *sha)
 	EVP_DigestFinal_ex(sha, a->commit_sum, &n);
 	pthread_mutex_lock(&r->mu);
 	if (r->spool.delta) {
+		gaz_metric_spool_commit(r->spool.delta);
 		rc = gaz_spool_commit(&r->spool, &st);
 		if (!rc)
 			rc = gaz_registers_update(r->registers, r->registers, a->req->union_registers,
@@ -369,6 +375,7 @@ int gaz__append_local(struct append_ctx *a)
 		rc = commit(a, sha);
 	if (rc) {
 		pthread_mutex_lock(&r->mu);
+		gaz_metric_spool_rollback(r->spool.delta);
 		gaz_spool_rollback(&r->spool);
 		pthread_mutex_unlock(&r->mu);
 		if (!a->finished)

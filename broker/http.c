@@ -241,4 +241,5 @@ void gaz_http_conn(int fd, const char *peer, void *arg)
 	struct gaz_http_routes table = {.routes = routes, .nroutes = sizeof(routes) / sizeof(routes[0])};
 
 	gaz_http_serve_conn(fd, peer, &table);
+	close(fd);
 }

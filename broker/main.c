@@ -23,7 +23,9 @@
 #include <unistd.h>
 
 #include "broker/broker.h"
+#include "broker/metrics.h"
 #include "broker/persister.h"
+#include "broker/release.h"
 #include "broker/replica.h"
 #include "broker/stores.h"
 #include "common/clock.h"
@@ -103,27 +105,45 @@ static int configure(struct gaz_broker *b, struct gaz_status *st)
 	return b->spool_dir && b->member_key ? 0 : GAZ_ENOMEM;
 }
 
+/* Counts every RPC as Gazette's gazette_journal_server_*_totals do. Append
+ * and Read record their own completion status (a Gazette status name). */
+struct counted {
+	const char *op;
+	gaz_rpc_handler_fn fn;
+	bool self_completes;
+};
+
+static struct counted counted_methods[] = {
+	{"List", gaz_handle_list, false},
+	{"Apply", gaz_handle_apply, false},
+	{"Read", gaz_handle_read, true},
+	{"Append", gaz_handle_append, true},
+	{"ListFragments", gaz_handle_list_fragments, false},
+	{"FragmentStoreHealth", gaz_handle_store_health, false},
+};
+
+static void counted_handler(struct gaz_rpc_call *call, void *arg)
+{
+	struct counted *c = arg;
+
+	gaz_metric_rpc_started(c->op);
+	c->fn(call, &broker);
+	if (!c->self_completes)
+		gaz_metric_rpc_completed(c->op, "ok");
+}
+
 static int start_serving(struct gaz_broker *b, struct gaz_status *st)
 {
 	struct gaz_rpc_server_opts o = {.max_recv_bytes = (int)b->cfg.max_grpc_recv_size};
-	static const struct {
-		const char *path;
-		gaz_rpc_handler_fn fn;
-	} methods[] = {
-		{"/protocol.Journal/List", gaz_handle_list},
-		{"/protocol.Journal/Apply", gaz_handle_apply},
-		{"/protocol.Journal/Read", gaz_handle_read},
-		{"/protocol.Journal/Append", gaz_handle_append},
-		{"/protocol.Journal/ListFragments", gaz_handle_list_fragments},
-		{"/protocol.Journal/FragmentStoreHealth", gaz_handle_store_health},
-	};
-	char addr[300];
+	char addr[300], path[64];
 	int port = 0;
 
 	if (!(b->srv = gaz_rpc_server_new(&o)))
 		return gaz_status_set(st, GAZ_ENOMEM, "creating the gRPC server");
-	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-		gaz_rpc_server_register(b->srv, methods[i].path, methods[i].fn, b);
+	for (size_t i = 0; i < sizeof(counted_methods) / sizeof(counted_methods[0]); i++) {
+		snprintf(path, sizeof(path), "/protocol.Journal/%s", counted_methods[i].op);
+		gaz_rpc_server_register(b->srv, path, counted_handler, &counted_methods[i]);
+	}
 	if (gaz_rpc_server_start(b->srv, NULL, NULL))
 		return gaz_status_set(st, GAZ_EIO, "starting the gRPC server");
 	if (!strncmp(b->cfg.port, "unix://", 7))
@@ -222,8 +242,11 @@ static void graceful_exit(struct gaz_broker *b)
 		pthread_join(b->maintain_thread, NULL);
 		pthread_join(b->alloc_thread, NULL);
 	}
+	struct gaz_release_head *heads = NULL;
+	size_t n_heads = 0, left = 0;
 	for (;;) {
 		struct gaz_replica *r = NULL;
+		struct gaz_release_head *nh;
 		pthread_mutex_lock(&b->mu);
 		if (b->n_replicas) {
 			r = b->replicas[0];
@@ -233,11 +256,24 @@ static void graceful_exit(struct gaz_broker *b)
 		if (!r)
 			break;
 		gaz_replica_teardown(r);
+		if ((nh = realloc(heads, (n_heads + 1) * sizeof(*heads)))) {
+			heads = nh;
+			heads[n_heads].journal = strdup(r->journal);
+			heads[n_heads++].head = r->spool.fragment.end;
+		}
 		gaz_replica_unref(r);
 	}
 	if (b->persister)
-		gaz_persister_stop(b->persister, deadline > gaz_mono_ns() + 30 * GAZ_NS_PER_S
-							 ? deadline : gaz_deadline_in(30000));
+		left = gaz_persister_stop(b->persister, deadline > gaz_mono_ns() + 30 * GAZ_NS_PER_S
+								? deadline : gaz_deadline_in(30000));
+	b->persister = NULL;
+	/* Only when everything committed is in the store may the next primary
+	 * continue from the recorded head. */
+	if (!left && atomic_load(&b->announced) && !atomic_load(&b->lease_lost))
+		gaz_release_record_heads(b, heads, n_heads);
+	for (size_t i = 0; i < n_heads; i++)
+		free(heads[i].journal);
+	free(heads);
 }
 
 static void shutdown_all(struct gaz_broker *b)
@@ -337,6 +373,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	gaz_log_setup(broker.cfg.log_level, broker.cfg.log_format);
+	gaz_broker_metrics_init();
 	rc = serve(&broker, &sigs);
 	gaz_flags_release(&f);
 	return rc;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "broker/metrics.h"
 #include "broker/replica.h"
 #include "broker/stores.h"
 #include "common/clock.h"
@@ -50,7 +51,7 @@ static void job_free(struct job *j)
 void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
 			   struct gaz_spool_done *done)
 {
-	struct job *j = calloc(1, sizeof(*j));
+	struct job *j = p ? calloc(1, sizeof(*j)) : NULL;
 
 	if (!j) {
 		gaz_error("persister: out of memory; fragment stays local", "journal=%s", r->journal);
@@ -169,6 +170,7 @@ static int persist(struct gaz_persister *p, struct job *j, struct gaz_status *st
 	gaz_fragment_set_str(&f->backing_store, spec->fragment->stores[0], NULL);
 	f->mod_time = gaz_wall_ns() / GAZ_NS_PER_S;
 	gaz_replica_persisted(j->r, f);
+	gaz_metric_spool_persisted();
 	gaz_info("persisted fragment", "journal=%s begin=%lld end=%lld store=%s", j->r->journal,
 		 (long long)f->begin, (long long)f->end, spec->fragment->stores[0]);
 out:
@@ -264,9 +266,10 @@ struct gaz_persister *gaz_persister_start(struct gaz_broker *b, int workers)
 	return p;
 }
 
-void gaz_persister_stop(struct gaz_persister *p, int64_t deadline_ns)
+size_t gaz_persister_stop(struct gaz_persister *p, int64_t deadline_ns)
 {
 	struct timespec ts = gaz_abstime_of(deadline_ns);
+	size_t left;
 
 	pthread_mutex_lock(&p->mu);
 	p->draining = true;
@@ -276,6 +279,7 @@ void gaz_persister_stop(struct gaz_persister *p, int64_t deadline_ns)
 			break;
 	if (p->pending)
 		gaz_error("exiting with fragments not persisted", "count=%zu", p->pending);
+	left = p->pending;
 	p->stop = true;
 	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->mu);
@@ -289,4 +293,5 @@ void gaz_persister_stop(struct gaz_persister *p, int64_t deadline_ns)
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cond);
 	free(p);
+	return left;
 }

@@ -23,7 +23,8 @@ size_t gaz_persister_pending(struct gaz_persister *p);
 
 /* gaz_persister_stop persists everything still queued, retrying until the
  * queue is empty or deadline_ns passes (what is left is logged as not
- * persisted), then stops the workers and frees. */
-void gaz_persister_stop(struct gaz_persister *p, int64_t deadline_ns);
+ * persisted), then stops the workers and frees. Returns the number of
+ * fragments left unpersisted. */
+size_t gaz_persister_stop(struct gaz_persister *p, int64_t deadline_ns);
 
 #endif

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "broker/metrics.h"
 #include "broker/proxy.h"
 #include "broker/replica.h"
 #include "broker/stores.h"
@@ -214,6 +215,7 @@ static void send_status_only(struct read_ctx *c, int status)
 
 	send_metadata(c, status, &t);
 	gaz_rpc_finish(c->call, NULL, GAZ_GRPC_OK, NULL);
+	gaz_metric_rpc_completed("Read", gaz_status_label(status));
 }
 
 void gaz_handle_read(struct gaz_rpc_call *call, void *arg)
@@ -254,6 +256,7 @@ void gaz_handle_read(struct gaz_rpc_call *call, void *arg)
 			gaz_rpc_finish(call, NULL, GAZ_GRPC_UNKNOWN, gaz_err_str(rc));
 		else
 			gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
+		gaz_metric_rpc_completed("Read", rc && rc != GAZ_ECANCELLED ? "error" : "OK");
 	}
 out:
 	gaz_resolution_release(&c.res);

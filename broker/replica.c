@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/metrics.h"
 #include "broker/persister.h"
 #include "broker/stores.h"
 #include "common/clock.h"
@@ -188,8 +189,10 @@ int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, struct ga
 	pthread_mutex_unlock(&r->mu);
 	if (rc)
 		return rc;
-	if (done.file)
+	if (done.file) {
+		gaz_metric_spool_completed();
 		gaz_persister_enqueue(r->b->persister, r, &done);
+	}
 	gaz_spool_done_release(&done);
 	gaz_notifier_broadcast(&r->notifier);
 	return 0;

@@ -173,6 +173,21 @@ int gaz_resolve(struct gaz_broker *b, const char *journal, const struct gaz_reso
 	if (res->status == PROTOCOL__STATUS__OK && res->local_index >= 0 &&
 	    res->process_index == res->local_index) {
 		res->replica = gaz_replica_get(b, res->journal);
+		/* Assigned, but maintenance has not created the replica yet:
+		 * create it here, as the assignment is already ours. */
+		if (!res->replica && !atomic_load(&b->stopping) &&
+		    gaz_replica_new(b, res->journal, res->item_create_revision))
+			res->replica = gaz_replica_get(b, res->journal);
+		else if (!res->replica)
+			res->replica = gaz_replica_get(b, res->journal);
+		if (res->replica && res->replica->create_revision != res->item_create_revision) {
+			/* A replica of a deleted and re-created journal: retire it
+			 * (its spool is persisted) and serve the new one. */
+			gaz_replica_teardown(res->replica);
+			gaz_replica_unref(res->replica);
+			gaz_replica_new(b, res->journal, res->item_create_revision);
+			res->replica = gaz_replica_get(b, res->journal);
+		}
 		if (!res->replica || atomic_load(&b->stopping))
 			return gaz_status_set(st, GAZ_ESTOPPED,
 					      "resolver has stopped serving local replicas");

@@ -68,8 +68,8 @@ int gaz__jnode_is_dir(const struct gaz__jnode *n);
  * "line N: ..." naming the node. */
 int gaz__jnode_validate(const struct gaz__jnode *root, struct gaz_status *st);
 
-/* gaz__jnode_flatten pushes parent values down (consuming the tree's
- * directory values) and builds one Change per journal, in tree order.
+/* gaz__jnode_flatten pushes parent values down into the children (the tree
+ * is modified in place) and builds one Change per journal, in tree order.
  * `*out` is owned by the caller (gaz_journalspec_apply_free). */
 int gaz__jnode_flatten(struct gaz__jnode *root, Protocol__ApplyRequest **out,
 		       struct gaz_status *st);

@@ -291,8 +291,6 @@ static int parse_stores(struct pctx *c, const yaml_node_t *y, struct gaz__jspec 
 
 	if ((rc = get_seq(c, y, "stores", &n)) || !n)
 		return rc;
-	if (s->n_stores)
-		return bad_value(c, y, "stores", "given twice");
 	if (!(s->stores = calloc(n, sizeof(*s->stores))))
 		return gaz_status_set(c->st, GAZ_ENOMEM, "reading journal specs: out of memory");
 	for (; s->n_stores < n; s->n_stores++) {

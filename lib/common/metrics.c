@@ -467,7 +467,7 @@ static int insert_family(struct gaz_metrics *r, struct gaz_metric **m, struct ga
 int gaz_metrics_register(struct gaz_metrics *r, const struct gaz_metric_opts *o,
 			 struct gaz_metric **out, struct gaz_status *st)
 {
-	struct gaz_metric *m;
+	struct gaz_metric *m = NULL;
 	int rc;
 
 	if (!r && !(r = gaz_metrics_default()))

@@ -59,7 +59,9 @@ int gaz_fd_src_read(void *arg, void *buf, size_t cap, size_t *n, struct gaz_stat
 	ssize_t r;
 
 	*n = 0;
-	if (src->end >= 0 && (int64_t)cap > src->end - src->off)
+	if (src->end >= 0 && src->off >= src->end)
+		return GAZ_EOF;
+	if (src->end >= 0 && (uint64_t)cap > (uint64_t)(src->end - src->off))
 		cap = (size_t)(src->end - src->off);
 	if (cap == 0)
 		return GAZ_EOF;
@@ -115,6 +117,8 @@ int gaz_mem_sink_write(void *arg, const void *buf, size_t len, struct gaz_status
 	size_t max = s->max ? s->max : SIZE_MAX, cap = s->cap ? s->cap : 4096;
 	uint8_t *d;
 
+	if (len == 0)
+		return 0;
 	if (len > max - s->len)
 		return gaz_status_set(st, GAZ_ERANGE, "memory sink exceeds %zu bytes", max);
 	if (s->len + len > s->cap) {

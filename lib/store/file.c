@@ -203,7 +203,7 @@ static int fs_list(struct gaz_store *s, const char *prefix, gaz_store_list_fn cb
 				      strerror(errno));
 	rel[0] = 0;
 	rc = walk_dir(&w, fd, rel, 0, st);
-	if (rc == 0)
+	if (rc == 0 && w.len > 1)
 		qsort(w.v, w.len, sizeof(w.v[0]), entry_cmp);
 	for (size_t i = 0; rc == 0 && i < w.len; i++) {
 		struct gaz_store_obj obj = {w.v[i].path, w.v[i].size, w.v[i].mod_time};
@@ -341,6 +341,22 @@ static int check_base(const struct gaz_store *s, struct gaz_status *st)
 			      "--broker.file-root and the store URL)", base_of(s));
 }
 
+/* fsyncs the directory holding `path` (name = its base name) so the
+ * rename survives a crash: once put returns, the spool may be dropped. */
+static int sync_dir(const char *path, const char *name, struct gaz_status *st)
+{
+	char dir[GAZ_STORE_KEY_MAX + 512];
+	int fd, rc = 0;
+
+	snprintf(dir, sizeof(dir), "%.*s", (int)(name - path), path);
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || fsync(fd) != 0)
+		rc = gaz_status_set(st, errno_code(errno), "syncing directory \"%s\" failed: %s", dir,
+				    strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
 static int fs_put(struct gaz_store *s, const char *key, int fd, int64_t len,
 		  const char *content_encoding, struct gaz_status *st)
 {
@@ -365,9 +381,11 @@ static int fs_put(struct gaz_store *s, const char *key, int fd, int64_t len,
 	if (rc == 0 && rename(tmp, path) != 0)
 		rc = gaz_status_set(st, errno_code(errno), "renaming to \"%s\" failed: %s", path,
 				    strerror(errno));
-	if (rc)
+	if (rc) {
 		unlink(tmp);
-	return rc;
+		return rc;
+	}
+	return sync_dir(path, name, st);
 }
 
 /* --------------------------------------------------------- remove/sign */

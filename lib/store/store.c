@@ -142,7 +142,7 @@ int gaz_store_url_parse(const char *url, struct gaz_store_url *out, struct gaz_s
 	for (const char *c = url; *c; c++)
 		if ((unsigned char)*c < 0x20 || *c == 0x7f)
 			return gaz_status_set(st, GAZ_EINVAL,
-					      "invalid control character in store URL");
+					      "invalid fragment store URL: invalid control character");
 	if (!(out->raw = strdup(url)))
 		rc = GAZ_ENOMEM;
 	else if (!(rc = url_split(url, out, &local)))
@@ -584,20 +584,28 @@ static int health_list_cb(void *arg, const struct gaz_store_obj *obj, struct gaz
 int gaz_store_health_check(struct gaz_store *s, struct gaz_status *st)
 {
 	struct gaz_status local = {0};
-	const char *step = "put";
+	const char *step;
 	bool listed = false;
 	char *url = NULL;
-	int rc = health_put(s, &local);
+	int rc;
 
-	if (!rc && (step = "get", 1))
+	step = "put";
+	rc = health_put(s, &local);
+	if (!rc) {
+		step = "get";
 		rc = health_get(s, &local);
-	if (!rc && (step = "list", 1))
+	}
+	if (!rc) {
+		step = "list";
 		rc = gaz_store_list(s, ".test/", health_list_cb, &listed, &local);
-	if (!rc && !listed)
-		rc = gaz_status_set(&local, GAZ_EIO, "\"health-check\" missing from the listing");
-	if (!rc && (step = "sign", 1))
+		if (!rc && !listed)
+			rc = gaz_status_set(&local, GAZ_EIO, "\"health-check\" missing from the listing");
+	}
+	if (!rc) {
+		step = "sign";
 		rc = gaz_store_sign_get(s, HEALTH_PATH, 300, &url, &local);
-	free(url);
+		free(url);
+	}
 	if (rc)
 		return gaz_status_set(st, rc, "fragment store \"%s\" health check failed at %s: %s",
 				      s->url.raw, step, local.msg);

@@ -1,6 +1,0 @@
-build-cli/obj/lib/etcd/txn.o: lib/etcd/txn.c lib/etcd/txn.h \
- lib/etcd/etcd.h lib/common/err.h build-cli/gen/etcd.pb-c.h
-lib/etcd/txn.h:
-lib/etcd/etcd.h:
-lib/common/err.h:
-build-cli/gen/etcd.pb-c.h:

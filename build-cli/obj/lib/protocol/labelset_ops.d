@@ -1,8 +1,0 @@
-build-cli/obj/lib/protocol/labelset_ops.o: lib/protocol/labelset_ops.c \
- lib/protocol/labels.h lib/common/err.h build-cli/gen/protocol.pb-c.h \
- build-cli/gen/google/protobuf/duration.pb-c.h lib/protocol/vctx.h
-lib/protocol/labels.h:
-lib/common/err.h:
-build-cli/gen/protocol.pb-c.h:
-build-cli/gen/google/protobuf/duration.pb-c.h:
-lib/protocol/vctx.h:

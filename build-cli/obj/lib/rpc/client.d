@@ -1,7 +1,0 @@
-build-cli/obj/lib/rpc/client.o: lib/rpc/client.c lib/common/clock.h \
- lib/common/log.h lib/rpc/rpc_int.h lib/rpc/rpc.h lib/common/err.h
-lib/common/clock.h:
-lib/common/log.h:
-lib/rpc/rpc_int.h:
-lib/rpc/rpc.h:
-lib/common/err.h:

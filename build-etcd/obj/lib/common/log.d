@@ -1,4 +1,0 @@
-build-etcd/obj/lib/common/log.o: lib/common/log.c lib/common/log.h \
- lib/common/err.h
-lib/common/log.h:
-lib/common/err.h:

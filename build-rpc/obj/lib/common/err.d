@@ -1,2 +1,0 @@
-build-rpc/obj/lib/common/err.o: lib/common/err.c lib/common/err.h
-lib/common/err.h:

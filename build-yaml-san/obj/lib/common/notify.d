@@ -1,3 +1,0 @@
-build-yaml-san/obj/lib/common/notify.o: lib/common/notify.c \
- lib/common/notify.h
-lib/common/notify.h:

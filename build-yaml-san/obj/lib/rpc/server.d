@@ -1,7 +1,0 @@
-build-yaml-san/obj/lib/rpc/server.o: lib/rpc/server.c lib/common/clock.h \
- lib/common/log.h lib/rpc/rpc_int.h lib/rpc/rpc.h lib/common/err.h
-lib/common/clock.h:
-lib/common/log.h:
-lib/rpc/rpc_int.h:
-lib/rpc/rpc.h:
-lib/common/err.h:

@@ -1,7 +1,0 @@
-build-yaml/obj/client/lib/duration.o: client/lib/duration.c \
- client/include/gazette/duration.h lib/common/duration.h lib/common/err.h \
- build-yaml/gen/google/protobuf/duration.pb-c.h
-client/include/gazette/duration.h:
-lib/common/duration.h:
-lib/common/err.h:
-build-yaml/gen/google/protobuf/duration.pb-c.h:

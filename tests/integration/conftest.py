@@ -1,0 +1,212 @@
+"""Integration harness: real etcd, real gazette-c brokers, Gazette's own Go
+binaries. Every test gets its own etcd prefix and fragment root; etcd is
+shared by the session (started here unless GAZ_TEST_ETCD names one).
+
+Python is the harness only (the product is C); grpcio is a second,
+independent client of the broker's wire protocol.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("BUILD", "build")
+BIN = os.path.join(ROOT, BUILD, "bin")
+GAZETTE = os.path.join(BIN, "gazette")
+GAZCTL = os.path.join(BIN, "gazctl")
+GO_DIR = subprocess.check_output([os.path.join(ROOT, "scripts/deps.sh"), "--gazette-dir"], text=True).strip()
+GO_GAZETTE = os.path.join(GO_DIR, "gazette")
+GO_GAZCTL = os.path.join(GO_DIR, "gazctl")
+SANITIZED = "san" in BUILD
+
+_PB_DIR = tempfile.mkdtemp(prefix="gaz-pb-")
+subprocess.check_call(["protoc", "--python_out=" + _PB_DIR, "-I" + os.path.join(ROOT, "proto"),
+                       "-I/usr/include", os.path.join(ROOT, "proto/protocol.proto")])
+sys.path.insert(0, _PB_DIR)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_for(pred, timeout=20.0, what="condition", interval=0.05):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError("timed out waiting for " + what)
+
+
+class Etcd:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="gaz-etcd-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        self.cport, self.pport = free_port(), free_port()
+        self.endpoint = "http://127.0.0.1:%d" % self.cport
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD_")}
+        self.log = open(os.path.join(self.dir, "etcd.log"), "w")
+        self.proc = subprocess.Popen(
+            ["etcd", "--name", "gaz", "--data-dir", os.path.join(self.dir, "data"),
+             "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
+             "--listen-peer-urls", "http://127.0.0.1:%d" % self.pport,
+             "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % self.pport,
+             "--initial-cluster", "gaz=http://127.0.0.1:%d" % self.pport,
+             "--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn"],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        wait_for(self.healthy, 30, "etcd health")
+
+    def healthy(self):
+        try:
+            out = subprocess.run(["curl", "-fsS", self.endpoint + "/health"], capture_output=True, text=True,
+                                 timeout=2).stdout
+            return '"health":"true"' in out
+        except Exception:
+            return False
+
+    def ctl(self, *args):
+        env = dict(os.environ, ETCDCTL_API="3")
+        return subprocess.run(["etcdctl", "--endpoints", self.endpoint] + list(args), capture_output=True,
+                              text=True, env=env, check=True).stdout
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ExternalEtcd(Etcd):
+    def __init__(self, endpoint):
+        self.endpoint = endpoint
+
+    def stop(self):
+        pass
+
+
+@pytest.fixture(scope="session")
+def etcd():
+    e = ExternalEtcd(os.environ["GAZ_TEST_ETCD"]) if os.environ.get("GAZ_TEST_ETCD") else Etcd()
+    yield e
+    e.stop()
+
+
+SAN_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer", "WARNING: ThreadSanitizer")
+
+
+class Broker:
+    """One broker process (ours, or Gazette's Go broker with go=True)."""
+
+    def __init__(self, cluster, go=False, zone="local", bid=None, port=None, extra=(), env=None):
+        self.cluster, self.go = cluster, go
+        self.port = port or free_port()
+        self.id = bid or "b-%s" % uuid.uuid4().hex[:8]
+        self.zone = zone
+        self.address = "http://127.0.0.1:%d" % self.port
+        self.logpath = os.path.join(cluster.dir, "%s.log" % self.id)
+        self.extra, self.env = list(extra), env or {}
+        self.proc = None
+
+    def start(self, wait=True):
+        exe = GO_GAZETTE if self.go else GAZETTE
+        args = [exe, "serve", "--broker.port", str(self.port), "--broker.host", "127.0.0.1",
+                "--broker.id", self.id, "--broker.zone", self.zone,
+                "--broker.file-root", self.cluster.file_root,
+                "--etcd.address", self.cluster.etcd.endpoint, "--etcd.prefix", self.cluster.prefix,
+                "--etcd.lease", "5s", "--log.level", "info"] + self.extra
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_"))}
+        env["TMPDIR"] = self.cluster.scratch(self.id)
+        env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
+        env.update(self.env)
+        self.log = open(self.logpath, "a")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def member_key(self):
+        return "%s/members/%s#%s" % (self.cluster.prefix, self.zone, self.id)
+
+    def wait_ready(self, timeout=30):
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError("broker exited %s:\n%s" % (self.proc.returncode, self.logtail()))
+            return self.member_key() in self.cluster.etcd.ctl("get", "--prefix", self.cluster.prefix, "--keys-only")
+        wait_for(ready, timeout, "broker %s to announce" % self.id, interval=0.1)
+
+    def logtail(self, n=40):
+        try:
+            return "".join(open(self.logpath).readlines()[-n:])
+        except OSError:
+            return ""
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        if not self.proc or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+            raise AssertionError("broker %s did not exit within %ss:\n%s" % (self.id, timeout, self.logtail()))
+        self.check_sanitizers()
+        return rc
+
+    def check_sanitizers(self):
+        text = open(self.logpath).read()
+        for m in SAN_MARKERS:
+            assert m not in text, "sanitizer report in %s:\n%s" % (self.logpath, text[text.index(m) - 200:][:4000])
+
+
+class Cluster:
+    def __init__(self, etcd, base):
+        self.etcd = etcd
+        self.dir = base
+        self.prefix = "/gaz-test/%s" % uuid.uuid4().hex[:10]
+        self.file_root = os.path.join(base, "fragments")
+        os.makedirs(self.file_root)
+        self.brokers = []
+
+    def scratch(self, name):
+        d = os.path.join(self.dir, "scratch-" + name)
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def start(self, **kw):
+        b = Broker(self, **kw)
+        self.brokers.append(b)
+        b.start()
+        return b
+
+    def stop_all(self):
+        errors = []
+        for b in self.brokers:
+            try:
+                b.stop(timeout=90)
+            except AssertionError as e:
+                errors.append(str(e))
+        if errors:
+            raise AssertionError("\n".join(errors))
+
+
+@pytest.fixture
+def cluster(etcd, tmp_path):
+    c = Cluster(etcd, str(tmp_path))
+    yield c
+    c.stop_all()
