@@ -53,11 +53,11 @@ all: $(GAZETTE) $(GAZCTL) $(UNIT_BINS) $(BENCH_BIN)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
-	protoc-c --c_out=$(BUILD)/gen -Iproto -I/usr/include $<
+	@protoc-c --c_out=$(BUILD)/gen -Iproto -I/usr/include $<
 
 $(BUILD)/gen/google/protobuf/duration.pb-c.c $(BUILD)/gen/google/protobuf/duration.pb-c.h: /usr/include/google/protobuf/duration.proto
 	@mkdir -p $(BUILD)/gen
-	protoc-c --c_out=$(BUILD)/gen -I/usr/include $<
+	@protoc-c --c_out=$(BUILD)/gen -I/usr/include $<
 
 # Generated headers must exist before any object compiles.
 $(BUILD)/obj/%.o: %.c | $(GEN_H)
@@ -67,33 +67,40 @@ $(BUILD)/obj/%.o: %.c | $(GEN_H)
 
 $(BUILD)/obj/$(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Wno-unused-parameter -c -o $@ $<
+	@echo "  CC $<"
+	@$(CC) $(CFLAGS) -Wno-unused-parameter -c -o $@ $<
 
 $(LIBGAZ): $(call obj,$(LIB_SRCS)) $(patsubst %.c,$(BUILD)/obj/%.o,$(GEN_C))
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR $@"
+	@rm -f $@ && ar rcs $@ $^
 
 $(LIBCLIENT): $(call obj,$(CLIENT_SRCS))
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR $@"
+	@rm -f $@ && ar rcs $@ $^
 
 $(GAZETTE): $(call obj,$(BROKER_SRCS)) $(LIBGAZ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@echo "  LD $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(GAZCTL): $(call obj,$(GAZCTL_SRCS)) $(LIBCLIENT) $(LIBGAZ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@echo "  LD $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bin/gazbench: $(call obj,$(BENCH_SRCS)) $(LIBCLIENT) $(LIBGAZ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@echo "  LD $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # A unit test may #include the .c under test; it links against the libraries
 # with --allow-multiple-definition so the included copy wins.
 $(BUILD)/tests/%: tests/unit/%.c $(LIBCLIENT) $(LIBGAZ) | $(GEN_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Wno-unused-function -o $@ $< $(LDFLAGS) -Wl,--allow-multiple-definition \
+	@echo "  LD $@"
+	@$(CC) $(CFLAGS) -Wno-unused-function -o $@ $< $(LDFLAGS) -Wl,--allow-multiple-definition \
 	  $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) -lcmocka
 
 unit: $(UNIT_BINS)

@@ -10,11 +10,15 @@
 # below) are built from the Go module proxy into a cache outside the
 # checkout, so a fresh clone on the same machine reuses them:
 #   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/gazette-<version>/{gazette,gazctl}
+# and etcd 3.6 likewise (Gazette's etcd client needs >= 3.5; Debian has 3.4):
+#   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/etcd-<version>/{etcd,etcdctl}
 set -euo pipefail
 
 GAZETTE_VERSION=v0.103.0
+ETCD_VERSION=v3.6.14
 CACHE=${GAZ_CACHE:-$HOME/.cache/gazette-c}
 GAZETTE_DIR=$CACHE/gazette-$GAZETTE_VERSION
+ETCD_DIR=$CACHE/etcd-$ETCD_VERSION
 
 PKGS=(build-essential pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
       protobuf-compiler libprotobuf-dev etcd-server etcd-client libssl-dev libzstd-dev
@@ -47,7 +51,33 @@ build_gazette() {
 	rm -rf "$tmp"
 }
 
+build_etcd() {
+	# Gazette's etcd client refuses etcd 3.4 ("old cluster version"), so the
+	# suite runs on etcd 3.6, built from the Go module proxy through a
+	# throwaway module (the server module's own go.mod has replace lines).
+	command -v go >/dev/null || { echo "deps: go is needed to build etcd" >&2; return 1; }
+	local tmp
+	tmp=$(mktemp -d)
+	echo "deps: building etcd $ETCD_VERSION into $ETCD_DIR" >&2
+	(
+		export GOTOOLCHAIN=local GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0
+		export GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache
+		cd "$tmp"
+		go mod init rig.local/etcdbuild >/dev/null 2>&1
+		go get go.etcd.io/etcd/server/v3@$ETCD_VERSION go.etcd.io/etcd/etcdctl/v3@$ETCD_VERSION
+		go build -trimpath -o "$tmp/etcd" go.etcd.io/etcd/server/v3
+		go build -trimpath -o "$tmp/etcdctl" go.etcd.io/etcd/etcdctl/v3
+	)
+	mkdir -p "$ETCD_DIR"
+	mv "$tmp/etcd" "$tmp/etcdctl" "$ETCD_DIR/"
+	rm -rf "$tmp"
+}
+
 case "${1:-}" in
+--etcd-dir)
+	echo "$ETCD_DIR"
+	exit 0
+	;;
 --gazette-dir)
 	echo "$GAZETTE_DIR"
 	exit 0
@@ -57,6 +87,7 @@ case "${1:-}" in
 	bad=0
 	[ -z "$m" ] || { echo "deps: missing packages: $m (run: make deps)" >&2; bad=1; }
 	[ -x "$GAZETTE_DIR/gazette" ] || { echo "deps: missing $GAZETTE_DIR/gazette (run: make deps)" >&2; bad=1; }
+	[ -x "$ETCD_DIR/etcd" ] || { echo "deps: missing $ETCD_DIR/etcd (run: make deps)" >&2; bad=1; }
 	exit $bad
 	;;
 esac
@@ -72,4 +103,7 @@ if [ -n "$m" ]; then
 fi
 if [ ! -x "$GAZETTE_DIR/gazette" ] || [ ! -x "$GAZETTE_DIR/gazctl" ]; then
 	build_gazette
+fi
+if [ ! -x "$ETCD_DIR/etcd" ] || [ ! -x "$ETCD_DIR/etcdctl" ]; then
+	build_etcd
 fi

@@ -112,7 +112,8 @@ int gaz_validate_single_value_labels(const Protocol__LabelSet *set, struct gaz_s
  * mime.ParseMediaType does: trimmed, "type" or "type/subtype" of RFC 2045
  * tokens, then optional "; attr=value" parameters (value a token or a quoted
  * string, a trailing lone ';' ignored). Unlike Go, duplicate parameter names
- * are not detected; a label value cannot hold ';' anyway. Messages are Go's
+ * are not detected and only ASCII whitespace is trimmed; a label value can
+ * hold neither ';' nor spaces, so labels are judged exactly. Messages are Go's
  * ("mime: expected slash after first token", ...). */
 int gaz_validate_media_type(const char *s, struct gaz_status *st);
 

@@ -83,8 +83,8 @@ void gaz_client_free(struct gaz_client *c);
 
 /* gaz_client_cancel makes every current and later blocking call of this
  * client (and of its appenders and readers) return GAZ_ECANCELLED within
- * about 100 ms; retries stop. Async-signal-safe (one atomic store);
- * irreversible. */
+ * about 100 ms, cancelling open streams; retries stop. Irreversible.
+ * Thread-safe, but not async-signal-safe: call it from a sigwait thread. */
 void gaz_client_cancel(struct gaz_client *c);
 
 /* gaz_client_cancelled: whether gaz_client_cancel was called. */

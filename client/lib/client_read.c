@@ -1,0 +1,340 @@
+/*
+ * client_read.c - reading a journal: Gazette's Reader and RetryReader
+ * (facts §2.2, §7.2), with direct reads of fragments by URL (§7.3, in
+ * client_fetch.c).
+ *
+ * A reader is in one of three sources at a time:
+ *
+ *   (none) --first read--> STREAM --EOF after OK metadata + URL--> DIRECT
+ *      ^                      |                                      |
+ *      +------ end, error or status (RetryReader restarts) ---------+
+ *
+ * STREAM: one Read RPC. Each response is validated; a metadata response
+ * updates `meta` and is reported (GAZ_READ_META, or GAZ_READ_JUMP when its
+ * offset is past the requested one); a content response is kept in `chunk`
+ * and copied out across calls. After a non-OK status the stream's end is
+ * read, then the status becomes the result. DIRECT: the fragment file,
+ * fetched and decoded, until exactly its end.
+ *
+ * Invariant: req.offset is the next offset to hand to the caller; it only
+ * grows (content copied out, or a jump forward).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/lib/client_int.h"
+#include "common/log.h"
+#include "protocol/validate.h"
+
+#define READ_PATH "/protocol.Journal/Read"
+
+struct gaz_reader {
+	struct gaz_client *c;
+	char *journal;
+	Protocol__ReadRequest req;     /* req.journal = journal; offset advances */
+	bool retry;
+	struct gaz__client_call call;  /* call.stream == NULL: no open stream */
+	Protocol__ReadResponse *chunk; /* content being copied out, or NULL */
+	Protocol__Header *hdr;         /* last response header (dispatch route) */
+	bool direct_pending;           /* last response: OK metadata with URL */
+	int last_status;               /* status of the last response */
+	int fail_status;               /* broker status of the last failure, or -1 */
+	struct gaz__frag_reader *direct;
+	struct gaz_read_meta meta;
+	char *url;                     /* meta.fragment_url storage */
+};
+
+int gaz_reader_new(struct gaz_client *c, const struct gaz_read_opts *o, struct gaz_reader **out,
+		   struct gaz_status *st)
+{
+	struct gaz_status vst = {0};
+	struct gaz_reader *r = calloc(1, sizeof(*r));
+
+	if (!r || !(r->journal = strdup(o->journal ? o->journal : ""))) {
+		free(r);
+		return gaz_status_set(st, GAZ_ENOMEM, "out of memory creating reader");
+	}
+	protocol__read_request__init(&r->req);
+	r->c = c;
+	r->req.journal = r->journal;
+	r->req.offset = o->offset;
+	r->req.end_offset = o->end_offset;
+	r->req.block = o->block;
+	r->req.do_not_proxy = o->do_not_proxy;
+	r->req.metadata_only = o->metadata_only;
+	r->req.begin_mod_time = o->begin_mod_time;
+	r->retry = o->retry;
+	r->fail_status = -1;
+	r->meta.fragment_url = "";
+	if (gaz_validate_read_request(&r->req, &vst)) {
+		gaz_reader_free(r);
+		return gaz_status_set(st, GAZ_EINVAL, "invalid ReadRequest: %s", vst.msg);
+	}
+	*out = r;
+	return 0;
+}
+
+/* reset drops the stream, the direct fetch and any pending content. */
+static void reset(struct gaz_reader *r)
+{
+	gaz__client_close(r->c, &r->call);
+	gaz__frag_close(r->direct);
+	r->direct = NULL;
+	if (r->chunk)
+		protobuf_c_message_free_unpacked(&r->chunk->base, NULL);
+	r->chunk = NULL;
+	r->direct_pending = false;
+}
+
+void gaz_reader_free(struct gaz_reader *r)
+{
+	if (!r)
+		return;
+	reset(r);
+	if (r->hdr)
+		protobuf_c_message_free_unpacked(&r->hdr->base, NULL);
+	gaz_fragment_release(&r->meta.fragment);
+	free(r->url);
+	free(r->journal);
+	free(r);
+}
+
+int64_t gaz_reader_offset(const struct gaz_reader *r)
+{
+	return r->req.offset;
+}
+
+const char *gaz_reader_journal(const struct gaz_reader *r)
+{
+	return r->journal;
+}
+
+const struct gaz_read_meta *gaz_reader_meta(const struct gaz_reader *r)
+{
+	return &r->meta;
+}
+
+/* ---- one Read RPC (Gazette's Reader) --------------------------------------- */
+
+/* set_meta records a metadata response as the reader's `meta`. */
+static int set_meta(struct gaz_reader *r, const Protocol__ReadResponse *resp, struct gaz_status *st)
+{
+	char *url = resp->fragment_url && *resp->fragment_url ? strdup(resp->fragment_url) : NULL;
+
+	gaz_fragment_release(&r->meta.fragment);
+	free(r->url);
+	r->url = url;
+	r->meta.fragment_url = url ? url : "";
+	r->meta.status = (int)resp->status;
+	r->meta.offset = resp->offset;
+	r->meta.write_head = resp->write_head;
+	r->meta.has_fragment = resp->fragment != NULL;
+	if ((resp->fragment_url && *resp->fragment_url && !url) ||
+	    (resp->fragment && gaz_fragment_from_proto(&r->meta.fragment, resp->fragment, st))) {
+		r->meta.has_fragment = false;
+		return gaz_status_set(st, GAZ_ENOMEM, "out of memory reading");
+	}
+	return 0;
+}
+
+/* open_stream starts the Read RPC, dispatched by the last header's route. */
+static int open_stream(struct gaz_reader *r, struct gaz_status *st)
+{
+	struct gaz_rpc_channel *ch = gaz__client_channel(r->c, r->hdr ? r->hdr->route : NULL);
+	int rc = gaz__client_open(r->c, ch, READ_PATH, false, &r->call, st);
+
+	if (rc)
+		return rc;
+	r->last_status = PROTOCOL__STATUS__OK;
+	if (gaz_rpc_stream_send(r->call.stream, &r->req.base) == 0)
+		gaz_rpc_stream_close_send(r->call.stream);
+	return 0; /* a failed send shows as the stream's end */
+}
+
+/* copy_chunk copies pending content at req.offset; *n = 0 if none left. */
+static void copy_chunk(struct gaz_reader *r, void *buf, size_t cap, size_t *n)
+{
+	int64_t d = r->req.offset - r->chunk->offset;
+	size_t left = r->chunk->content.len - (size_t)d;
+
+	*n = left < cap ? left : cap;
+	memcpy(buf, r->chunk->content.data + d, *n);
+	r->req.offset += (int64_t)*n;
+}
+
+/* on_response handles one validated response; it is consumed. Returns a
+ * reader result, or 1 to receive the next message (after a non-OK status
+ * or a content chunk with nothing to report). */
+static int on_response(struct gaz_reader *r, Protocol__ReadResponse *resp, struct gaz_status *st)
+{
+	bool jump = r->req.offset < resp->offset;
+	bool content = resp->content.data != NULL || resp->content.len > 0;
+	int rc = 1;
+
+	if (resp->header) {
+		if (r->hdr)
+			protobuf_c_message_free_unpacked(&r->hdr->base, NULL);
+		r->hdr = resp->header; /* moved out of the response */
+		resp->header = NULL;
+	}
+	if (jump)
+		r->req.offset = resp->offset;
+	r->last_status = (int)resp->status;
+	r->direct_pending = resp->status == PROTOCOL__STATUS__OK && !content &&
+			    resp->fragment_url && *resp->fragment_url;
+	if (content) {
+		r->chunk = resp;
+		return jump ? GAZ_READ_JUMP : 1;
+	}
+	if ((rc = set_meta(r, resp, st)) == 0 && resp->status == PROTOCOL__STATUS__OK)
+		rc = jump ? GAZ_READ_JUMP : GAZ_READ_META;
+	else if (rc == 0)
+		rc = 1; /* the broker closes the stream next; read that */
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return rc;
+}
+
+/* on_end handles the end of the stream: a direct fetch, or the status. */
+static int on_end(struct gaz_reader *r, struct gaz_status *st)
+{
+	int rc = gaz_rpc_stream_finish(r->call.stream, st);
+
+	gaz__client_close(r->c, &r->call);
+	if (rc)
+		return rc;
+	if (!r->req.metadata_only && r->direct_pending && r->meta.has_fragment) {
+		r->direct_pending = false;
+		rc = gaz__frag_open(r->c, &r->meta.fragment, r->req.offset, r->url, &r->direct, st);
+		return rc ? rc : 1;
+	}
+	switch (r->last_status) {
+	case PROTOCOL__STATUS__OK:
+		return GAZ_EOF;
+	case PROTOCOL__STATUS__OFFSET_NOT_YET_AVAILABLE:
+		r->fail_status = r->last_status;
+		return GAZ_READ_TAIL;
+	default:
+		r->fail_status = r->last_status;
+		return gaz__client_status_fail(r->last_status, r->journal, st);
+	}
+}
+
+/* read_direct yields content of the directly fetched fragment. */
+static int read_direct(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
+		       struct gaz_status *st)
+{
+	int rc = GAZ_EOF;
+
+	if (r->req.end_offset != 0) {
+		int64_t left = r->req.end_offset - r->req.offset;
+		cap = left <= 0 ? 0 : left < (int64_t)cap ? (size_t)left : cap;
+	}
+	if (cap)
+		rc = gaz__frag_read(r->direct, buf, cap, n, st);
+	if (rc == 0) {
+		r->req.offset += (int64_t)*n;
+		return 0;
+	}
+	gaz__frag_close(r->direct);
+	r->direct = NULL;
+	return rc;
+}
+
+/* recv_next receives and validates the next response of the stream. */
+static int recv_next(struct gaz_reader *r, struct gaz_status *st)
+{
+	Protocol__ReadResponse *resp = NULL;
+	int rc = gaz__client_recv(r->c, r->call.stream, &protocol__read_response__descriptor,
+				  (ProtobufCMessage **)&resp, st);
+
+	if (rc == GAZ_EOF)
+		return on_end(r, st);
+	if (rc)
+		return rc;
+	if ((rc = gaz__check_read_response(resp, r->req.offset, st))) {
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+		return rc;
+	}
+	return on_response(r, resp, st);
+}
+
+/* read_once is one step of Gazette's Reader.Read; failures leave the
+ * reader to be reset. */
+static int read_once(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
+		     struct gaz_status *st)
+{
+	int rc;
+
+	*n = 0;
+	r->fail_status = -1;
+	for (;;) {
+		if (r->direct)
+			return read_direct(r, buf, cap, n, st);
+		if (r->chunk && r->chunk->offset + (int64_t)r->chunk->content.len > r->req.offset) {
+			copy_chunk(r, buf, cap, n);
+			return 0;
+		}
+		if (r->chunk)
+			protobuf_c_message_free_unpacked(&r->chunk->base, NULL);
+		r->chunk = NULL;
+		if (!r->call.stream && (rc = open_stream(r, st)))
+			return rc;
+		if ((rc = recv_next(r, st)) != 1)
+			return rc;
+	}
+}
+
+/* ---- RetryReader -------------------------------------------------------- */
+
+/* give_up decides, after failure `rc` of attempt *attempt, whether the
+ * RetryReader surfaces it (true) or retries (false; *squelch set when the
+ * retry is routine and not worth a warning). */
+static bool give_up(const struct gaz_reader *r, int rc, int *attempt, bool *squelch)
+{
+	*squelch = false;
+	if (rc == GAZ_ECANCELLED)
+		return true;
+	if (rc == GAZ_READ_TAIL)
+		return !(*squelch = r->req.block);
+	if (rc == GAZ_EOF) {
+		*attempt = -1;
+		*squelch = true;
+		return false;
+	}
+	switch (r->fail_status) {
+	case PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS:
+	case PROTOCOL__STATUS__NOT_JOURNAL_BROKER:
+		*squelch = *attempt == 0;
+		return false;
+	case PROTOCOL__STATUS__JOURNAL_NOT_FOUND:
+		return *attempt > 3;
+	case PROTOCOL__STATUS__SUSPENDED:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int gaz_reader_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
+		    struct gaz_status *st)
+{
+	for (int attempt = 0;; attempt++) {
+		struct gaz_status lst = {0};
+		bool squelch;
+		int rc = read_once(r, buf, cap, n, &lst);
+
+		if (rc == 0 || rc == GAZ_READ_META || rc == GAZ_READ_JUMP)
+			return rc;
+		reset(r); /* the Reader is spent: a later read starts a new RPC */
+		if (!r->retry || (rc == GAZ_EOF && r->req.end_offset != 0 &&
+				  r->req.offset >= r->req.end_offset))
+			return rc < 0 ? gaz_status_set(st, rc, "%s", lst.msg) : rc;
+		if (give_up(r, rc, &attempt, &squelch))
+			return rc < 0 ? gaz_status_set(st, rc, "%s", lst.msg) : rc;
+		if (!squelch)
+			gaz_warn("read failure (will retry)", "journal=%s offset=%lld err=\"%s\" attempt=%d",
+				 r->journal, (long long)r->req.offset, lst.msg, attempt);
+		if (gaz__client_sleep(r->c, gaz_client_backoff_ms(attempt)))
+			return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
+	}
+}
