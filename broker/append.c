@@ -75,7 +75,7 @@ static int resolve(struct append_ctx *a)
 	gaz_resolution_release(&a->res);
 	rc = gaz_resolve(a->b, a->req->journal, &o, &a->res, &st);
 	if (rc) {
-		respond_error(a, rc == GAZ_ECANCELLED ? GAZ_GRPC_CANCELLED : GAZ_GRPC_UNKNOWN, st.msg);
+		respond_error(a, rc == GAZ_ECANCELLED ? GAZ_GRPC_CANCELLED : rc == GAZ_EUNAVAIL ? GAZ_GRPC_UNAVAILABLE : GAZ_GRPC_UNKNOWN, st.msg);
 		return rc;
 	}
 	return 0;
@@ -257,7 +257,13 @@ static int as_primary(struct append_ctx *a)
 			      "appends to journals with replication > 1 are not implemented yet");
 		return 0;
 	}
-	return gaz__append_local(a);
+	if ((rc = gaz__append_local(a)) == 1) {
+		/* Resolving again: let go of the token first, so that the
+		 * next ACQUIRE (ours or another append's) can take it. */
+		gaz_replica_release(r);
+		a->token = NULL;
+	}
+	return rc;
 }
 
 /* The broker-level outcome of RESOLVE. Returns 1 to resolve again. */

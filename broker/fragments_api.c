@@ -198,7 +198,7 @@ void gaz_handle_list_fragments(struct gaz_rpc_call *call, void *arg)
 	struct gaz_resolve_opts o = {.may_proxy = !q->do_not_proxy, .proxy_header = q->header,
 				     .call = call};
 	if ((rc = gaz_resolve(b, q->journal, &o, &res, &st)))
-		gaz_rpc_finish(call, NULL, rc == GAZ_ECANCELLED ? GAZ_GRPC_CANCELLED : GAZ_GRPC_UNKNOWN,
+		gaz_rpc_finish(call, NULL, rc == GAZ_ECANCELLED ? GAZ_GRPC_CANCELLED : rc == GAZ_EUNAVAIL ? GAZ_GRPC_UNAVAILABLE : GAZ_GRPC_UNKNOWN,
 			       st.msg);
 	else if (res.status != PROTOCOL__STATUS__OK)
 		respond(call, b, &res, res.status, NULL);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/persister.h"
+#include "broker/release.h"
 #include "broker/replica.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -103,7 +105,7 @@ static void reconcile(struct gaz_broker *b)
 			rs[i]->primary = a->primary;
 		gaz_replica_unref(rs[i]);
 	}
-	for (size_t i = 0; i < na; i++) {
+	for (size_t i = 0; i < na && !atomic_load(&b->exiting); i++) {
 		struct gaz_replica *r = gaz_replica_get(b, as[i].journal);
 		if (!r && (r = gaz_replica_new(b, as[i].journal, as[i].create_revision))) {
 			r->primary = as[i].primary;
@@ -178,46 +180,108 @@ static void pulse_flush(struct gaz_replica *r, const Protocol__JournalSpec *spec
 	gaz_replica_release(r);
 }
 
-/* Writes the route into inconsistent assignments of journals we are
- * primary of (§4.6), so the allocator may proceed with removals. With a
- * single-member route there is no peer to synchronise first. */
-static void pulse_routes(struct gaz_broker *b, struct gaz_replica *r)
+/* Writes the derived route (members and primary, no endpoints) into every
+ * inconsistent assignment of `journal`, guarded by every assignment's mod
+ * revision (§4.6). Returns true if nothing needed writing. */
+static bool write_routes(struct gaz_broker *b, const char *journal)
 {
 	struct gaz_route route;
 	struct gaz_txn t;
 	struct gaz_status st = {0};
-	bool need = false;
+	Protocol__Route *p = NULL;
+	uint8_t *val = NULL;
+	size_t len = 0;
+	bool consistent = true;
 
-	if (!r->primary)
-		return;
 	gaz_keyspace_rlock(b->ks);
-	if (gaz_route_build(b->ks, b->root, r->journal, &route)) {
+	if (gaz_route_build(b->ks, b->root, journal, &route)) {
 		gaz_keyspace_runlock(b->ks);
-		return;
+		return false;
 	}
 	gaz_keyspace_runlock(b->ks);
 	for (size_t i = 0; i < route.n; i++)
-		need |= !route.consistent[i];
-	if (need && route.n == 1) {
-		Protocol__Route *p = gaz_route_to_proto(&route, false);
-		size_t len = p ? protocol__route__get_packed_size(p) : 0;
-		uint8_t *val = p ? malloc(len ? len : 1) : NULL;
-		char *key = gaz_ks_assign_key(b->root, r->journal, route.zone[0], route.suffix[0],
-					      route.slot[0]);
-		if (val && key) {
-			protocol__route__pack(p, val);
-			gaz_txn_init(&t);
-			gaz_txn_compare_mod(&t, key, route.mod_revision[0]);
-			gaz_txn_put(&t, key, val, len, 0, true);
-			if (gaz_txn_commit(b->etcd, &t, NULL, NULL, &st))
-				gaz_warn("route write failed", "journal=%s err=\"%s\"", r->journal, st.msg);
-			gaz_txn_release(&t);
+		consistent &= route.consistent[i];
+	if (!consistent && (p = gaz_route_to_proto(&route, false)) &&
+	    (val = malloc((len = protocol__route__get_packed_size(p)) + 1))) {
+		protocol__route__pack(p, val);
+		gaz_txn_init(&t);
+		for (size_t i = 0; i < route.n; i++) {
+			char *key = gaz_ks_assign_key(b->root, journal, route.zone[i], route.suffix[i],
+						      route.slot[i]);
+			if (!key)
+				continue;
+			gaz_txn_compare_mod(&t, key, route.mod_revision[i]);
+			if (!route.consistent[i])
+				gaz_txn_put(&t, key, val, len, 0, true);
+			free(key);
 		}
-		free(val);
-		free(key);
-		gaz_route_proto_free(p);
+		if (gaz_txn_commit(b->etcd, &t, NULL, NULL, &st))
+			gaz_warn("route write failed", "journal=%s err=\"%s\"", journal, st.msg);
+		gaz_txn_release(&t);
 	}
+	free(val);
+	gaz_route_proto_free(p);
 	gaz_route_release(&route);
+	return consistent;
+}
+
+/* Single-member routes of journals we are primary of are made consistent
+ * by the pulse: there is no peer to synchronise first. */
+static void pulse_routes(struct gaz_broker *b, struct gaz_replica *r)
+{
+	if (r->primary && !atomic_load(&b->exiting))
+		write_routes(b, r->journal);
+}
+
+/* Graceful hand-off of a journal we are primary of, to the member the
+ * allocator added. Without a replication pipeline the new member cannot
+ * be synchronised from our spool, so the spool goes through the store
+ * instead: stop serving the replica (in-flight appends finish), persist
+ * its last fragment, record the write head in the spec (release.c), and
+ * only then write the route that lets the allocator move the primary. */
+static void hand_off(struct gaz_broker *b, const char *journal)
+{
+	struct gaz_replica *r = gaz_replica_get(b, journal);
+	struct gaz_release_head head = {.journal = (char *)journal, .head = -1};
+	int64_t deadline = gaz_deadline_in(60000);
+
+	if (r) {
+		gaz_replica_teardown(r);
+		head.head = r->spool.fragment.end;
+		gaz_replica_unref(r);
+		while (b->persister && gaz_persister_pending_for(b->persister, journal) &&
+		       gaz_mono_ns() < deadline)
+			usleep(20000);
+		if (b->persister && gaz_persister_pending_for(b->persister, journal)) {
+			gaz_error("hand-off: fragment not persisted; keeping the journal",
+				  "journal=%s", journal);
+			return;
+		}
+		gaz_release_record_heads(b, &head, 1);
+	}
+	write_routes(b, journal);
+}
+
+static void hand_off_all(struct gaz_broker *b)
+{
+	struct local_assign *as = NULL;
+	size_t na = local_assignments(b, &as);
+
+	for (size_t i = 0; i < na; i++) {
+		if (as[i].primary) {
+			struct gaz_route route = {.primary = -1};
+			bool multi = false;
+			gaz_keyspace_rlock(b->ks);
+			if (!gaz_route_build(b->ks, b->root, as[i].journal, &route))
+				multi = route.n > 1;
+			gaz_keyspace_runlock(b->ks);
+			gaz_route_release(&route);
+			if (multi)
+				hand_off(b, as[i].journal);
+		}
+		free(as[i].journal);
+	}
+	free(as);
 }
 
 static void tick(struct gaz_broker *b)
@@ -227,6 +291,8 @@ static void tick(struct gaz_broker *b)
 
 	if (!atomic_load(&b->stopping))
 		reconcile(b);
+	if (atomic_load(&b->exiting) && !atomic_load(&b->stopping))
+		hand_off_all(b);
 	n = replicas_snapshot(b, &rs);
 	for (size_t i = 0; i < n; i++) {
 		Protocol__JournalSpec *spec = spec_copy_of(b, rs[i]->journal);

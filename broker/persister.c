@@ -34,7 +34,8 @@ struct gaz_persister {
 	struct gaz_broker *b;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
-	struct job *head, *tail;
+	struct job *head, *tail;     /* queued */
+	struct job *inflight;        /* taken by a worker (linked by next) */
 	size_t pending;              /* queued + in flight */
 	bool stop, draining;
 	int n_workers;
@@ -197,7 +198,8 @@ static struct job *next_job(struct gaz_persister *p)
 				*pp = j->next;
 				if (p->tail == j)
 					p->tail = prev;
-				j->next = NULL;
+				j->next = p->inflight;
+				p->inflight = j;
 				pthread_mutex_unlock(&p->mu);
 				return j;
 			}
@@ -209,6 +211,31 @@ static struct job *next_job(struct gaz_persister *p)
 	}
 }
 
+/* Removes `j` from the in-flight list. mu held. */
+static void inflight_remove(struct gaz_persister *p, struct job *j)
+{
+	for (struct job **pp = &p->inflight; *pp; pp = &(*pp)->next) {
+		if (*pp == j) {
+			*pp = j->next;
+			j->next = NULL;
+			return;
+		}
+	}
+}
+
+size_t gaz_persister_pending_for(struct gaz_persister *p, const char *journal)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&p->mu);
+	for (struct job *j = p->head; j; j = j->next)
+		n += !strcmp(j->r->journal, journal);
+	for (struct job *j = p->inflight; j; j = j->next)
+		n += !strcmp(j->r->journal, journal);
+	pthread_mutex_unlock(&p->mu);
+	return n;
+}
+
 static void *worker(void *arg)
 {
 	struct gaz_persister *p = arg;
@@ -217,8 +244,9 @@ static void *worker(void *arg)
 	while ((j = next_job(p))) {
 		struct gaz_status st = {0};
 		if (persist(p, j, &st) == 0) {
-			job_free(j);
 			pthread_mutex_lock(&p->mu);
+			inflight_remove(p, j);
+			job_free(j);
 			p->pending--;
 			pthread_cond_broadcast(&p->cond);
 			pthread_mutex_unlock(&p->mu);
@@ -230,6 +258,7 @@ static void *worker(void *arg)
 		int64_t backoff_ms = j->attempts > 6 ? 60000 : 1000 << (j->attempts - 1);
 		j->not_before_ns = gaz_deadline_in(backoff_ms);
 		pthread_mutex_lock(&p->mu);
+		inflight_remove(p, j);
 		if (p->draining)
 			j->not_before_ns = gaz_deadline_in(200);
 		if (p->tail)

@@ -21,6 +21,9 @@ void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
 /* gaz_persister_pending: fragments queued or in flight. */
 size_t gaz_persister_pending(struct gaz_persister *p);
 
+/* gaz_persister_pending_for: fragments of `journal` queued or in flight. */
+size_t gaz_persister_pending_for(struct gaz_persister *p, const char *journal);
+
 /* gaz_persister_stop persists everything still queued, retrying until the
  * queue is empty or deadline_ns passes (what is left is logged as not
  * persisted), then stops the workers and frees. Returns the number of

@@ -242,7 +242,7 @@ void gaz_handle_read(struct gaz_rpc_call *call, void *arg)
 		.call = call,
 	};
 	if ((rc = gaz_resolve(c.b, c.req->journal, &o, &c.res, &st))) {
-		gaz_rpc_finish(call, NULL, rc == GAZ_ECANCELLED ? GAZ_GRPC_CANCELLED : GAZ_GRPC_UNKNOWN,
+		gaz_rpc_finish(call, NULL, rc == GAZ_ECANCELLED ? GAZ_GRPC_CANCELLED : rc == GAZ_EUNAVAIL ? GAZ_GRPC_UNAVAILABLE : GAZ_GRPC_UNKNOWN,
 			       st.msg);
 	} else if (c.res.status != PROTOCOL__STATUS__OK) {
 		send_status_only(&c, c.res.status);

@@ -175,6 +175,9 @@ int gaz_resolve(struct gaz_broker *b, const char *journal, const struct gaz_reso
 		res->replica = gaz_replica_get(b, res->journal);
 		/* Assigned, but maintenance has not created the replica yet:
 		 * create it here, as the assignment is already ours. */
+		if (!res->replica && atomic_load(&b->exiting))
+			return gaz_status_set(st, GAZ_EUNAVAIL, "journal %s is being handed off",
+					      res->journal);
 		if (!res->replica && !atomic_load(&b->stopping) &&
 		    gaz_replica_new(b, res->journal, res->item_create_revision))
 			res->replica = gaz_replica_get(b, res->journal);

@@ -136,6 +136,10 @@ void gazctl_json_string(FILE *out, const char *s);
  * json.Encoder does for `journals fragments -o json`, plus a newline. */
 void gazctl_fragment_json(FILE *out, const Protocol__FragmentsResponse__Fragment *f);
 
+/* gazctl_proto_text writes `m` in protobuf text format as gogo/protobuf's
+ * proto.MarshalText does (`journals apply --dry-run`). */
+void gazctl_proto_text(FILE *out, const ProtobufCMessage *m);
+
 /* ---- read offsets files ------------------------------------------------------ */
 
 struct gazctl_offset {

@@ -82,6 +82,11 @@ static void peer_name(int fd, char *out, size_t n)
 		snprintf(out, n, "ipv4:%s:%u", host, ntohs(a->sin_port));
 	} else if (ss.ss_family == AF_INET6) {
 		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+		if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) { /* dual-stack listener */
+			inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], host, sizeof(host));
+			snprintf(out, n, "ipv4:%s:%u", host, ntohs(a->sin6_port));
+			return;
+		}
 		inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
 		snprintf(out, n, "ipv6:[%s]:%u", host, ntohs(a->sin6_port));
 	} else if (ss.ss_family == AF_UNIX) {
@@ -210,7 +215,10 @@ static void *conn_main(void *arg)
 {
 	struct conn *c = arg;
 	struct gaz_rpc_listener *l = c->l;
-	enum sniff v = sniff(l, c->fd);
+	enum sniff v;
+
+	pthread_setname_np(pthread_self(), "gaz-rpc-conn");
+	v = sniff(l, c->fd);
 
 	if (v == SNIFF_HTTP1 && l->http_fn) {
 		conn_http(c);
@@ -259,6 +267,7 @@ static void *accept_main(void *arg)
 {
 	struct gaz_rpc_listener *l = arg;
 
+	pthread_setname_np(pthread_self(), "gaz-rpc-accept");
 	for (;;) {
 		int fd = accept4(l->lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (listener_closing(l)) {
@@ -362,14 +371,16 @@ struct gaz_rpc_listener *gaz_rpc_listen(const char *addr, struct gaz_rpc_server 
 					gaz_http_conn_fn http_fn, void *http_arg, int *port_out,
 					struct gaz_status *st)
 {
-	struct gaz_rpc_listener *l = calloc(1, sizeof(*l));
 	const char *upath = gaz__rpc_unix_path(addr);
+	struct gaz_rpc_listener *l;
 	int port = 0;
 
-	if (!l || !addr || !srv) {
-		free(l);
-		gaz_status_set(st, l ? GAZ_EINVAL : GAZ_ENOMEM, "cannot listen on \"%s\"",
-			       addr ? addr : "(null)");
+	if (!addr || !srv) {
+		gaz_status_set(st, GAZ_EINVAL, "cannot listen without an address and a server");
+		return NULL;
+	}
+	if (!(l = calloc(1, sizeof(*l)))) {
+		gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 		return NULL;
 	}
 	if (!strncmp(addr, "unix:", 5) && !upath)

@@ -37,6 +37,7 @@ grpc_completion_queue *gaz__rpc_cq(void)
 static void *poller_main(void *arg)
 {
 	(void)arg;
+	pthread_setname_np(pthread_self(), "gaz-rpc-poller");
 	for (;;) {
 		grpc_event ev = grpc_completion_queue_next(
 			g_cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);

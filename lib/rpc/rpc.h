@@ -128,6 +128,8 @@ int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg);
 /* gaz_rpc_finish ends the call with a status. For a unary or
  * client-streaming method `resp` is the single response message (NULL when
  * `code` != OK); for streaming responses pass NULL. `msg` may be NULL.
+ * `code` is a GAZ_GRPC_* code; a negative GAZ_E* code is also accepted and
+ * mapped with gaz_err_grpc_code.
  * Waits for the batch. Returns 0 or GAZ_ECANCELLED (the client went away;
  * the call is still finished). Must be called exactly once. */
 int gaz_rpc_finish(struct gaz_rpc_call *call, const ProtobufCMessage *resp, int code,
@@ -170,7 +172,8 @@ struct gaz_rpc_channel_opts {
 /* gaz_rpc_channel_new opens a lazily connecting channel. `target` is a
  * grpc target ("127.0.0.1:8080", "unix:///path") or an http:// endpoint
  * URL as brokers advertise ("http://host:port", "unix://host/path"), which
- * is converted. Returns NULL on a malformed target or allocation failure.
+ * is converted. Returns NULL on a malformed target or allocation failure,
+ * and for https:// (TLS is not implemented yet).
  * Thread-safe; free with gaz_rpc_channel_free after all its calls. */
 struct gaz_rpc_channel *gaz_rpc_channel_new(const char *target,
 					    const struct gaz_rpc_channel_opts *opts);
@@ -188,7 +191,9 @@ int gaz_rpc_unary(struct gaz_rpc_channel *ch, const char *path, const ProtobufCM
 		  struct gaz_status *st);
 
 /* gaz_rpc_stream_open starts a streaming call (client-, server- or
- * bidi-streaming); nothing is sent yet. Returns NULL on failure (st set). */
+ * bidi-streaming); nothing is sent yet. Returns NULL on failure (st set).
+ * Threads: one thread may send/close_send while another receives; each
+ * function is used by one thread at a time, except cancel (any thread). */
 struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const char *path,
 					   int64_t deadline_ns, bool wait_for_ready,
 					   const char *md_auth, struct gaz_status *st);
@@ -223,7 +228,9 @@ void gaz_rpc_stream_free(struct gaz_rpc_stream *s);
 struct gaz_rpc_listener;
 
 /* Called on a listener thread for each HTTP/1 connection; owns `fd` and must
- * close it. `peer` is borrowed for the call. */
+ * close it. `peer` is borrowed for the call. The fd is a dup of the accepted
+ * socket: the listener keeps the original so that gaz_rpc_listener_close
+ * can shut the connection down for reading without racing the close. */
 typedef void (*gaz_http_conn_fn)(int fd, const char *peer, void *arg);
 
 /* gaz_rpc_listen binds `addr` ("0.0.0.0:8080", "127.0.0.1:0",

@@ -300,6 +300,7 @@ static void *worker_main(void *arg)
 	struct gaz_rpc_call *c;
 	bool idle_expired = false;
 
+	pthread_setname_np(pthread_self(), "gaz-rpc-handler");
 	srv_lock(srv);
 	for (;;) {
 		if ((c = pool_pop(srv))) {
