@@ -250,63 +250,59 @@ static bool plan_orphans(struct gaz_broker *b, struct gaz_txn *t)
 	return changed;
 }
 
-static int run_txn(struct gaz_broker *b, struct gaz_txn *t, const struct alloc_state *s)
+/* Commits one planned transaction (no keyspace lock held). */
+static void run_txn(struct gaz_broker *b, struct gaz_txn *t)
 {
 	struct gaz_status st = {0};
 	bool ok = false;
-	int rc;
 
-	gaz_txn_compare_mod(t, s->leader_key, s->leader_mod_revision);
-	rc = gaz_txn_commit(b->etcd, t, &ok, NULL, &st);
-	if (rc)
+	if (gaz_txn_commit(b->etcd, t, &ok, NULL, &st))
 		gaz_warn("allocator transaction failed", "err=\"%s\"", st.msg);
 	else if (!ok)
 		gaz_debug("allocator transaction lost a race", "%s", "");
-	return rc;
 }
 
-/* One allocation round. Returns the number of transactions issued. */
+#define ROUND_TXNS 16
+
+/* One allocation round: plans up to ROUND_TXNS transactions under the
+ * keyspace read lock (every pointer into the keyspace stays valid only
+ * while it is held; the builders copy what they keep), then commits them
+ * without it. Each also requires the leader's member key unchanged.
+ * Returns the number of transactions issued. */
 static int allocate_round(struct gaz_broker *b)
 {
 	struct alloc_state s = {0};
+	struct gaz_txn txns[ROUND_TXNS + 1];
 	char *prefix = NULL;
 	size_t lo, hi;
-	int txns = 0;
+	int n = 0;
 
 	gaz_keyspace_rlock(b->ks);
 	if (collect_members(b, &s) || !s.leader || asprintf(&prefix, "%s/items/", b->root) < 0)
-		goto out;
+		goto unlock;
 	gaz_keyspace_prefix(b->ks, prefix, &lo, &hi);
-	for (size_t i = lo; i < hi; i++) {
+	for (size_t i = lo; i < hi && n < ROUND_TXNS; i++) {
 		const struct gaz_ks_entry *e = gaz_keyspace_at(b->ks, i);
-		struct gaz_txn t;
-		gaz_txn_init(&t);
-		if (plan_journal(b, &s, ((struct gaz_ks_value *)e->decoded)->journal, e, &t)) {
-			gaz_keyspace_runlock(b->ks);
-			run_txn(b, &t, &s);
-			gaz_keyspace_rlock(b->ks);
-			txns++;
-		}
-		gaz_txn_release(&t);
-		if (txns >= 16)
-			break; /* let the keyspace catch up, then continue */
+		gaz_txn_init(&txns[n]);
+		if (plan_journal(b, &s, ((struct gaz_ks_value *)e->decoded)->journal, e, &txns[n]))
+			gaz_txn_compare_mod(&txns[n], s.leader_key, s.leader_mod_revision), n++;
+		else
+			gaz_txn_release(&txns[n]);
 	}
-	if (txns < 16) {
-		struct gaz_txn t;
-		gaz_txn_init(&t);
-		if (plan_orphans(b, &t)) {
-			gaz_keyspace_runlock(b->ks);
-			run_txn(b, &t, &s);
-			gaz_keyspace_rlock(b->ks);
-			txns++;
-		}
-		gaz_txn_release(&t);
-	}
-out:
+	gaz_txn_init(&txns[n]);
+	if (n < ROUND_TXNS && plan_orphans(b, &txns[n]))
+		gaz_txn_compare_mod(&txns[n], s.leader_key, s.leader_mod_revision), n++;
+	else
+		gaz_txn_release(&txns[n]);
+unlock:
 	gaz_keyspace_runlock(b->ks);
+	for (int i = 0; i < n; i++) {
+		run_txn(b, &txns[i]);
+		gaz_txn_release(&txns[i]);
+	}
 	free(prefix);
 	free(s.m);
-	return txns;
+	return n;
 }
 
 void *gaz_allocator_thread(void *arg)

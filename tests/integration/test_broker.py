@@ -187,6 +187,7 @@ def test_aborted_append_leaves_no_bytes(one):
 def test_stalled_appender_is_aborted(one):
     cluster, b, c = one
     c.apply(spec("test/stall/j"))
+    wait_assigned(c, "test/stall/j")
 
     def stalled():
         yield pb.AppendRequest(journal="test/stall/j")
