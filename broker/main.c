@@ -283,7 +283,7 @@ static void shutdown_all(struct gaz_broker *b)
 	if (b->listener)
 		gaz_rpc_listener_close(b->listener);
 	if (b->srv)
-		gaz_rpc_server_shutdown(b->srv, 5000);
+		gaz_rpc_server_shutdown(b->srv, 1000); /* replicas are gone: only watches remain */
 	if (b->keepalive)
 		gaz_etcd_keepalive_stop(b->keepalive);
 	if (b->lease_id && gaz_etcd_lease_revoke(b->etcd, b->lease_id, &st))

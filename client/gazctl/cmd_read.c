@@ -13,9 +13,10 @@
  * FULL-suspended journals are skipped. The selector is evaluated once, at
  * start (Gazette keeps re-evaluating it).
  *
- * With --broker.cache.size > 0 reads are do_not_proxy, as Gazette's, and
- * persisted fragments are then fetched directly (file:// ones under
- * --file-root).
+ * With --broker.cache.size > 0 reads are do_not_proxy, as Gazette's:
+ * they reach a replica (redirected by the route a non-member broker
+ * answers with) and persisted fragments are fetched directly by URL
+ * (file:// ones under --file-root). There is no route cache otherwise.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +30,8 @@
 #include "common/log.h"
 
 #define READ_BUF_BYTES (32 * 1024)
+/* pump_step: keep reading (distinct from every GAZ_* and GAZ_READ_*). */
+#define PUMP_MORE 100
 
 char *gazctl_read_file_root;
 
@@ -124,7 +127,7 @@ static int copy_fragment(struct pump *p, int64_t end, char *buf, struct gaz_stat
 	return rc;
 }
 
-/* pump_step handles one event of the reader; 1 = keep going. */
+/* pump_step handles one event of the reader; PUMP_MORE = keep going. */
 static int pump_step(struct pump *p, char *buf, struct gaz_status *st)
 {
 	const struct gaz_read_meta *m;
@@ -137,7 +140,7 @@ static int pump_step(struct pump *p, char *buf, struct gaz_status *st)
 		atomic_fetch_add(&p->out->bytes, (long long)n);
 		rc = write_all(p->out, buf, n, st);
 		pthread_mutex_unlock(&p->out->mu);
-		return rc ? rc : 1;
+		return rc ? rc : PUMP_MORE;
 	case GAZ_READ_META:
 	case GAZ_READ_JUMP:
 		m = gaz_reader_meta(p->r);
@@ -145,7 +148,7 @@ static int pump_step(struct pump *p, char *buf, struct gaz_status *st)
 			  gaz_reader_journal(p->r), (long long)gaz_reader_offset(p->r),
 			  (long long)m->fragment.end);
 		rc = m->has_fragment ? copy_fragment(p, m->fragment.end, buf, st) : 0;
-		return rc ? rc : 1;
+		return rc ? rc : PUMP_MORE;
 	default:
 		return rc;
 	}
@@ -158,7 +161,7 @@ static void *pump_main(void *arg)
 	char *buf = gazctl_xmalloc(READ_BUF_BYTES);
 	int rc;
 
-	while ((rc = pump_step(p, buf, &st)) == 1)
+	while ((rc = pump_step(p, buf, &st)) == PUMP_MORE)
 		;
 	if (rc == GAZ_READ_TAIL || rc == GAZ_ECANCELLED || rc == GAZ_EOF) {
 		gaz_info("read finished", "journal=%s offset=%lld", gaz_reader_journal(p->r),

@@ -6,7 +6,9 @@
  * (OFFSET_NOT_YET_AVAILABLE at that offset), then an empty Append with
  * offset = that head and suspend SUSPEND_KEEP makes the primary roll its
  * spool there. A WRONG_APPEND_OFFSET means someone appended meanwhile: it
- * is logged ("raced writes"), not an error.
+ * is logged ("raced writes"), not an error. Brokers that predate
+ * SUSPEND_KEEP (Gazette v0.103 rejects it as an invalid variant) get the
+ * empty append again without a suspend mode, as their gazctl sends it.
  */
 #include <string.h>
 
@@ -58,6 +60,14 @@ static int reset_head(struct gaz_client *c, const char *journal, struct gaz_stat
 		return rc;
 	if ((rc = gaz_appender_begin(c, &o, &a, st)) == 0)
 		rc = gaz_appender_commit(a, &resp, st);
+	if (rc == GAZ_ERPC && strstr(st->msg, "invalid Suspend variant")) {
+		/* A broker older than SUSPEND_KEEP (Gazette <= v0.103): retry as
+		 * Gazette's gazctl of that version does, without a suspend mode. */
+		gaz_status_clear(st);
+		o.suspend = PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_RESUME;
+		if ((rc = gaz_appender_begin(c, &o, &a, st)) == 0)
+			rc = gaz_appender_commit(a, &resp, st);
+	}
 	if (rc == 0) {
 		gaz_info("reset write head", "journal=%s offset=%lld", journal, (long long)o.offset);
 	} else if (resp && resp->status == PROTOCOL__STATUS__WRONG_APPEND_OFFSET) {

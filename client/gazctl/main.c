@@ -252,8 +252,8 @@ static int run_journals(int argc, char **argv)
 	gaz_client_free(c);
 	if (rpc_started)
 		gaz_rpc_shutdown();
+	gaz_flags_release(&f); /* uses the table: free it after */
 	free((void *)f.table);
-	gaz_flags_release(&f);
 	return rc < 0 ? 1 : 0;
 }
 

@@ -59,7 +59,7 @@ int gazctl_offsets_parse(const char *text, size_t len, struct gazctl_offsets *ou
 			 struct gaz_status *st)
 {
 	json_error_t err;
-	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err), *v;
+	json_t *root = json_loadb(text, len, JSON_DECODE_ANY, &err), *v;
 	const char *key;
 
 	memset(out, 0, sizeof(*out));
@@ -77,11 +77,12 @@ int gazctl_offsets_parse(const char *text, size_t len, struct gazctl_offsets *ou
 	}
 	json_object_foreach(root, key, v) {
 		if (!json_is_integer(v)) {
+			gaz_status_set(st, GAZ_EINVAL,
+				       "failed to decode offsets: offset of \"%s\" is not an integer",
+				       key); /* before the decref frees `key` */
 			gazctl_offsets_release(out);
 			json_decref(root);
-			return gaz_status_set(st, GAZ_EINVAL,
-					      "failed to decode offsets: offset of \"%s\" is not "
-					      "an integer", key);
+			return GAZ_EINVAL;
 		}
 		gazctl_offsets_set(out, key, (int64_t)json_integer_value(v));
 	}

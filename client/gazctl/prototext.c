@@ -64,87 +64,107 @@ static bool non_nullable(const ProtobufCMessageDescriptor *parent, const Protobu
 	       (!strcmp(f->name, "labels") || !strcmp(f->name, "fragment"));
 }
 
-/* value writes one value of field f stored at p; false if it is omitted. */
-static bool value(FILE *out, const ProtobufCMessageDescriptor *parent,
-		  const ProtobufCFieldDescriptor *f, const void *p, int depth, bool repeated)
+/* scalar formats a numeric, bool or enum value into buf; returns the text
+ * and sets *zero when it is the type's zero value. */
+static const char *scalar(const ProtobufCFieldDescriptor *f, const void *p, char *buf, size_t cap,
+			  bool *zero)
 {
-	char buf[32];
-	const char *v = buf;
+	const ProtobufCEnumValue *ev;
 
 	switch (f->type) {
 	case PROTOBUF_C_TYPE_INT32:
 	case PROTOBUF_C_TYPE_SINT32:
 	case PROTOBUF_C_TYPE_SFIXED32:
-		snprintf(buf, sizeof(buf), "%" PRId32, *(const int32_t *)p);
-		break;
+		*zero = *(const int32_t *)p == 0;
+		snprintf(buf, cap, "%" PRId32, *(const int32_t *)p);
+		return buf;
 	case PROTOBUF_C_TYPE_UINT32:
 	case PROTOBUF_C_TYPE_FIXED32:
-		snprintf(buf, sizeof(buf), "%" PRIu32, *(const uint32_t *)p);
-		break;
+		*zero = *(const uint32_t *)p == 0;
+		snprintf(buf, cap, "%" PRIu32, *(const uint32_t *)p);
+		return buf;
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
 	case PROTOBUF_C_TYPE_SFIXED64:
-		snprintf(buf, sizeof(buf), "%" PRId64, *(const int64_t *)p);
-		break;
+		*zero = *(const int64_t *)p == 0;
+		snprintf(buf, cap, "%" PRId64, *(const int64_t *)p);
+		return buf;
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
-		snprintf(buf, sizeof(buf), "%" PRIu64, *(const uint64_t *)p);
-		break;
+		*zero = *(const uint64_t *)p == 0;
+		snprintf(buf, cap, "%" PRIu64, *(const uint64_t *)p);
+		return buf;
 	case PROTOBUF_C_TYPE_BOOL:
-		v = *(const protobuf_c_boolean *)p ? "true" : "false";
-		break;
-	case PROTOBUF_C_TYPE_ENUM: {
-		const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value(
-			f->descriptor, *(const int *)p);
-		if (ev)
-			v = ev->name;
-		else
-			snprintf(buf, sizeof(buf), "%d", *(const int *)p);
-		break;
-	}
-	case PROTOBUF_C_TYPE_STRING: {
-		const char *s = *(char *const *)p;
-		if (!repeated && (!s || !*s))
-			return false;
-		indent(out, depth);
-		fprintf(out, "%s: ", f->name);
-		text_string(out, (const uint8_t *)(s ? s : ""), s ? strlen(s) : 0);
-		fputc('\n', out);
-		return true;
-	}
-	case PROTOBUF_C_TYPE_BYTES: {
-		const ProtobufCBinaryData *b = p;
-		if (!repeated && b->len == 0)
-			return false;
-		indent(out, depth);
-		fprintf(out, "%s: ", f->name);
-		text_string(out, b->data, b->len);
-		fputc('\n', out);
-		return true;
-	}
-	case PROTOBUF_C_TYPE_MESSAGE: {
-		const ProtobufCMessage *m = *(ProtobufCMessage *const *)p;
-		if (f->descriptor == &google__protobuf__duration__descriptor && duration_zero(m))
-			return false;
-		if (!m && !repeated && !non_nullable(parent, f))
-			return false;
-		indent(out, depth);
-		fprintf(out, "%s: <\n", f->name);
-		if (m)
-			message(out, m, depth + 1);
-		indent(out, depth);
-		fputs(">\n", out);
-		return true;
-	}
+		*zero = !*(const protobuf_c_boolean *)p;
+		return *zero ? "false" : "true";
+	case PROTOBUF_C_TYPE_ENUM:
+		*zero = *(const int *)p == 0;
+		if ((ev = protobuf_c_enum_descriptor_get_value(f->descriptor, *(const int *)p)))
+			return ev->name;
+		snprintf(buf, cap, "%d", *(const int *)p);
+		return buf;
 	default:
-		return false; /* floats: none in these messages */
+		*zero = true; /* floats: none in these messages */
+		return "";
 	}
-	if (!repeated && (!strcmp(v, "0") || !strcmp(v, "false") ||
-			  (f->type == PROTOBUF_C_TYPE_ENUM && *(const int *)p == 0)))
+}
+
+/* text_field writes `name: "<bytes>"` unless empty and not repeated. */
+static bool text_field(FILE *out, const ProtobufCFieldDescriptor *f, const uint8_t *s, size_t n,
+		       int depth, bool repeated)
+{
+	if (!repeated && n == 0)
 		return false;
 	indent(out, depth);
-	fprintf(out, "%s: %s\n", f->name, v);
+	fprintf(out, "%s: ", f->name);
+	text_string(out, s ? s : (const uint8_t *)"", n);
+	fputc('\n', out);
 	return true;
+}
+
+/* message_field writes `name: < ... >`, or nothing when gogo omits it. */
+static bool message_field(FILE *out, const ProtobufCMessageDescriptor *parent,
+			  const ProtobufCFieldDescriptor *f, const ProtobufCMessage *m, int depth,
+			  bool repeated)
+{
+	if (f->descriptor == &google__protobuf__duration__descriptor && duration_zero(m))
+		return false;
+	if (!m && !repeated && !non_nullable(parent, f))
+		return false;
+	indent(out, depth);
+	fprintf(out, "%s: <\n", f->name);
+	if (m)
+		message(out, m, depth + 1);
+	indent(out, depth);
+	fputs(">\n", out);
+	return true;
+}
+
+/* value writes one value of field f stored at p; false if it is omitted. */
+static bool value(FILE *out, const ProtobufCMessageDescriptor *parent,
+		  const ProtobufCFieldDescriptor *f, const void *p, int depth, bool repeated)
+{
+	char buf[32];
+	const char *v, *s;
+	bool zero;
+
+	switch (f->type) {
+	case PROTOBUF_C_TYPE_STRING:
+		s = *(char *const *)p;
+		return text_field(out, f, (const uint8_t *)s, s ? strlen(s) : 0, depth, repeated);
+	case PROTOBUF_C_TYPE_BYTES:
+		return text_field(out, f, ((const ProtobufCBinaryData *)p)->data,
+				  ((const ProtobufCBinaryData *)p)->len, depth, repeated);
+	case PROTOBUF_C_TYPE_MESSAGE:
+		return message_field(out, parent, f, *(ProtobufCMessage *const *)p, depth, repeated);
+	default:
+		v = scalar(f, p, buf, sizeof(buf), &zero);
+		if (!repeated && zero)
+			return false;
+		indent(out, depth);
+		fprintf(out, "%s: %s\n", f->name, v);
+		return true;
+	}
 }
 
 /* elem_size: bytes of one stored element of field f. */

@@ -76,6 +76,10 @@ void gaz_client_free(struct gaz_client *c)
 {
 	if (!c)
 		return;
+	for (size_t i = 0; i < c->npeers; i++) {
+		gaz_rpc_channel_free(c->peers[i].chan);
+		free(c->peers[i].endpoint);
+	}
 	if (c->chan) {
 		gaz_rpc_channel_free(c->chan);
 		pthread_mutex_destroy(&c->mu);
@@ -107,6 +111,52 @@ struct gaz_rpc_channel *gaz__client_channel(struct gaz_client *c, const Protocol
 {
 	(void)route; /* no route cache yet: the broker address proxies */
 	return c->chan;
+}
+
+/* pick_member: the index of the member to dispatch to, or -1. */
+static int pick_member(const struct gaz_client *c, const Protocol__Route *rt)
+{
+	int any = -1;
+
+	for (size_t i = 0; i < rt->n_members; i++) {
+		const char *ep = rt->endpoints[i], *zone = rt->members[i]->zone;
+		if (!ep || !*ep)
+			continue;
+		if (zone && !strcmp(zone, c->zone))
+			return (int)i;
+		if (any < 0 || (int32_t)i == rt->primary)
+			any = (int)i;
+	}
+	return any;
+}
+
+struct gaz_rpc_channel *gaz__client_member_channel(struct gaz_client *c,
+						   const Protocol__Route *route)
+{
+	struct gaz_rpc_channel *ch = c->chan;
+	const char *ep;
+	int m;
+
+	if (!route || route->n_endpoints != route->n_members || (m = pick_member(c, route)) < 0)
+		return c->chan;
+	ep = route->endpoints[m];
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < c->npeers; i++)
+		if (!strcmp(c->peers[i].endpoint, ep))
+			ch = c->peers[i].chan;
+	if (ch == c->chan && c->npeers < GAZ__CLIENT_PEERS_MAX) {
+		struct gaz_rpc_channel_opts co = {.max_recv_bytes = GAZ_CLIENT_MAX_RECV_BYTES};
+		struct gaz__client_peer *p = &c->peers[c->npeers];
+		if ((p->endpoint = strdup(ep)) && (p->chan = gaz_rpc_channel_new(ep, &co))) {
+			ch = p->chan;
+			c->npeers++;
+		} else {
+			free(p->endpoint);
+			p->endpoint = NULL;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	return ch;
 }
 
 int64_t gaz__client_deadline(const struct gaz_client *c)

@@ -29,6 +29,15 @@ struct gaz__client_call {
 	struct gaz__client_call *prev, *next;
 };
 
+/* Most member endpoints a client keeps channels to. */
+#define GAZ__CLIENT_PEERS_MAX 16
+
+/* A channel to a broker's advertised endpoint (route.endpoints[i]). */
+struct gaz__client_peer {
+	char *endpoint;
+	struct gaz_rpc_channel *chan;
+};
+
 struct gaz_client {
 	char *address;               /* broker service address */
 	char *zone;
@@ -37,14 +46,25 @@ struct gaz_client {
 	int64_t rpc_timeout_ms;
 	struct gaz_rpc_channel *chan; /* to `address` */
 	atomic_int cancelled;
-	pthread_mutex_t mu;          /* guards `calls` */
+	pthread_mutex_t mu;          /* guards `calls` and `peers` */
 	struct gaz__client_call calls; /* list head (sentinel) */
+	struct gaz__client_peer peers[GAZ__CLIENT_PEERS_MAX];
+	size_t npeers;
 };
 
 /* gaz__client_channel is the channel an RPC for a journal with `route`
  * (NULL = unknown) goes to. Without a route cache: always the broker
  * address. Borrowed from the client. */
 struct gaz_rpc_channel *gaz__client_channel(struct gaz_client *c, const Protocol__Route *route);
+
+/* gaz__client_member_channel is the channel to a member of `route`, for
+ * reads that must reach a replica themselves (do_not_proxy): the first
+ * member in our zone with an endpoint, else the primary, else any member
+ * with one (Gazette's dispatcher prefers the zone too). Falls back to the
+ * broker address when the route names no endpoints or GAZ__CLIENT_PEERS_MAX
+ * channels exist. Borrowed from the client. Thread-safe. */
+struct gaz_rpc_channel *gaz__client_member_channel(struct gaz_client *c,
+						   const Protocol__Route *route);
 
 /* gaz__client_deadline: the monotonic deadline of a unary call now. */
 int64_t gaz__client_deadline(const struct gaz_client *c);

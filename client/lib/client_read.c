@@ -27,6 +27,8 @@
 #include "protocol/validate.h"
 
 #define READ_PATH "/protocol.Journal/Read"
+/* Internal result: receive the next message (not a GAZ_* value). */
+#define READ_AGAIN 100
 
 struct gaz_reader {
 	struct gaz_client *c;
@@ -137,10 +139,15 @@ static int set_meta(struct gaz_reader *r, const Protocol__ReadResponse *resp, st
 	return 0;
 }
 
-/* open_stream starts the Read RPC, dispatched by the last header's route. */
+/* open_stream starts the Read RPC. A do_not_proxy read that learnt the
+ * journal's route from a response header (a NOT_JOURNAL_BROKER answer, a
+ * restart) goes to a member's endpoint, as Gazette's RetryReader
+ * dispatches by that route; other reads go to the broker address. */
 static int open_stream(struct gaz_reader *r, struct gaz_status *st)
 {
-	struct gaz_rpc_channel *ch = gaz__client_channel(r->c, r->hdr ? r->hdr->route : NULL);
+	struct gaz_rpc_channel *ch = r->req.do_not_proxy && r->hdr
+					     ? gaz__client_member_channel(r->c, r->hdr->route)
+					     : gaz__client_channel(r->c, NULL);
 	int rc = gaz__client_open(r->c, ch, READ_PATH, false, &r->call, st);
 
 	if (rc)
@@ -163,13 +170,13 @@ static void copy_chunk(struct gaz_reader *r, void *buf, size_t cap, size_t *n)
 }
 
 /* on_response handles one validated response; it is consumed. Returns a
- * reader result, or 1 to receive the next message (after a non-OK status
- * or a content chunk with nothing to report). */
+ * reader result, or READ_AGAIN to receive the next message (after a non-OK
+ * status or a content chunk with nothing to report). */
 static int on_response(struct gaz_reader *r, Protocol__ReadResponse *resp, struct gaz_status *st)
 {
 	bool jump = r->req.offset < resp->offset;
 	bool content = resp->content.data != NULL || resp->content.len > 0;
-	int rc = 1;
+	int rc;
 
 	if (resp->header) {
 		if (r->hdr)
@@ -184,12 +191,12 @@ static int on_response(struct gaz_reader *r, Protocol__ReadResponse *resp, struc
 			    resp->fragment_url && *resp->fragment_url;
 	if (content) {
 		r->chunk = resp;
-		return jump ? GAZ_READ_JUMP : 1;
+		return jump ? GAZ_READ_JUMP : READ_AGAIN;
 	}
 	if ((rc = set_meta(r, resp, st)) == 0 && resp->status == PROTOCOL__STATUS__OK)
 		rc = jump ? GAZ_READ_JUMP : GAZ_READ_META;
 	else if (rc == 0)
-		rc = 1; /* the broker closes the stream next; read that */
+		rc = READ_AGAIN; /* the broker closes the stream next; read that */
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 	return rc;
 }
@@ -205,7 +212,7 @@ static int on_end(struct gaz_reader *r, struct gaz_status *st)
 	if (!r->req.metadata_only && r->direct_pending && r->meta.has_fragment) {
 		r->direct_pending = false;
 		rc = gaz__frag_open(r->c, &r->meta.fragment, r->req.offset, r->url, &r->direct, st);
-		return rc ? rc : 1;
+		return rc ? rc : READ_AGAIN;
 	}
 	switch (r->last_status) {
 	case PROTOCOL__STATUS__OK:
@@ -279,7 +286,7 @@ static int read_once(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 		r->chunk = NULL;
 		if (!r->call.stream && (rc = open_stream(r, st)))
 			return rc;
-		if ((rc = recv_next(r, st)) != 1)
+		if ((rc = recv_next(r, st)) != READ_AGAIN)
 			return rc;
 	}
 }
@@ -292,7 +299,7 @@ static int read_once(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 static bool give_up(const struct gaz_reader *r, int rc, int *attempt, bool *squelch)
 {
 	*squelch = false;
-	if (rc == GAZ_ECANCELLED)
+	if (rc == GAZ_ECANCELLED || rc == GAZ_EINVAL) /* EINVAL: no file root, bad scheme */
 		return true;
 	if (rc == GAZ_READ_TAIL)
 		return !(*squelch = r->req.block);
@@ -326,6 +333,8 @@ int gaz_reader_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 		if (rc == 0 || rc == GAZ_READ_META || rc == GAZ_READ_JUMP)
 			return rc;
 		reset(r); /* the Reader is spent: a later read starts a new RPC */
+		if (gaz_client_cancelled(r->c))
+			return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
 		if (!r->retry || (rc == GAZ_EOF && r->req.end_offset != 0 &&
 				  r->req.offset >= r->req.end_offset))
 			return rc < 0 ? gaz_status_set(st, rc, "%s", lst.msg) : rc;

@@ -69,7 +69,7 @@ class Client:
             out.extend(resp.journals)
         return out
 
-    def append(self, journal, chunks, timeout=30, **kw):
+    def append(self, journal, chunks, timeout=30, retry=True, **kw):
         """Appends `chunks` (bytes or list of bytes) with the first-message
         fields `kw`. Returns the AppendResponse."""
         if isinstance(chunks, (bytes, bytearray)):
@@ -85,7 +85,7 @@ class Client:
         deadline = time.time() + timeout
         while True:
             r = self._append(gen(), timeout=timeout, wait_for_ready=True)
-            if r.status not in RETRY_STATUSES or time.time() > deadline:
+            if not retry or r.status not in RETRY_STATUSES or time.time() > deadline:
                 return r
             time.sleep(0.05)
 

@@ -5,11 +5,14 @@
  * (gazette-facts §7) on the wire protocol of §1.4.
  *
  * Dispatch. A client dials one broker address (`--broker.address`). There
- * is no route cache yet: every RPC goes to that address and the receiving
- * broker proxies to the journal's primary or a replica (facts §7.1, "without
- * a cache"). Internally each RPC asks for its channel with the journal's
- * route in hand, so a route cache can be slotted in later without changing
- * this API.
+ * is no route cache yet: RPCs go to that address and the receiving broker
+ * proxies to the journal's primary or a replica (facts §7.1, "without a
+ * cache"). The one exception is a do_not_proxy read, which must reach a
+ * replica itself: once a response header told it the journal's route (a
+ * NOT_JOURNAL_BROKER answer), its restarts go to a member's advertised
+ * endpoint, zone first, as Gazette's RetryReader does. Internally every RPC
+ * asks for its channel with the journal's route in hand, so a route cache
+ * can be slotted in later without changing this API.
  *
  * Validation. Every broker response is checked with the validators of
  * protocol/validate.h before it is used (facts §2.9, §3.8); a response that
@@ -290,7 +293,9 @@ int gaz_reader_new(struct gaz_client *c, const struct gaz_read_opts *o, struct g
  * after stream ends, transport errors, routing statuses, validation errors
  * and JOURNAL_NOT_FOUND (up to 3 times), with the backoff table; only
  * GAZ_ECANCELLED, SUSPENDED (GAZ_EPERM), JOURNAL_NOT_FOUND (GAZ_ENOTFOUND,
- * after the 4th attempt) and the events above reach the caller. */
+ * after the 4th attempt), GAZ_EINVAL (a fragment URL that cannot be read
+ * here: no file root, unknown scheme; Gazette would retry it forever) and
+ * the events above reach the caller. */
 int gaz_reader_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 		    struct gaz_status *st);
 

@@ -1,0 +1,151 @@
+/*
+ * bench.h - shared declarations of gazbench, the load generator that runs
+ * the same workloads against gazette-c and Gazette's Go broker (bench/
+ * README.md, perf.md Part C).
+ *
+ * Pieces:
+ *   bench_ops.c     one Append RPC, one Read pass, Apply of specs (lib/rpc)
+ *   bench_stats.c   latency samples, percentiles, CPU accounting, results
+ *   bench_report.c  the side-by-side table from result files
+ *   gazbench.c      command line and the workloads
+ *
+ * Everything here is a program, not a library: allocation failure aborts
+ * through bench_xmalloc (style.md "Ownership and memory"). Functions still
+ * return 0 or a negative GAZ_E* code for everything that can fail at run
+ * time (RPCs, files). Times are CLOCK_MONOTONIC nanoseconds.
+ */
+#ifndef GAZ_BENCH_BENCH_H
+#define GAZ_BENCH_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/err.h"
+#include "protocol.pb-c.h"
+#include "rpc/rpc.h"
+
+/* ---- memory -------------------------------------------------------------- */
+
+/* bench_xmalloc: malloc that aborts on failure (programs may, style.md). */
+void *bench_xmalloc(size_t n);
+
+/* bench_xcalloc: calloc that aborts on failure. */
+void *bench_xcalloc(size_t n, size_t size);
+
+/* ---- RPC operations (bench_ops.c) ---------------------------------------- */
+
+/* Outcome of one Append RPC, beyond its return code. */
+struct bench_append_result {
+	int status;          /* Protocol__Status of the response, or -1 if none */
+	int64_t commit_end;  /* commit.end offset when status is OK */
+	int64_t acked_ns;    /* monotonic time the response arrived */
+};
+
+/* bench_append runs one Append RPC on `ch`: the request naming `journal`,
+ * `len` bytes of `data` in content chunks of at most `chunk` bytes, the
+ * empty commit message, a half-close, then the response and the stream's
+ * end. `data` is borrowed for the call. Bounded by `deadline_ns`.
+ * Returns 0 (committed), GAZ_EUNAVAIL (the broker answered a status worth
+ * retrying: NO_JOURNAL_PRIMARY_BROKER, INSUFFICIENT_JOURNAL_BROKERS,
+ * NOT_JOURNAL_PRIMARY_BROKER, or grpc UNAVAILABLE), GAZ_ERPC (any other
+ * failure status or grpc error; detail in *st). Thread-safe across threads
+ * sharing `ch` (each call is its own stream). */
+int bench_append(struct gaz_rpc_channel *ch, const char *journal, const uint8_t *data,
+		 size_t len, size_t chunk, int64_t deadline_ns, struct bench_append_result *res,
+		 struct gaz_status *st);
+
+/* bench_append_retry is bench_append retried every 50 ms while it returns
+ * GAZ_EUNAVAIL (a journal not yet assigned right after Apply), until
+ * `deadline_ns`. Returns bench_append's last code. */
+int bench_append_retry(struct gaz_rpc_channel *ch, const char *journal, const uint8_t *data,
+		       size_t len, int64_t deadline_ns, struct bench_append_result *res,
+		       struct gaz_status *st);
+
+/* Journal spec parameters the workloads vary. */
+struct bench_spec {
+	const char *name;       /* journal name, borrowed */
+	int64_t fragment_len;   /* fragment.length, bytes */
+};
+
+/* bench_apply upserts `n` journal specs (replication 1, compression NONE,
+ * stores ["file:///"], refresh_interval 30 s, expect_mod_revision -1) in one
+ * Apply RPC. Returns 0, GAZ_ERPC (grpc error or a non-OK status, in *st). */
+int bench_apply(struct gaz_rpc_channel *ch, const struct bench_spec *specs, size_t n,
+		struct gaz_status *st);
+
+/* bench_delete deletes `n` journals by name (expect_mod_revision -1) in one
+ * Apply RPC. Same returns as bench_apply. */
+int bench_delete(struct gaz_rpc_channel *ch, const char *const *names, size_t n,
+		 struct gaz_status *st);
+
+/* Called for each content chunk a read delivers: `off` is its journal
+ * offset, `data`/`len` are borrowed for the call, `now_ns` the arrival
+ * time. Returns true to keep reading. */
+typedef bool (*bench_read_fn)(void *arg, int64_t off, const uint8_t *data, size_t len,
+			      int64_t now_ns);
+
+/* bench_read streams `journal` from `offset` (block = true: follow the
+ * write head) and hands each content chunk to `fn` until `fn` returns
+ * false, the stream reaches `end_offset` (> 0; 0 = no end), or
+ * `deadline_ns` passes. The number of content bytes delivered is stored in
+ * *got. Returns 0, GAZ_ETIMEDOUT (deadline passed first), GAZ_ERPC (a
+ * non-OK status or grpc error, in *st). */
+int bench_read(struct gaz_rpc_channel *ch, const char *journal, int64_t offset,
+	       int64_t end_offset, bool block, int64_t deadline_ns, bench_read_fn fn,
+	       void *arg, int64_t *got, struct gaz_status *st);
+
+/* ---- samples and results (bench_stats.c) --------------------------------- */
+
+/* A bounded array of latency samples (ns). Owned by its creator: release
+ * with bench_samples_release. Not thread-safe: one writer; merge after. */
+struct bench_samples {
+	int64_t *v;
+	size_t n, cap;     /* cap is the bound: samples past it are counted only */
+	size_t dropped;
+};
+
+void bench_samples_init(struct bench_samples *s, size_t cap);
+void bench_samples_release(struct bench_samples *s);
+
+/* bench_samples_add records one sample (or counts it dropped when full). */
+void bench_samples_add(struct bench_samples *s, int64_t ns);
+
+/* bench_samples_merge appends src's samples to dst (growing dst's cap). */
+void bench_samples_merge(struct bench_samples *dst, const struct bench_samples *src);
+
+/* bench_samples_pct sorts once (in place) and returns the q-quantile
+ * (0 <= q <= 1, nearest rank) in ns; 0 when empty. Exact: no bucketing. */
+int64_t bench_samples_pct(struct bench_samples *s, double q);
+
+/* CPU time of this process and of the broker under test, in ns. */
+struct bench_cpu {
+	int64_t self_ns;
+	int64_t broker_ns;    /* -1 when no broker pid is known */
+	int64_t wall_ns;
+};
+
+/* bench_cpu_take samples both (broker_pid <= 0: not sampled). */
+void bench_cpu_take(struct bench_cpu *c, int broker_pid);
+
+/* bench_cpu_cores: CPU cores used between two samples (self or broker). */
+double bench_cpu_cores(const struct bench_cpu *a, const struct bench_cpu *b, bool broker);
+
+/* The result file: "key value" lines, one metric each. */
+struct bench_out {
+	FILE *f;       /* NULL: print to stdout only */
+};
+
+/* bench_out_put writes `key value` to the result file and echoes it. */
+void bench_out_put(struct bench_out *o, const char *key, double value);
+
+/* ---- report (bench_report.c) --------------------------------------------- */
+
+/* bench_report reads the result files of broker A (ours) and broker B
+ * (Gazette) and prints the side-by-side table. `a_files`/`b_files` are
+ * comma-separated paths. Returns 0, GAZ_EIO (a file could not be read). */
+int bench_report(const char *a_name, const char *a_files, const char *b_name,
+		 const char *b_files);
+
+#endif

@@ -1,0 +1,230 @@
+/*
+ * bench_report.c - the side-by-side table of `make bench`: reads the
+ * "key value" result files of each broker's runs and prints, per metric,
+ * the mean over runs of A (ours) and B (Gazette), the run-to-run spread,
+ * the A/B ratio and the project's goal for it (>= 1.5x throughput,
+ * <= 0.7x p99 latency, at replication 1).
+ *
+ * Missing metrics print as "-"; a file that cannot be read fails the
+ * report. Nothing here talks to a broker.
+ */
+#include "bench/bench.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_RUNS 8
+#define MAX_KEYS 256
+
+struct series {
+	char key[64];
+	double v[MAX_RUNS];
+	int n;
+};
+
+struct side {
+	const char *name;
+	struct series s[MAX_KEYS];
+	int n;
+	int runs;
+};
+
+/* A table row: metric key, label, unit, and the goal on the A/B ratio
+ * (goal > 0: ratio >= goal; goal < 0: ratio <= -goal; 0: none). */
+struct row {
+	const char *key, *label, *unit;
+	double goal;
+};
+
+static const struct row rows[] = {
+	{"append_1m_j1.mbps", "append 1 MiB, 4 appenders, 1 journal", "MB/s", 1.5},
+	{"append_64k_j1.mbps", "append 64 KiB, 4 appenders, 1 journal", "MB/s", 1.5},
+	{"append_1k_j1.mbps", "append 1 KiB, 32 appenders, 1 journal", "MB/s", 1.5},
+	{"append_64k_j4.mbps", "append 64 KiB, 8 appenders, 4 journals", "MB/s", 1.5},
+	{"lat_1k_500.p50_us", "latency 1 KiB @ 500/s open loop  p50", "us", 0},
+	{"lat_1k_500.p99_us", "latency 1 KiB @ 500/s open loop  p99", "us", -0.7},
+	{"lat_1k_500.p999_us", "latency 1 KiB @ 500/s open loop  p99.9", "us", 0},
+	{"lat_1k_2000.p50_us", "latency 1 KiB @ 2000/s open loop p50", "us", 0},
+	{"lat_1k_2000.p99_us", "latency 1 KiB @ 2000/s open loop p99", "us", -0.7},
+	{"lat_1k_2000.p999_us", "latency 1 KiB @ 2000/s open loop p99.9", "us", 0},
+	{"lat_1k_500.read_p50_us", "tail read delivery @ 500/s  p50", "us", 0},
+	{"lat_1k_500.read_p99_us", "tail read delivery @ 500/s  p99", "us", -0.7},
+	{"read_spool_r1.mbps", "read 64 MiB live spool, 1 reader", "MB/s", 1.5},
+	{"read_spool_r4.mbps", "read 64 MiB live spool, 4 readers", "MB/s", 1.5},
+};
+
+/* CPU rows: cores used by the broker and by gazbench in each workload. */
+static const char *const cpu_keys[] = {
+	"append_1m_j1", "append_64k_j1", "append_1k_j1", "append_64k_j4", "lat_1k_500",
+	"lat_1k_2000",  "read_spool_r1", "read_spool_r4",
+};
+
+/* find returns the series of `key` on side `sd`, or NULL. */
+static struct series *find(struct side *sd, const char *key)
+{
+	for (int i = 0; i < sd->n; i++)
+		if (strcmp(sd->s[i].key, key) == 0)
+			return &sd->s[i];
+	return NULL;
+}
+
+/* load_file adds one run's "key value" lines to `sd`. */
+static int load_file(struct side *sd, const char *path)
+{
+	char key[64];
+	double v;
+	FILE *f = fopen(path, "r");
+
+	if (!f) {
+		fprintf(stderr, "gazbench report: cannot read \"%s\"\n", path);
+		return GAZ_EIO;
+	}
+	while (fscanf(f, "%63s %lf", key, &v) == 2) {
+		struct series *s = find(sd, key);
+
+		if (!s && sd->n < MAX_KEYS) {
+			s = &sd->s[sd->n++];
+			snprintf(s->key, sizeof(s->key), "%s", key);
+		}
+		if (s && s->n < MAX_RUNS)
+			s->v[s->n++] = v;
+	}
+	fclose(f);
+	sd->runs++;
+	return 0;
+}
+
+/* load_side loads the comma-separated result files of one broker. */
+static int load_side(struct side *sd, const char *name, const char *files)
+{
+	char *list = strdup(files), *save = NULL;
+	int rc = 0;
+
+	if (!list)
+		return GAZ_ENOMEM;
+	sd->name = name;
+	for (char *p = strtok_r(list, ",", &save); p && !rc; p = strtok_r(NULL, ",", &save))
+		rc = load_file(sd, p);
+	free(list);
+	return rc;
+}
+
+/* stats gives the mean and the spread ((max - min) / mean, %) of a key. */
+static bool stats(struct side *sd, const char *key, double *mean, double *spread)
+{
+	struct series *s = find(sd, key);
+	double sum = 0, lo = INFINITY, hi = -INFINITY;
+
+	if (!s || s->n == 0)
+		return false;
+	for (int i = 0; i < s->n; i++) {
+		sum += s->v[i];
+		lo = fmin(lo, s->v[i]);
+		hi = fmax(hi, s->v[i]);
+	}
+	*mean = sum / s->n;
+	*spread = *mean != 0 ? 100.0 * (hi - lo) / fabs(*mean) : 0;
+	return true;
+}
+
+/* cell formats "mean ±spread%" into buf. */
+static void cell(char *buf, size_t len, bool ok, double mean, double spread)
+{
+	if (!ok)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%9.1f ±%3.0f%%", mean, spread);
+}
+
+/* print_row prints one metric with ratio and goal verdict. */
+static void print_row(struct side *a, struct side *b, const struct row *rw)
+{
+	double am = 0, as = 0, bm = 0, bs = 0;
+	bool ha = stats(a, rw->key, &am, &as), hb = stats(b, rw->key, &bm, &bs);
+	char ca[32], cb[32], ratio[16] = "-", goal[24] = "";
+
+	cell(ca, sizeof(ca), ha, am, as);
+	cell(cb, sizeof(cb), hb, bm, bs);
+	if (ha && hb && bm > 0) {
+		double q = am / bm;
+
+		snprintf(ratio, sizeof(ratio), "%.2fx", q);
+		if (rw->goal > 0)
+			snprintf(goal, sizeof(goal), ">= %.1fx %s", rw->goal,
+				 q >= rw->goal ? "met" : "MISSED");
+		else if (rw->goal < 0)
+			snprintf(goal, sizeof(goal), "<= %.1fx %s", -rw->goal,
+				 q <= -rw->goal ? "met" : "MISSED");
+	}
+	printf("%-40s %-5s %16s %16s %7s  %s\n", rw->label, rw->unit, ca, cb, ratio, goal);
+}
+
+/* print_cpu prints the cores each broker and the load generator used. */
+static void print_cpu(struct side *a, struct side *b)
+{
+	printf("\nCPU cores used during each measured window (mean over runs; 2 cores total)\n");
+	printf("%-16s %14s %14s %14s %14s\n", "workload", "broker A", "gazbench(A)", "broker B",
+	       "gazbench(B)");
+	for (size_t i = 0; i < sizeof(cpu_keys) / sizeof(cpu_keys[0]); i++) {
+		double v[4] = {0}, sp;
+		bool h[4];
+		char k[96];
+
+		snprintf(k, sizeof(k), "%s.broker_cpu", cpu_keys[i]);
+		h[0] = stats(a, k, &v[0], &sp);
+		h[2] = stats(b, k, &v[2], &sp);
+		snprintf(k, sizeof(k), "%s.client_cpu", cpu_keys[i]);
+		h[1] = stats(a, k, &v[1], &sp);
+		h[3] = stats(b, k, &v[3], &sp);
+		printf("%-16s", cpu_keys[i]);
+		for (int j = 0; j < 4; j++) {
+			if (h[j])
+				printf(" %14.2f", v[j]);
+			else
+				printf(" %14s", "-");
+		}
+		printf("\n");
+	}
+}
+
+/* print_errors lists workloads where a broker failed appends or reads. */
+static void print_errors(struct side *sd)
+{
+	for (int i = 0; i < sd->n; i++) {
+		const char *dot = strrchr(sd->s[i].key, '.');
+		double sum = 0;
+
+		if (!dot || (strcmp(dot, ".errors") && strcmp(dot, ".read_missing")))
+			continue;
+		for (int j = 0; j < sd->s[i].n; j++)
+			sum += sd->s[i].v[j];
+		if (sum > 0)
+			printf("note: %s: %s = %.0f over %d run(s)\n", sd->name, sd->s[i].key, sum,
+			       sd->runs);
+	}
+}
+
+int bench_report(const char *a_name, const char *a_files, const char *b_name,
+		 const char *b_files)
+{
+	struct side *a = bench_xcalloc(1, sizeof(*a)), *b = bench_xcalloc(1, sizeof(*b));
+	int rc = load_side(a, a_name, a_files);
+
+	if (!rc)
+		rc = load_side(b, b_name, b_files);
+	if (!rc) {
+		printf("\nA = %s (%d runs), B = %s (%d runs); mean ±(max-min)/mean over runs; "
+		       "ratio = A/B\n\n", a->name, a->runs, b->name, b->runs);
+		printf("%-40s %-5s %16s %16s %7s  %s\n", "workload (RF=1, file:// store)", "unit",
+		       "A", "B", "A/B", "goal");
+		for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+			print_row(a, b, &rows[i]);
+		print_cpu(a, b);
+		print_errors(a);
+		print_errors(b);
+	}
+	free(a);
+	free(b);
+	return rc;
+}

@@ -1,0 +1,141 @@
+/*
+ * bench_stats.c - latency samples, CPU accounting and the result file.
+ *
+ * Latencies are kept as exact samples (bounded arrays, sorted once for the
+ * quantiles) rather than bucketed: a workload here records at most a few
+ * hundred thousand, and exact ranks give far more than the 3 significant
+ * digits perf.md asks for. A full array stops recording and counts the
+ * overflow, so memory stays bounded whatever the rate.
+ *
+ * CPU: this process from getrusage, the broker from /proc/<pid>/stat
+ * (utime + stime), so each workload reports the cores each side used.
+ */
+#include "bench/bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+
+void bench_samples_init(struct bench_samples *s, size_t cap)
+{
+	s->v = bench_xmalloc(cap * sizeof(*s->v));
+	s->n = 0;
+	s->cap = cap;
+	s->dropped = 0;
+}
+
+void bench_samples_release(struct bench_samples *s)
+{
+	free(s->v);
+	s->v = NULL;
+	s->n = s->cap = s->dropped = 0;
+}
+
+void bench_samples_add(struct bench_samples *s, int64_t ns)
+{
+	if (s->n < s->cap)
+		s->v[s->n++] = ns;
+	else
+		s->dropped++;
+}
+
+void bench_samples_merge(struct bench_samples *dst, const struct bench_samples *src)
+{
+	if (dst->n + src->n > dst->cap) {
+		int64_t *v = realloc(dst->v, (dst->n + src->n) * sizeof(*v));
+
+		if (!v) {
+			fprintf(stderr, "gazbench: out of memory merging samples\n");
+			abort();
+		}
+		dst->v = v;
+		dst->cap = dst->n + src->n;
+	}
+	memcpy(dst->v + dst->n, src->v, src->n * sizeof(*src->v));
+	dst->n += src->n;
+	dst->dropped += src->dropped;
+}
+
+/* cmp_i64 orders int64 samples ascending for qsort. */
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+int64_t bench_samples_pct(struct bench_samples *s, double q)
+{
+	size_t rank;
+
+	if (s->n == 0)
+		return 0;
+	/* Sorting an already sorted array is cheap; keep it simple. */
+	qsort(s->v, s->n, sizeof(*s->v), cmp_i64);
+	rank = (size_t)(q * (double)s->n + 0.999999);
+	if (rank < 1)
+		rank = 1;
+	if (rank > s->n)
+		rank = s->n;
+	return s->v[rank - 1];
+}
+
+/* proc_cpu_ns reads utime + stime of `pid` from /proc; -1 on failure. */
+static int64_t proc_cpu_ns(int pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut = 0, st = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* Fields after the command name in parentheses: state is field 3,
+	 * utime field 14, stime field 15 (proc(5)). */
+	if (!(p = strrchr(buf, ')')) ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return -1;
+	return (int64_t)((ut + st) * (GAZ_NS_PER_S / (hz > 0 ? hz : 100)));
+}
+
+void bench_cpu_take(struct bench_cpu *c, int broker_pid)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	c->self_ns = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * GAZ_NS_PER_S +
+		     (int64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
+	c->broker_ns = broker_pid > 0 ? proc_cpu_ns(broker_pid) : -1;
+	c->wall_ns = gaz_mono_ns();
+}
+
+double bench_cpu_cores(const struct bench_cpu *a, const struct bench_cpu *b, bool broker)
+{
+	int64_t wall = b->wall_ns - a->wall_ns;
+
+	if (wall <= 0)
+		return 0;
+	if (broker)
+		return a->broker_ns < 0 || b->broker_ns < 0
+			       ? -1
+			       : (double)(b->broker_ns - a->broker_ns) / (double)wall;
+	return (double)(b->self_ns - a->self_ns) / (double)wall;
+}
+
+void bench_out_put(struct bench_out *o, const char *key, double value)
+{
+	if (o->f) {
+		fprintf(o->f, "%s %.6g\n", key, value);
+		fflush(o->f);
+	}
+	printf("  %-28s %12.6g\n", key, value);
+	fflush(stdout);
+}

@@ -1,0 +1,800 @@
+/*
+ * gazbench.c - the load generator of `make bench`: the same append and read
+ * workloads against any Gazette-protocol broker (ours or Gazette's), one
+ * result file per run, and the side-by-side report (bench/README.md).
+ *
+ *   gazbench run --broker URL --prefix bench/x --out FILE [--broker-pid PID]
+ *                [--secs 4] [--warmup 1] [--only KEY,KEY] [--chunk BYTES]
+ *   gazbench report NAME_A FILE[,FILE..] NAME_B FILE[,FILE..]
+ *
+ * Workloads (perf.md Part C, sized for a 2-core machine, RF=1):
+ *   append_<size>_j<J>  closed loop: A appenders, each one Append RPC after
+ *                       the other, spread over J journals; committed MB/s
+ *                       (10^6 B) counted by ack time inside the window
+ *   lat_1k_<rate>       open loop: 1 KiB appends on a fixed schedule; latency
+ *                       from the scheduled send time (queueing behind a
+ *                       stall counts); a blocking reader follows the journal
+ *                       and times delivery of each record
+ *   read_spool_r<R>     R readers each re-read a 64 MiB journal held in its
+ *                       live spool (fragment 128 MiB), MB/s summed
+ *
+ * Invariants: every RPC has a deadline; every phase ends by its wall-clock
+ * bound; every journal a run creates is named under --prefix and deleted
+ * at the end (best effort). Nothing here retries silently: errors are
+ * counted and reported per workload.
+ */
+#include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "bench/bench.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+#define PAYLOAD_LEN (8u << 20)    /* generated JSONL the appends slice */
+#define FRAGMENT_LEN (128 << 20)  /* fragment.length of every journal */
+#define READ_LEN (64 << 20)       /* pre-written bytes of the read journal */
+#define REC_LEN 1024              /* one record of the latency workloads */
+#define OP_TIMEOUT_MS 10000       /* deadline of each RPC */
+#define MAX_SAMPLES (1u << 20)    /* bound of each latency sample array */
+#define MAX_JOURNALS 16
+
+struct run {
+	const char *broker;       /* endpoint URL, borrowed from argv */
+	const char *prefix;       /* journal name prefix */
+	int broker_pid;           /* for CPU accounting; 0 = unknown */
+	double secs, warmup_s;    /* measured window and warm-up per workload */
+	size_t chunk;             /* content bytes per Append message */
+	const char *only;         /* comma list of workload keys, or NULL */
+	struct gaz_rpc_channel *ch;
+	struct bench_out out;
+	uint8_t *payload;         /* PAYLOAD_LEN bytes */
+	char *journals[4 * MAX_JOURNALS]; /* every journal created, to delete */
+	size_t n_journals;
+};
+
+/* ---- helpers -------------------------------------------------------------- */
+
+/* sleep_until sleeps to a monotonic deadline (absolute, so no drift). */
+static void sleep_until(int64_t t_ns)
+{
+	struct timespec ts = {.tv_sec = t_ns / GAZ_NS_PER_S, .tv_nsec = t_ns % GAZ_NS_PER_S};
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
+		;
+}
+
+/* gen_payload fills buf with deterministic JSON lines (xorshift, fixed
+ * seed) of ~200 B, like perf.md's genjson. */
+static void gen_payload(uint8_t *buf, size_t len)
+{
+	static const char *kinds[] = {"view", "click", "purchase", "signup"};
+	uint64_t x = 0x9E3779B97F4A7C15u;
+	size_t off = 0;
+	char line[320];
+
+	while (off < len) {
+		int n;
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		n = snprintf(line, sizeof(line),
+			     "{\"id\":\"%016llx\",\"ts\":%llu,\"kind\":\"%s\",\"user\":%u,"
+			     "\"score\":%.3f,\"ua\":\"Mozilla/5.0 (X11; Linux x86_64)\","
+			     "\"flags\":{\"a\":%s,\"b\":%u}}\n",
+			     (unsigned long long)x, (unsigned long long)(x >> 20) % 2000000000ull,
+			     kinds[x % 4], (unsigned)(x >> 40) % 100000,
+			     (double)(x % 100000) / 1000.0, (x & 1) ? "true" : "false",
+			     (unsigned)(x >> 50) % 64);
+		if (n > (int)(len - off))
+			n = (int)(len - off);
+		memcpy(buf + off, line, (size_t)n);
+		off += (size_t)n;
+	}
+}
+
+/* selected: whether workload `key` runs under --only. */
+static bool selected(const struct run *r, const char *key)
+{
+	size_t k = strlen(key);
+
+	for (const char *p = r->only; p && *p;) {
+		const char *e = strchr(p, ',');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+
+		if (n == k && strncmp(p, key, n) == 0)
+			return true;
+		p = e ? e + 1 : NULL;
+	}
+	return r->only == NULL;
+}
+
+/* put writes "<key>.<metric> value". */
+static void put(struct run *r, const char *key, const char *metric, double v)
+{
+	char k[128];
+
+	snprintf(k, sizeof(k), "%s.%s", key, metric);
+	bench_out_put(&r->out, k, v);
+}
+
+/* put_lat writes p50/p99/p99.9/max of `s` in microseconds. */
+static void put_lat(struct run *r, const char *key, const char *what, struct bench_samples *s)
+{
+	static const struct {
+		const char *name;
+		double q;
+	} qs[] = {{"p50_us", 0.5}, {"p99_us", 0.99}, {"p999_us", 0.999}, {"max_us", 1.0}};
+	char m[64];
+
+	for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
+		snprintf(m, sizeof(m), "%s%s", what, qs[i].name);
+		put(r, key, m, (double)bench_samples_pct(s, qs[i].q) / 1e3);
+	}
+}
+
+/* make_journals applies `n` journals named <prefix>/<key>-<i> and waits
+ * (retrying appends of nothing) until each accepts appends; heads[i] (if
+ * heads is non-NULL) gets each write head. names[0..n) are set in every
+ * case (malloc'd: free with free_names) and copied to r->journals for the
+ * final delete. Returns 0 or a GAZ_E* code. */
+static int make_journals(struct run *r, const char *key, size_t n, char **names,
+			 int64_t *heads)
+{
+	struct bench_spec specs[MAX_JOURNALS] = {{0}};
+	struct gaz_status st = {0};
+	int rc;
+
+	GAZ_BUG_ON(n > MAX_JOURNALS);
+	for (size_t i = 0; i < n; i++) {
+		names[i] = bench_xmalloc(strlen(r->prefix) + strlen(key) + 16);
+		sprintf(names[i], "%s/%s-%zu", r->prefix, key, i);
+		specs[i] = (struct bench_spec){.name = names[i], .fragment_len = FRAGMENT_LEN};
+		if (r->n_journals < sizeof(r->journals) / sizeof(r->journals[0]))
+			r->journals[r->n_journals++] = strdup(names[i]);
+	}
+	if ((rc = bench_apply(r->ch, specs, n, &st))) {
+		fprintf(stderr, "gazbench: %s\n", st.msg);
+		return rc;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct bench_append_result res;
+
+		rc = bench_append_retry(r->ch, names[i], NULL, 0, gaz_deadline_in(30000), &res,
+					&st);
+		if (rc) {
+			fprintf(stderr, "gazbench: journal not ready: %s\n", st.msg);
+			return rc;
+		}
+		if (heads)
+			heads[i] = res.commit_end;
+	}
+	return 0;
+}
+
+/* free_names frees `n` names from make_journals. */
+static void free_names(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+}
+
+/* ---- closed-loop append throughput ----------------------------------------- */
+
+struct tput_def {
+	const char *key;
+	size_t size;      /* bytes per append */
+	int appenders;    /* concurrent appenders (threads) */
+	int journals;     /* spread round-robin over this many journals */
+};
+
+static const struct tput_def tput_defs[] = {
+	{"append_1m_j1", 1 << 20, 4, 1},
+	{"append_64k_j1", 64 << 10, 4, 1},
+	{"append_1k_j1", 1 << 10, 32, 1},
+	{"append_64k_j4", 64 << 10, 8, 4},
+};
+
+struct appender {
+	pthread_t tid;
+	struct run *r;
+	const struct tput_def *d;
+	const char *journal;
+	int idx;
+	int64_t start_ns, end_ns;  /* the measured window */
+	int64_t bytes, appends, errors;
+	struct bench_samples lat;
+	char first_err[sizeof(((struct gaz_status *)0)->msg)];
+};
+
+/* appender_main appends back to back until the window ends; counts what
+ * is acknowledged inside the window. */
+static void *appender_main(void *arg)
+{
+	struct appender *a = arg;
+	size_t span = PAYLOAD_LEN - a->d->size, off = ((size_t)a->idx * 7919u * 4096u) % span;
+
+	for (int64_t t; (t = gaz_mono_ns()) < a->end_ns;) {
+		struct bench_append_result res;
+		struct gaz_status st = {0};
+		int rc = bench_append(a->r->ch, a->journal, a->r->payload + off, a->d->size,
+				      a->r->chunk, t + OP_TIMEOUT_MS * GAZ_NS_PER_MS, &res, &st);
+		int64_t done = res.acked_ns ? res.acked_ns : gaz_mono_ns();
+
+		off = (off + a->d->size * 13) % span;
+		if (rc) {
+			if (a->errors++ == 0)
+				snprintf(a->first_err, sizeof(a->first_err), "%s", st.msg);
+			if (rc == GAZ_EUNAVAIL)
+				nanosleep(&(struct timespec){.tv_nsec = 10 * GAZ_NS_PER_MS}, NULL);
+			continue;
+		}
+		if (done >= a->start_ns && done <= a->end_ns) {
+			a->bytes += (int64_t)a->d->size;
+			a->appends++;
+			bench_samples_add(&a->lat, done - t);
+		}
+	}
+	return NULL;
+}
+
+/* tput_report merges the appenders' counts and writes the metrics. */
+static void tput_report(struct run *r, const struct tput_def *d, struct appender *ap,
+			const struct bench_cpu *c0, const struct bench_cpu *c1)
+{
+	struct bench_samples lat;
+	int64_t bytes = 0, appends = 0, errors = 0;
+	double secs = (double)(c1->wall_ns - c0->wall_ns) / 1e9;
+
+	bench_samples_init(&lat, 1);
+	for (int i = 0; i < d->appenders; i++) {
+		bytes += ap[i].bytes;
+		appends += ap[i].appends;
+		errors += ap[i].errors;
+		bench_samples_merge(&lat, &ap[i].lat);
+		if (ap[i].errors && ap[i].first_err[0])
+			fprintf(stderr, "gazbench: %s: %lld errors, first: %s\n", d->key,
+				(long long)ap[i].errors, ap[i].first_err);
+	}
+	put(r, d->key, "mbps", (double)bytes / 1e6 / secs);
+	put(r, d->key, "appends_s", (double)appends / secs);
+	put(r, d->key, "p50_us", (double)bench_samples_pct(&lat, 0.5) / 1e3);
+	put(r, d->key, "p99_us", (double)bench_samples_pct(&lat, 0.99) / 1e3);
+	put(r, d->key, "broker_cpu", bench_cpu_cores(c0, c1, true));
+	put(r, d->key, "client_cpu", bench_cpu_cores(c0, c1, false));
+	put(r, d->key, "errors", (double)errors);
+	bench_samples_release(&lat);
+}
+
+/* run_tput runs one closed-loop throughput workload. */
+static int run_tput(struct run *r, const struct tput_def *d)
+{
+	struct appender *ap = bench_xcalloc((size_t)d->appenders, sizeof(*ap));
+	char *names[MAX_JOURNALS];
+	struct bench_cpu c0, c1;
+	int64_t start_ns;
+	int rc;
+
+	printf("%s: %zu B appends, %d appenders, %d journal(s), %.0f s + %.1f s warm-up\n",
+	       d->key, d->size, d->appenders, d->journals, r->secs, r->warmup_s);
+	if ((rc = make_journals(r, d->key, (size_t)d->journals, names, NULL)))
+		goto out;
+	start_ns = gaz_mono_ns() + (int64_t)(r->warmup_s * 1e9);
+	for (int i = 0; i < d->appenders; i++) {
+		ap[i] = (struct appender){.r = r, .d = d, .idx = i, .start_ns = start_ns,
+					  .journal = names[i % d->journals]};
+		ap[i].end_ns = start_ns + (int64_t)(r->secs * 1e9);
+		bench_samples_init(&ap[i].lat, MAX_SAMPLES / (size_t)d->appenders);
+		pthread_create(&ap[i].tid, NULL, appender_main, &ap[i]);
+	}
+	sleep_until(start_ns);
+	bench_cpu_take(&c0, r->broker_pid);
+	sleep_until(ap[0].end_ns);
+	bench_cpu_take(&c1, r->broker_pid);
+	for (int i = 0; i < d->appenders; i++)
+		pthread_join(ap[i].tid, NULL);
+	tput_report(r, d, ap, &c0, &c1);
+	for (int i = 0; i < d->appenders; i++)
+		bench_samples_release(&ap[i].lat);
+out:
+	free_names(names, (size_t)d->journals);
+	free(ap);
+	return rc;
+}
+
+/* ---- open-loop append latency, with a tail reader ---------------------------- */
+
+struct lat_def {
+	const char *key;
+	int rate;       /* appends per second, on a fixed schedule */
+	double secs;    /* length of the schedule */
+};
+
+static const struct lat_def lat_defs[] = {
+	{"lat_1k_500", 500, 6},
+	{"lat_1k_1000", 1000, 4},
+	{"lat_1k_2000", 2000, 3},
+};
+
+#define LAT_WORKERS 32  /* senders; more than rate x latency ever needs */
+
+struct lat_run {
+	struct run *r;
+	const char *journal;
+	int64_t t0_ns, period_ns;  /* append i is due at t0 + i * period */
+	size_t total;
+	atomic_size_t next;        /* next append index to send */
+	int64_t *ack_lat;          /* [i]: ack - due, or -1 if it failed */
+	int64_t *lag;              /* [i]: send start - due (client lateness) */
+	int64_t *deliver_ns;       /* [i]: when the tail reader got it, or 0 */
+	size_t skip;               /* the first `skip` appends are warm-up */
+	atomic_long errors;
+};
+
+/* fill_record writes record `seq`: a JSON line of exactly REC_LEN bytes
+ * whose first bytes name its sequence number, so that the tail reader can
+ * tell which append each record of the journal came from. */
+static void fill_record(uint8_t *rec, const uint8_t *payload, size_t seq)
+{
+	int n = snprintf((char *)rec, REC_LEN, "{\"seq\":%010zu,\"pad\":\"", seq);
+
+	for (size_t i = (size_t)n; i < REC_LEN - 3; i++) {
+		uint8_t c = payload[(seq * 131 + i) % PAYLOAD_LEN];
+
+		rec[i] = c == '"' || c == '\n' || c == '\\' ? '_' : c;
+	}
+	memcpy(rec + REC_LEN - 3, "\"}\n", 3);
+}
+
+/* lat_worker sends the appends it claims, each at its due time. */
+static void *lat_worker(void *arg)
+{
+	struct lat_run *L = arg;
+	uint8_t rec[REC_LEN];
+
+	for (size_t i; (i = atomic_fetch_add(&L->next, 1)) < L->total;) {
+		int64_t due = L->t0_ns + (int64_t)i * L->period_ns, t;
+		struct bench_append_result res;
+		struct gaz_status st = {0};
+		int rc;
+
+		fill_record(rec, L->r->payload, i);
+		sleep_until(due);
+		t = gaz_mono_ns();
+		rc = bench_append(L->r->ch, L->journal, rec, REC_LEN, REC_LEN,
+				  t + OP_TIMEOUT_MS * GAZ_NS_PER_MS, &res, &st);
+		L->lag[i] = t - due;
+		L->ack_lat[i] = rc ? -1 : res.acked_ns - due;
+		if (rc && atomic_fetch_add(&L->errors, 1) == 0)
+			fprintf(stderr, "gazbench: latency append failed: %s\n", st.msg);
+	}
+	return NULL;
+}
+
+struct tail {
+	struct lat_run *L;
+	int64_t next_off;         /* journal offset of the next byte expected */
+	uint8_t rec[REC_LEN];     /* the record being assembled */
+	size_t fill, got;
+};
+
+/* tail_record notes the delivery of one complete record. */
+static void tail_record(struct tail *t, int64_t now_ns)
+{
+	char *end;
+	unsigned long long seq;
+
+	t->fill = 0;
+	if (memcmp(t->rec, "{\"seq\":", 7) != 0)
+		return;
+	seq = strtoull((char *)t->rec + 7, &end, 10);
+	if (end != (char *)t->rec + 17 || seq >= t->L->total || t->L->deliver_ns[seq])
+		return;
+	t->L->deliver_ns[seq] = now_ns;
+	t->got++;
+}
+
+/* tail_fn assembles records from read chunks (bench_read_fn). */
+static bool tail_fn(void *arg, int64_t off, const uint8_t *data, size_t len, int64_t now_ns)
+{
+	struct tail *t = arg;
+
+	if (off < t->next_off) { /* a re-sent overlap: skip what we have */
+		size_t skip = (size_t)(t->next_off - off) < len ? (size_t)(t->next_off - off) : len;
+
+		data += skip, len -= skip, off += (int64_t)skip;
+	}
+	t->next_off = off + (int64_t)len;
+	while (len > 0) {
+		size_t n = REC_LEN - t->fill < len ? REC_LEN - t->fill : len;
+
+		memcpy(t->rec + t->fill, data, n);
+		t->fill += n, data += n, len -= n;
+		if (t->fill == REC_LEN)
+			tail_record(t, now_ns);
+	}
+	return t->got < t->L->total;
+}
+
+struct tail_thread {
+	pthread_t tid;
+	struct tail t;
+	struct gaz_rpc_channel *ch;
+	int64_t deadline_ns;
+	int rc;
+	struct gaz_status st;
+};
+
+/* tail_main follows the journal from its head until every record came. */
+static void *tail_main(void *arg)
+{
+	struct tail_thread *tt = arg;
+	int64_t got;
+
+	tt->rc = bench_read(tt->ch, tt->t.L->journal, tt->t.next_off, 0, true, tt->deadline_ns,
+			    tail_fn, &tt->t, &got, &tt->st);
+	return NULL;
+}
+
+/* lat_report turns the per-append arrays into the workload's metrics. */
+static void lat_report(struct run *r, const struct lat_def *d, struct lat_run *L,
+		       const struct bench_cpu *c0, const struct bench_cpu *c1)
+{
+	struct bench_samples ack, lag, del;
+	int64_t first_due = L->t0_ns + (int64_t)L->skip * L->period_ns, last_ack = first_due;
+
+	bench_samples_init(&ack, L->total);
+	bench_samples_init(&lag, L->total);
+	bench_samples_init(&del, L->total);
+	for (size_t i = L->skip; i < L->total; i++) {
+		int64_t due = L->t0_ns + (int64_t)i * L->period_ns;
+
+		bench_samples_add(&lag, L->lag[i]);
+		if (L->ack_lat[i] >= 0) {
+			bench_samples_add(&ack, L->ack_lat[i]);
+			if (due + L->ack_lat[i] > last_ack)
+				last_ack = due + L->ack_lat[i];
+		}
+		if (L->deliver_ns[i])
+			bench_samples_add(&del, L->deliver_ns[i] - due);
+	}
+	put_lat(r, d->key, "", &ack);
+	put(r, d->key, "rate_done", (double)ack.n / ((double)(last_ack - first_due) / 1e9));
+	put(r, d->key, "send_lag_p99_us", (double)bench_samples_pct(&lag, 0.99) / 1e3);
+	put(r, d->key, "read_p50_us", (double)bench_samples_pct(&del, 0.5) / 1e3);
+	put(r, d->key, "read_p99_us", (double)bench_samples_pct(&del, 0.99) / 1e3);
+	put(r, d->key, "read_missing", (double)(L->total - L->skip - del.n));
+	put(r, d->key, "broker_cpu", bench_cpu_cores(c0, c1, true));
+	put(r, d->key, "client_cpu", bench_cpu_cores(c0, c1, false));
+	put(r, d->key, "errors", (double)atomic_load(&L->errors));
+	bench_samples_release(&ack);
+	bench_samples_release(&lag);
+	bench_samples_release(&del);
+}
+
+/* lat_drive starts the senders and the tail reader, waits for both. */
+static void lat_drive(struct run *r, const struct lat_def *d, struct lat_run *L, int64_t head)
+{
+	pthread_t w[LAT_WORKERS];
+	struct tail_thread tt = {.t = {.L = L, .next_off = head}};
+	struct bench_cpu c0, c1;
+	int64_t end_ns = L->t0_ns + (int64_t)L->total * L->period_ns;
+
+	tt.ch = gaz_rpc_channel_new(r->broker, NULL);
+	tt.deadline_ns = end_ns + 3 * GAZ_NS_PER_S;
+	if (tt.ch)
+		pthread_create(&tt.tid, NULL, tail_main, &tt);
+	for (int i = 0; i < LAT_WORKERS; i++)
+		pthread_create(&w[i], NULL, lat_worker, L);
+	sleep_until(L->t0_ns + (int64_t)L->skip * L->period_ns);
+	bench_cpu_take(&c0, r->broker_pid);
+	sleep_until(end_ns);
+	bench_cpu_take(&c1, r->broker_pid);
+	for (int i = 0; i < LAT_WORKERS; i++)
+		pthread_join(w[i], NULL);
+	if (tt.ch) {
+		pthread_join(tt.tid, NULL);
+		if (tt.rc)
+			fprintf(stderr, "gazbench: %s: tail reader: %s (%s)\n", d->key,
+				gaz_err_str(tt.rc), tt.st.msg);
+		gaz_rpc_channel_free(tt.ch);
+	}
+	lat_report(r, d, L, &c0, &c1);
+}
+
+/* run_lat runs one open-loop latency workload. */
+static int run_lat(struct run *r, const struct lat_def *d)
+{
+	struct lat_run L = {.r = r, .period_ns = GAZ_NS_PER_S / d->rate};
+	char *names[1];
+	int64_t head = 0;
+	int rc;
+
+	printf("%s: 1 KiB appends at %d/s open loop, %.0f s + %.1f s warm-up, %d senders, "
+	       "1 tail reader\n", d->key, d->rate, d->secs, r->warmup_s, LAT_WORKERS);
+	if ((rc = make_journals(r, d->key, 1, names, &head)) == 0) {
+		L.journal = names[0];
+		L.skip = (size_t)(d->rate * r->warmup_s);
+		L.total = L.skip + (size_t)(d->rate * d->secs);
+		L.ack_lat = bench_xcalloc(L.total, sizeof(int64_t));
+		L.lag = bench_xcalloc(L.total, sizeof(int64_t));
+		L.deliver_ns = bench_xcalloc(L.total, sizeof(int64_t));
+		/* Start 200 ms out so that the reader is in place; the first
+		 * warm-up seconds of the schedule are sent but not counted. */
+		L.t0_ns = gaz_mono_ns() + 200 * GAZ_NS_PER_MS;
+		lat_drive(r, d, &L, head);
+		free(L.ack_lat);
+		free(L.lag);
+		free(L.deliver_ns);
+	}
+	free_names(names, 1);
+	return rc;
+}
+
+/* ---- read from the live spool ------------------------------------------------ */
+
+struct read_def {
+	const char *key;
+	int readers;   /* concurrent readers, one connection each */
+};
+
+static const struct read_def read_defs[] = {
+	{"read_spool_r1", 1},
+	{"read_spool_r4", 4},
+};
+
+struct reader {
+	pthread_t tid;
+	struct gaz_rpc_channel *ch;
+	const char *journal;
+	int64_t head;              /* read [0, head) over and over */
+	int64_t start_ns, end_ns;  /* the measured window */
+	int64_t bytes, passes, errors;
+};
+
+/* reader_fn counts bytes that arrive inside the window (bench_read_fn). */
+static bool reader_fn(void *arg, int64_t off, const uint8_t *data, size_t len, int64_t now_ns)
+{
+	struct reader *rd = arg;
+
+	(void)off, (void)data;
+	if (now_ns >= rd->start_ns && now_ns <= rd->end_ns)
+		rd->bytes += (int64_t)len;
+	return now_ns < rd->end_ns;
+}
+
+/* reader_main re-reads the journal until the window ends. */
+static void *reader_main(void *arg)
+{
+	struct reader *rd = arg;
+
+	while (gaz_mono_ns() < rd->end_ns) {
+		struct gaz_status st = {0};
+		int64_t got;
+		int rc = bench_read(rd->ch, rd->journal, 0, rd->head, false,
+				    rd->end_ns + OP_TIMEOUT_MS * GAZ_NS_PER_MS, reader_fn, rd, &got,
+				    &st);
+
+		if (rc) {
+			if (rd->errors++ == 0)
+				fprintf(stderr, "gazbench: read failed: %s\n", st.msg);
+			nanosleep(&(struct timespec){.tv_nsec = 10 * GAZ_NS_PER_MS}, NULL);
+		} else if (got >= rd->head) {
+			rd->passes++;
+		}
+	}
+	return NULL;
+}
+
+/* prewrite fills the read journal with READ_LEN bytes of 1 MiB appends,
+ * less than a fragment, so the readers read the live spool. */
+static int prewrite(struct run *r, const char *journal, int64_t *head)
+{
+	for (int64_t n = 0; n < READ_LEN; n += 1 << 20) {
+		struct bench_append_result res;
+		struct gaz_status st = {0};
+		int rc = bench_append_retry(r->ch, journal, r->payload + (size_t)n % (PAYLOAD_LEN / 2),
+					    1 << 20, gaz_deadline_in(OP_TIMEOUT_MS), &res, &st);
+
+		if (rc) {
+			fprintf(stderr, "gazbench: pre-writing the read journal: %s\n", st.msg);
+			return rc;
+		}
+		*head = res.commit_end;
+	}
+	return 0;
+}
+
+/* read_report sums the readers and writes the metrics. */
+static void read_report(struct run *r, const struct read_def *d, struct reader *rd,
+			const struct bench_cpu *c0, const struct bench_cpu *c1)
+{
+	int64_t bytes = 0, passes = 0, errors = 0;
+	double secs = (double)(c1->wall_ns - c0->wall_ns) / 1e9;
+
+	for (int i = 0; i < d->readers; i++) {
+		bytes += rd[i].bytes;
+		passes += rd[i].passes;
+		errors += rd[i].errors;
+	}
+	put(r, d->key, "mbps", (double)bytes / 1e6 / secs);
+	put(r, d->key, "passes", (double)passes);
+	put(r, d->key, "broker_cpu", bench_cpu_cores(c0, c1, true));
+	put(r, d->key, "client_cpu", bench_cpu_cores(c0, c1, false));
+	put(r, d->key, "errors", (double)errors);
+}
+
+/* run_read runs one read workload over the (once) pre-written journal. */
+static int run_read(struct run *r, const struct read_def *d, const char *journal, int64_t head)
+{
+	struct reader *rd = bench_xcalloc((size_t)d->readers, sizeof(*rd));
+	int64_t start_ns = gaz_mono_ns() + (int64_t)(r->warmup_s * 1e9);
+	struct bench_cpu c0, c1;
+
+	printf("%s: %d reader(s) re-reading %lld B of a live spool, %.0f s + %.1f s warm-up\n",
+	       d->key, d->readers, (long long)head, r->secs, r->warmup_s);
+	for (int i = 0; i < d->readers; i++) {
+		rd[i] = (struct reader){.journal = journal, .head = head, .start_ns = start_ns};
+		rd[i].end_ns = start_ns + (int64_t)(r->secs * 1e9);
+		if (!(rd[i].ch = gaz_rpc_channel_new(r->broker, NULL)))
+			abort(); /* the same URL worked for the main channel */
+		pthread_create(&rd[i].tid, NULL, reader_main, &rd[i]);
+	}
+	sleep_until(start_ns);
+	bench_cpu_take(&c0, r->broker_pid);
+	sleep_until(rd[0].end_ns);
+	bench_cpu_take(&c1, r->broker_pid);
+	for (int i = 0; i < d->readers; i++) {
+		pthread_join(rd[i].tid, NULL);
+		gaz_rpc_channel_free(rd[i].ch);
+	}
+	read_report(r, d, rd, &c0, &c1);
+	free(rd);
+	return 0;
+}
+
+/* run_reads pre-writes the read journal if any read workload is selected
+ * and runs them. */
+static int run_reads(struct run *r)
+{
+	char *names[1] = {NULL};
+	int64_t head = 0;
+	bool any = false;
+	int rc;
+
+	for (size_t i = 0; i < sizeof(read_defs) / sizeof(read_defs[0]); i++)
+		any |= selected(r, read_defs[i].key);
+	if (!any)
+		return 0;
+	if ((rc = make_journals(r, "read", 1, names, NULL)) == 0 &&
+	    (rc = prewrite(r, names[0], &head)) == 0) {
+		for (size_t i = 0; i < sizeof(read_defs) / sizeof(read_defs[0]) && !rc; i++)
+			if (selected(r, read_defs[i].key))
+				rc = run_read(r, &read_defs[i], names[0], head);
+	}
+	free_names(names, 1);
+	return rc;
+}
+
+/* ---- main -------------------------------------------------------------------- */
+
+/* run_all runs every selected workload in a fixed order; a failed
+ * workload is reported and the next one still runs. */
+static int run_all(struct run *r)
+{
+	struct bench_cpu c;
+	int rc = 0, one;
+
+	for (size_t i = 0; i < sizeof(tput_defs) / sizeof(tput_defs[0]); i++)
+		if (selected(r, tput_defs[i].key) && (one = run_tput(r, &tput_defs[i])))
+			rc = one;
+	for (size_t i = 0; i < sizeof(lat_defs) / sizeof(lat_defs[0]); i++)
+		if (selected(r, lat_defs[i].key) && (one = run_lat(r, &lat_defs[i])))
+			rc = one;
+	if ((one = run_reads(r)))
+		rc = one;
+	bench_cpu_take(&c, r->broker_pid);
+	bench_out_put(&r->out, "run.broker_cpu_s", c.broker_ns < 0 ? -1 : (double)c.broker_ns / 1e9);
+	return rc;
+}
+
+/* cleanup deletes the run's journals (best effort) and frees their names. */
+static void cleanup(struct run *r)
+{
+	struct gaz_status st = {0};
+
+	if (r->n_journals && bench_delete(r->ch, (const char *const *)r->journals,
+					  r->n_journals, &st))
+		fprintf(stderr, "gazbench: deleting the run's journals: %s\n", st.msg);
+	for (size_t i = 0; i < r->n_journals; i++)
+		free(r->journals[i]);
+	r->n_journals = 0;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: gazbench run --broker URL --prefix NAME --out FILE [--broker-pid PID]\n"
+		"                    [--secs S] [--warmup S] [--chunk BYTES] [--only KEY,...]\n"
+		"       gazbench report NAME_A FILE[,FILE...] NAME_B FILE[,FILE...]\n");
+}
+
+/* parse_run fills r from the options of `gazbench run`. Returns 0 or
+ * GAZ_EINVAL. */
+static int parse_run(struct run *r, int argc, char **argv, const char **out)
+{
+	static const struct option opts[] = {
+		{"broker", required_argument, NULL, 'b'}, {"prefix", required_argument, NULL, 'p'},
+		{"out", required_argument, NULL, 'o'},    {"broker-pid", required_argument, NULL, 'P'},
+		{"secs", required_argument, NULL, 's'},   {"warmup", required_argument, NULL, 'w'},
+		{"chunk", required_argument, NULL, 'c'},  {"only", required_argument, NULL, 'O'},
+		{NULL, 0, NULL, 0}};
+	int c;
+
+	*r = (struct run){.secs = 4, .warmup_s = 1, .chunk = 1 << 20};
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'b': r->broker = optarg; break;
+		case 'p': r->prefix = optarg; break;
+		case 'o': *out = optarg; break;
+		case 'P': r->broker_pid = atoi(optarg); break;
+		case 's': r->secs = atof(optarg); break;
+		case 'w': r->warmup_s = atof(optarg); break;
+		case 'c': r->chunk = (size_t)atol(optarg); break;
+		case 'O': r->only = optarg; break;
+		default: return GAZ_EINVAL;
+		}
+	}
+	if (!r->broker || !r->prefix || r->secs <= 0 || r->secs > 60 || r->warmup_s < 0 ||
+	    r->warmup_s > 30 || r->chunk < 1024 || r->chunk > (4u << 20) - 1024)
+		return GAZ_EINVAL;
+	return 0;
+}
+
+/* cmd_run is `gazbench run`. Returns the process exit status. */
+static int cmd_run(int argc, char **argv)
+{
+	struct run r;
+	const char *out = NULL;
+	int rc;
+
+	if (parse_run(&r, argc, argv, &out)) {
+		usage();
+		return 2;
+	}
+	if (out && !(r.out.f = fopen(out, "w"))) {
+		perror(out);
+		return 1;
+	}
+	/* Timer slack defaults to 50 us: open-loop sends would start late. */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	r.payload = bench_xmalloc(PAYLOAD_LEN);
+	gen_payload(r.payload, PAYLOAD_LEN);
+	if (gaz_rpc_init(1) || !(r.ch = gaz_rpc_channel_new(r.broker, NULL))) {
+		fprintf(stderr, "gazbench: cannot open a channel to %s\n", r.broker);
+		return 1;
+	}
+	printf("gazbench: %s, journals under %s/\n", r.broker, r.prefix);
+	rc = run_all(&r);
+	cleanup(&r);
+	gaz_rpc_channel_free(r.ch);
+	gaz_rpc_shutdown();
+	if (r.out.f)
+		fclose(r.out.f);
+	free(r.payload);
+	return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	gaz_log_setup("warn", "text");
+	if (argc >= 2 && strcmp(argv[1], "run") == 0)
+		return cmd_run(argc - 1, argv + 1);
+	if (argc == 6 && strcmp(argv[1], "report") == 0)
+		return bench_report(argv[2], argv[3], argv[4], argv[5]) ? 1 : 0;
+	usage();
+	return 2;
+}
