@@ -55,6 +55,7 @@ struct run {
 	uint8_t *payload;         /* PAYLOAD_LEN bytes */
 	char *journals[4 * MAX_JOURNALS]; /* every journal created, to delete */
 	size_t n_journals;
+	bool fatal;               /* Apply failed: the broker is unusable */
 };
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -157,7 +158,8 @@ static int make_journals(struct run *r, const char *key, size_t n, char **names,
 			r->journals[r->n_journals++] = strdup(names[i]);
 	}
 	if ((rc = bench_apply(r->ch, specs, n, &st))) {
-		fprintf(stderr, "gazbench: %s\n", st.msg);
+		fprintf(stderr, "gazbench: apply of %s journals failed: %s\n", key, st.msg);
+		r->fatal = true;
 		return rc;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -682,19 +684,20 @@ static int run_reads(struct run *r)
 /* ---- main -------------------------------------------------------------------- */
 
 /* run_all runs every selected workload in a fixed order; a failed
- * workload is reported and the next one still runs. */
+ * workload is reported and the next one still runs, unless Apply itself
+ * failed (nothing else can work then). */
 static int run_all(struct run *r)
 {
 	struct bench_cpu c;
 	int rc = 0, one;
 
-	for (size_t i = 0; i < sizeof(tput_defs) / sizeof(tput_defs[0]); i++)
+	for (size_t i = 0; i < sizeof(tput_defs) / sizeof(tput_defs[0]) && !r->fatal; i++)
 		if (selected(r, tput_defs[i].key) && (one = run_tput(r, &tput_defs[i])))
 			rc = one;
-	for (size_t i = 0; i < sizeof(lat_defs) / sizeof(lat_defs[0]); i++)
+	for (size_t i = 0; i < sizeof(lat_defs) / sizeof(lat_defs[0]) && !r->fatal; i++)
 		if (selected(r, lat_defs[i].key) && (one = run_lat(r, &lat_defs[i])))
 			rc = one;
-	if ((one = run_reads(r)))
+	if (!r->fatal && (one = run_reads(r)))
 		rc = one;
 	bench_cpu_take(&c, r->broker_pid);
 	bench_out_put(&r->out, "run.broker_cpu_s", c.broker_ns < 0 ? -1 : (double)c.broker_ns / 1e9);

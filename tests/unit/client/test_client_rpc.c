@@ -368,6 +368,28 @@ static void rs_not_found(struct gaz_rpc_call *call, const Protocol__ReadRequest 
 	send_meta(call, PROTOCOL__STATUS__JOURNAL_NOT_FOUND, 0, 0, 0, NULL, true);
 }
 
+static char g_endpoint[64];
+
+/* Call 0: a non-member broker's answer naming the member's endpoint. */
+static void rs_not_member(struct gaz_rpc_call *call, const Protocol__ReadRequest *req, int n)
+{
+	Protocol__ReadResponse r = PROTOCOL__READ_RESPONSE__INIT;
+	Protocol__Route rt = g_route;
+	Protocol__Header hdr = g_hdr;
+	char *eps[1] = {g_endpoint};
+
+	if (n > 0) {
+		rs_retry(call, req, n == 1 ? 1 : 2);
+		return;
+	}
+	rt.n_endpoints = 1;
+	rt.endpoints = eps;
+	hdr.route = &rt;
+	r.status = PROTOCOL__STATUS__NOT_JOURNAL_BROKER;
+	r.header = &hdr;
+	gaz_rpc_send(call, &r.base);
+}
+
 static void rs_direct(struct gaz_rpc_call *call, const Protocol__ReadRequest *req, int n)
 {
 	(void)n;
@@ -543,6 +565,26 @@ static void test_read_direct(void **state)
 	assert_string_equal(out, "456789abcdefghij");
 	assert_true(S.read_dnp);
 	assert_string_equal(gaz_reader_meta(r)->fragment_url, "file:///frag.raw");
+	gaz_reader_free(r);
+}
+
+/* A do_not_proxy read told NOT_JOURNAL_BROKER restarts at the member's
+ * endpoint (here the same server, through a second channel). */
+static void test_read_not_member(void **state)
+{
+	struct gaz_reader *r = reader(0, 0, true, true);
+	struct gaz_status st = {0};
+	char out[64];
+	size_t len;
+	int metas;
+
+	(void)state;
+	g_read = rs_not_member;
+	assert_int_equal(drain(r, out, &len, &metas, &st), GAZ_READ_TAIL);
+	assert_string_equal(out, "0123456789");
+	assert_int_equal(S.calls, 3);
+	assert_int_equal(g_client->npeers, 1);
+	assert_string_equal(g_client->peers[0].endpoint, g_endpoint);
 	gaz_reader_free(r);
 }
 
@@ -749,6 +791,7 @@ static int setup(void **state)
 	if (gaz_rpc_server_start(g_srv, "127.0.0.1:0", &port))
 		return -1;
 	snprintf(addr, sizeof(addr), "http://127.0.0.1:%d", port);
+	snprintf(g_endpoint, sizeof(g_endpoint), "http://127.0.0.1:%d", port);
 	o.broker_address = addr;
 	o.file_root = g_root;
 	return gaz_client_new(&o, &g_client, &st);
@@ -776,6 +819,7 @@ int main(void)
 		cmocka_unit_test_setup(test_read_not_found, reset),
 		cmocka_unit_test_setup(test_read_end_offset, reset),
 		cmocka_unit_test_setup(test_read_direct, reset),
+		cmocka_unit_test_setup(test_read_not_member, reset),
 		cmocka_unit_test_setup(test_append_chunks, reset),
 		cmocka_unit_test_setup(test_append_retry, reset),
 		cmocka_unit_test_setup(test_append_status_and_abort, reset),

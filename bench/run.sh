@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# run.sh - `make bench`: gazette-c's broker and Gazette's Go broker side by
+# side on this machine, same workloads, same load generator (gazbench).
+#
+#  1. check the binaries (ours, gazbench, Gazette's gazette, etcd 3.6);
+#  2. start ONE etcd and both brokers, each on its own etcd prefix, with its
+#     own file:// fragment root and spool dir ($TMPDIR), replication 1;
+#  3. run gazbench against each broker in turn, ROUNDS times, alternating
+#     which goes first (ours first in odd rounds) so that neither always
+#     runs on a warmer or a more fragmented machine;
+#  4. stop everything (Gazette's lone broker never exits on SIGTERM by
+#     design: SIGKILL after 5 s) and print the side-by-side table.
+#
+# Environment:
+#   BUILD=build           build dir holding bin/gazette and bin/gazbench
+#   BENCH_ROUNDS=2        runs per broker (>= 2 to see run-to-run noise)
+#   BENCH_SECS=4          measured seconds per throughput/read workload
+#   BENCH_WARMUP=1        warm-up seconds before each measured window
+#   BENCH_ONLY=k1,k2      only these gazbench workloads (see gazbench.c)
+#   BENCH_DIR=/path       where fragments, spools, etcd data and results go
+#                         (default: a new dir under /dev/shm, else $TMPDIR)
+# The full table also lands in $BUILD/bench/last.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+ROUNDS=${BENCH_ROUNDS:-2}
+SECS=${BENCH_SECS:-4}
+WARMUP=${BENCH_WARMUP:-1}
+ONLY=${BENCH_ONLY:-}
+
+OURS=$PWD/$BUILD/bin/gazette
+GAZBENCH=$PWD/$BUILD/bin/gazbench
+GO_GAZETTE=$(scripts/deps.sh --gazette-dir)/gazette
+ETCD_DIR=$(scripts/deps.sh --etcd-dir)
+export ETCD=$ETCD_DIR/etcd
+
+missing=0
+for f in "$OURS" "$GAZBENCH" "$GO_GAZETTE" "$ETCD" "$ETCD_DIR/etcdctl"; do
+	[ -x "$f" ] || { echo "bench: missing $f" >&2; missing=1; }
+done
+if [ $missing = 1 ]; then
+	echo "bench: run 'make deps' (Gazette's binaries, etcd) and 'make' first" >&2
+	exit 1
+fi
+
+if [ -n "${BENCH_DIR:-}" ]; then
+	work=$BENCH_DIR
+	mkdir -p "$work"
+else
+	work=$(mktemp -d -p /dev/shm gazbench.XXXXXX 2>/dev/null || mktemp -d -t gazbench.XXXXXX)
+fi
+etcd_dir=
+declare -A pid port
+
+# stop_broker NAME: SIGTERM, then SIGKILL after a grace (5 s for Gazette's
+# lone broker, which waits forever for a hand-off by design; 30 s for ours,
+# which exits once its spools are persisted).
+stop_broker() {
+	local p=${pid[$1]:-} grace=300 i=0
+	[ -n "$p" ] || return 0
+	[ "$1" = gazette ] && grace=50
+	kill -TERM "$p" 2>/dev/null || true
+	while kill -0 "$p" 2>/dev/null && [ $i -lt $grace ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	if kill -0 "$p" 2>/dev/null; then
+		[ "$1" = gazette ] || echo "bench: $1 did not exit on SIGTERM; killing it" >&2
+		kill -KILL "$p" 2>/dev/null || true
+	fi
+	wait "$p" 2>/dev/null || true
+	pid[$1]=
+}
+
+cleanup() {
+	stop_broker gazette-c
+	stop_broker gazette
+	[ -n "$etcd_dir" ] && scripts/etcd-test.sh stop "$etcd_dir" >/dev/null 2>&1 || true
+	if [ -z "${BENCH_DIR:-}" ]; then rm -rf "$work"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+freeport() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start_broker NAME EXE: start a broker on a free port under its own etcd
+# prefix, fragment root and spool dir; wait until it has announced itself.
+start_broker() {
+	local name=$1 exe=$2 d=$work/$1
+	mkdir -p "$d/fragments" "$d/spool"
+	port[$name]=$(freeport)
+	env -u BROKER_ADDRESS TMPDIR="$d/spool" "$exe" serve \
+		--broker.port "${port[$name]}" --broker.host 127.0.0.1 \
+		--broker.id "bench-$name" --broker.zone local \
+		--broker.file-root "$d/fragments" \
+		--etcd.address "$etcd" --etcd.prefix "/gazbench/$name" \
+		--log.level warn >"$d/broker.log" 2>&1 </dev/null &
+	pid[$name]=$!
+	for _ in $(seq 300); do
+		if ETCDCTL_API=3 "$ETCD_DIR/etcdctl" --endpoints "$etcd" get --keys-only \
+			"/gazbench/$name/members/local#bench-$name" 2>/dev/null | grep -q .; then
+			return 0
+		fi
+		kill -0 "${pid[$name]}" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "bench: $name broker did not start; log tail:" >&2
+	tail -n 20 "$d/broker.log" >&2
+	return 1
+}
+
+# bench_one NAME ROUND: one gazbench run against broker NAME.
+bench_one() {
+	local name=$1 round=$2 out=$work/result-$1-$2.txt
+	echo
+	echo "=== round $round: $name (pid ${pid[$name]}, port ${port[$name]})"
+	if ! "$GAZBENCH" run --broker "http://127.0.0.1:${port[$name]}" \
+		--prefix "bench/r$round" --out "$out" --broker-pid "${pid[$name]}" \
+		--secs "$SECS" --warmup "$WARMUP" ${ONLY:+--only "$ONLY"}; then
+		echo "bench: gazbench against $name failed in round $round" >&2
+	fi
+	# The run deleted its journals: drop their persisted fragments too, so
+	# that memory (under /dev/shm) stays bounded across rounds.
+	rm -rf "$work/$name/fragments/bench"
+	files[$name]=${files[$name]:+${files[$name]},}$out
+}
+
+machine() {
+	echo "machine: $(nproc) cpu ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1))," \
+		"$(free -g | awk '/^Mem:/ {print $2}') GiB RAM, kernel $(uname -r)"
+	echo "work dir: $work ($(df -h --output=fstype "$work" | tail -1 | tr -d ' '))"
+	echo "loadavg: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+mkdir -p "$BUILD/bench"
+{
+	echo "gazbench: gazette-c ($OURS) vs Gazette $(basename "$(dirname "$GO_GAZETTE")")"
+	machine
+	echo "rounds: $ROUNDS, ${SECS} s measured + ${WARMUP} s warm-up per workload," \
+		"fragment.length 128 MiB, compression NONE, replication 1"
+} | tee "$BUILD/bench/last.txt"
+
+out=$(scripts/etcd-test.sh start)
+etcd=$(echo "$out" | sed -n 1p)
+etcd_dir=$(echo "$out" | sed -n 2p)
+start_broker gazette-c "$OURS"
+start_broker gazette "$GO_GAZETTE"
+echo "etcd $etcd; gazette-c on :${port[gazette-c]}, gazette on :${port[gazette]}"
+
+declare -A files
+for round in $(seq "$ROUNDS"); do
+	if [ $((round % 2)) = 1 ]; then
+		bench_one gazette-c "$round"
+		bench_one gazette "$round"
+	else
+		bench_one gazette "$round"
+		bench_one gazette-c "$round"
+	fi
+done
+
+stop_broker gazette-c
+stop_broker gazette
+{
+	"$GAZBENCH" report gazette-c "${files[gazette-c]}" gazette "${files[gazette]}"
+	echo "loadavg after: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee -a "$BUILD/bench/last.txt"
