@@ -41,13 +41,17 @@ static const struct row rows[] = {
 	{"append_1m_j1.mbps", "append 1 MiB, 4 appenders, 1 journal", "MB/s", 1.5},
 	{"append_64k_j1.mbps", "append 64 KiB, 4 appenders, 1 journal", "MB/s", 1.5},
 	{"append_1k_j1.mbps", "append 1 KiB, 32 appenders, 1 journal", "MB/s", 1.5},
+	{"append_1k_j1.appends_s", "  same, in appends", "/s", 0},
 	{"append_64k_j4.mbps", "append 64 KiB, 8 appenders, 4 journals", "MB/s", 1.5},
-	{"lat_1k_500.p50_us", "latency 1 KiB @ 500/s open loop  p50", "us", 0},
-	{"lat_1k_500.p99_us", "latency 1 KiB @ 500/s open loop  p99", "us", -0.7},
-	{"lat_1k_500.p999_us", "latency 1 KiB @ 500/s open loop  p99.9", "us", 0},
-	{"lat_1k_2000.p50_us", "latency 1 KiB @ 2000/s open loop p50", "us", 0},
-	{"lat_1k_2000.p99_us", "latency 1 KiB @ 2000/s open loop p99", "us", -0.7},
-	{"lat_1k_2000.p999_us", "latency 1 KiB @ 2000/s open loop p99.9", "us", 0},
+	{"lat_1k_500.p50_us", "latency 1 KiB @ 500/s open loop   p50", "us", 0},
+	{"lat_1k_500.p99_us", "latency 1 KiB @ 500/s open loop   p99", "us", -0.7},
+	{"lat_1k_500.p999_us", "latency 1 KiB @ 500/s open loop p99.9", "us", 0},
+	{"lat_1k_1000.p50_us", "latency 1 KiB @ 1000/s open loop  p50", "us", 0},
+	{"lat_1k_1000.p99_us", "latency 1 KiB @ 1000/s open loop  p99", "us", -0.7},
+	{"lat_1k_1000.p999_us", "latency 1 KiB @ 1000/s open loop p99.9", "us", 0},
+	{"lat_1k_2000.rate_done", "1 KiB @ 2000/s offered: achieved", "/s", 0},
+	{"lat_1k_2000.p50_us", "latency 1 KiB @ 2000/s open loop  p50", "us", 0},
+	{"lat_1k_2000.p99_us", "latency 1 KiB @ 2000/s open loop  p99", "us", 0},
 	{"lat_1k_500.read_p50_us", "tail read delivery @ 500/s  p50", "us", 0},
 	{"lat_1k_500.read_p99_us", "tail read delivery @ 500/s  p99", "us", -0.7},
 	{"read_spool_r1.mbps", "read 64 MiB live spool, 1 reader", "MB/s", 1.5},
@@ -56,8 +60,8 @@ static const struct row rows[] = {
 
 /* CPU rows: cores used by the broker and by gazbench in each workload. */
 static const char *const cpu_keys[] = {
-	"append_1m_j1", "append_64k_j1", "append_1k_j1", "append_64k_j4", "lat_1k_500",
-	"lat_1k_2000",  "read_spool_r1", "read_spool_r4",
+	"append_1m_j1", "append_64k_j1", "append_1k_j1",  "append_64k_j4", "lat_1k_500",
+	"lat_1k_1000",  "lat_1k_2000",   "read_spool_r1", "read_spool_r4",
 };
 
 /* find returns the series of `key` on side `sd`, or NULL. */

@@ -1,0 +1,122 @@
+"""The rest of the broker's surface: List watches, offset jumps, the HTTP
+gateway, metrics, readiness during exit, JSON logs."""
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import protocol_pb2 as pb
+from gazpb import Client, spec, wait_assigned
+from test_cases import put_fragment
+
+
+def test_list_watch_sends_snapshots_and_end_markers(cluster):
+    b = cluster.start()
+    c = Client(b.address)
+    c.apply(spec("watch/a"))
+    req = pb.ListRequest(watch=True)
+    stream = c._list(req, timeout=30)
+    first = next(stream)
+    assert [j.spec.name for j in first.journals] == ["watch/a"] and first.header.etcd.revision > 0
+    assert next(stream) == pb.ListResponse()  # end of snapshot
+    c.apply(spec("watch/b"))
+    second = next(stream)
+    assert [j.spec.name for j in second.journals] == ["watch/a", "watch/b"]
+    assert second.header.etcd.revision > first.header.etcd.revision
+    stream.cancel()
+
+
+def test_list_pages_of_25(cluster):
+    b = cluster.start()
+    c = Client(b.address)
+    c.apply(*[spec("many/j%03d" % i) for i in range(60)])
+    resps = list(c._list(pb.ListRequest(), timeout=20))
+    assert [len(r.journals) for r in resps] == [25, 25, 10]
+    assert resps[0].HasField("header") and not resps[1].HasField("header")
+
+
+def test_read_jumps_over_missing_offsets(cluster):
+    b = cluster.start()
+    c = Client(b.address)
+    put_fragment(cluster.file_root, "jump/j", 100, b"x" * 50)
+    c.apply(spec("jump/j", flags=pb.JournalSpec.O_RDONLY))
+    wait_assigned(c, "jump/j")
+    rs = c.read("jump/j", offset=0)
+    assert rs[0].offset == 100 and rs[0].fragment.begin == 100  # an offset jump
+    assert b"".join(r.content for r in rs) == b"x" * 50
+
+
+def test_http_gateway(cluster):
+    b = cluster.start()
+    c = Client(b.address)
+    c.apply(spec("gw/j"))
+    wait_assigned(c, "gw/j")
+    req = urllib.request.Request(b.address + "/gw/j", data=b"via http\n", method="PUT")
+    resp = urllib.request.urlopen(req, timeout=10)
+    assert resp.status == 204 and resp.headers["X-Commit-End"] == "9"
+    resp = urllib.request.urlopen(b.address + "/gw/j?offset=0&block=false", timeout=10)
+    assert resp.status == 206 and resp.read() == b"via http\n"
+    assert resp.headers["X-Write-Head"] == "9" and resp.headers["X-Fragment-Name"].startswith("0000000000000000-")
+    try:
+        urllib.request.urlopen(b.address + "/gw/missing", timeout=10)
+        assert False, "expected 404"
+    except urllib.error.HTTPError as e:
+        assert e.code == 404
+    try:
+        urllib.request.urlopen(b.address + "/gw/j?offset=9&block=false", timeout=10)
+        assert False, "expected 416"
+    except urllib.error.HTTPError as e:
+        assert e.code == 416
+
+
+def test_metrics_use_gazette_names(cluster):
+    b = cluster.start()
+    c = Client(b.address)
+    c.apply(spec("met/j"))
+    c.append("met/j", b"12345")
+    from conftest import wait_for
+    want = 'gazette_journal_server_completed_totals{operation="Append",status="OK"}'
+    # The counter moves right after the response is sent.
+    body = wait_for(lambda: (lambda t: t if want in t else None)(
+        urllib.request.urlopen(b.address + "/debug/metrics").read().decode()), 5, "metrics")
+    assert 'gazette_journal_server_started_totals{operation="Append"}' in body
+    assert 'gazette_journal_server_completed_totals{operation="Append",status="OK"}' in body
+    assert 'gazette_write_head{journal="met/j"} 5' in body
+    assert "gazette_spool_commit_bytes_total" in body
+
+
+def test_ready_turns_false_while_exiting(cluster):
+    a = cluster.start()
+    b = cluster.start()
+    c = Client(a.address)
+    c.apply(*[spec("rdy/j%d" % i) for i in range(4)])
+    for i in range(4):
+        c.append("rdy/j%d" % i, b"x")
+    states = []
+
+    def poll():
+        for _ in range(100):
+            try:
+                states.append(urllib.request.urlopen(a.address + "/debug/ready", timeout=1).status)
+            except urllib.error.HTTPError as e:
+                states.append(e.code)
+            except Exception:
+                states.append(None)
+                return
+            time.sleep(0.01)
+    a.proc.send_signal(15)
+    t = threading.Thread(target=poll)
+    t.start()
+    t.join()
+    a.proc.wait(30)
+    assert 503 in states and 200 not in states[states.index(503):]
+
+
+def test_json_logs(cluster):
+    b = cluster.start(extra=["--log.format", "json"])
+    b.stop()
+    lines = [l for l in open(b.logpath) if l.startswith("{")]
+    assert lines and all(json.loads(l)["level"] for l in lines)
+    assert any(json.loads(l)["msg"] == "broker serving" for l in lines)
