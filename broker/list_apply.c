@@ -42,21 +42,6 @@ static void snapshot_release(struct list_snapshot *s)
 	memset(s, 0, sizeof(*s));
 }
 
-/* Deep-copies a message through its wire form. */
-static ProtobufCMessage *msg_copy(const ProtobufCMessage *m)
-{
-	size_t n = protobuf_c_message_get_packed_size(m);
-	uint8_t *buf = malloc(n ? n : 1);
-	ProtobufCMessage *c;
-
-	if (!buf)
-		return NULL;
-	protobuf_c_message_pack(m, buf);
-	c = protobuf_c_message_unpack(m->descriptor, NULL, n, buf);
-	free(buf);
-	return c;
-}
-
 static Protocol__ListResponse__Journal *journal_of(struct gaz_broker *b,
 						   const struct gaz_ks_entry *e)
 {
@@ -68,12 +53,12 @@ static Protocol__ListResponse__Journal *journal_of(struct gaz_broker *b,
 	if (!j)
 		return NULL;
 	protocol__list_response__journal__init(j);
-	j->spec = (Protocol__JournalSpec *)msg_copy(&v->spec->base);
+	j->spec = (Protocol__JournalSpec *)gaz_pb_copy(&v->spec->base);
 	j->mod_revision = e->mod_revision;
 	j->create_revision = e->create_revision;
 	if (gaz_route_build(b->ks, b->root, v->journal, &r) == 0) {
 		if ((rp = gaz_route_to_proto(&r, true))) {
-			j->route = (Protocol__Route *)msg_copy(&rp->base);
+			j->route = (Protocol__Route *)gaz_pb_copy(&rp->base);
 			gaz_route_proto_free(rp);
 		}
 		gaz_route_release(&r);

@@ -119,26 +119,6 @@ static void reconcile(struct gaz_broker *b)
 	free(rs);
 }
 
-static Protocol__JournalSpec *spec_copy_of(struct gaz_broker *b, const char *journal)
-{
-	const struct gaz_ks_entry *e;
-	Protocol__JournalSpec *s = NULL;
-
-	gaz_keyspace_rlock(b->ks);
-	if ((e = gaz_ks_item(b->ks, b->root, journal))) {
-		const Protocol__JournalSpec *v = ((struct gaz_ks_value *)e->decoded)->spec;
-		size_t n = protocol__journal_spec__get_packed_size(v);
-		uint8_t *buf = malloc(n ? n : 1);
-		if (buf) {
-			protocol__journal_spec__pack(v, buf);
-			s = protocol__journal_spec__unpack(NULL, n, buf);
-			free(buf);
-		}
-	}
-	gaz_keyspace_runlock(b->ks);
-	return s;
-}
-
 static void refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec)
 {
 	struct gaz_status st = {0};
@@ -295,7 +275,7 @@ static void tick(struct gaz_broker *b)
 		hand_off_all(b);
 	n = replicas_snapshot(b, &rs);
 	for (size_t i = 0; i < n; i++) {
-		Protocol__JournalSpec *spec = spec_copy_of(b, rs[i]->journal);
+		Protocol__JournalSpec *spec = gaz_ks_spec_copy(b->ks, b->root, rs[i]->journal);
 		if (spec && !atomic_load(&b->stopping)) {
 			refresh(rs[i], spec);
 			pulse_flush(rs[i], spec);

@@ -83,28 +83,6 @@ size_t gaz_persister_pending(struct gaz_persister *p)
 	return n;
 }
 
-/* Copies the journal's spec out of the keyspace, or NULL if it is gone. */
-static Protocol__JournalSpec *spec_of(struct gaz_broker *b, const char *journal)
-{
-	const struct gaz_ks_entry *e;
-	Protocol__JournalSpec *s = NULL;
-
-	gaz_keyspace_rlock(b->ks);
-	e = gaz_ks_item(b->ks, b->root, journal);
-	if (e) {
-		const Protocol__JournalSpec *v = ((struct gaz_ks_value *)e->decoded)->spec;
-		size_t n = protocol__journal_spec__get_packed_size(v);
-		uint8_t *buf = malloc(n ? n : 1);
-		if (buf) {
-			protocol__journal_spec__pack(v, buf);
-			s = protocol__journal_spec__unpack(NULL, n, buf);
-			free(buf);
-		}
-	}
-	gaz_keyspace_runlock(b->ks);
-	return s;
-}
-
 /* Compresses the spool file into an unlinked temp file when needed.
  * Returns the fd to upload (the spool's own when NONE) and its length. */
 static int encode(struct gaz_broker *b, const struct job *j, int *fd, int64_t *len,
@@ -137,7 +115,7 @@ static int encode(struct gaz_broker *b, const struct job *j, int *fd, int64_t *l
 /* One upload attempt. Returns 0 when persisted (or nothing to do). */
 static int persist(struct gaz_persister *p, struct job *j, struct gaz_status *st)
 {
-	Protocol__JournalSpec *spec = spec_of(p->b, j->r->journal);
+	Protocol__JournalSpec *spec = gaz_ks_spec_copy(p->b->ks, p->b->root, j->r->journal);
 	struct gaz_fragment *f = &j->done.fragment;
 	struct gaz_store *s = NULL;
 	char path[GAZ_FRAGMENT_PATH_MAX];

@@ -174,6 +174,11 @@ static int serve_local(struct read_ctx *c)
 	int64_t offset = q->offset;
 	int rc = 0;
 
+	/* Like appends, reads answer only from an index that has seen the
+	 * store once: a fresh replica would otherwise report its history as
+	 * not yet available. */
+	if ((rc = gaz_replica_wait_ready(r, c->call)))
+		return rc == GAZ_ESTOPPED ? 0 : rc;
 	gaz_notifier_add(&r->notifier, &w);
 	while (!rc) {
 		struct read_target t = {0};

@@ -53,21 +53,6 @@ void gaz_resolution_release(struct gaz_resolution *res)
 	memset(res, 0, sizeof(*res));
 }
 
-/* Copies a protobuf message by packing and unpacking it. */
-static Protocol__JournalSpec *spec_copy(const Protocol__JournalSpec *s)
-{
-	size_t n = protocol__journal_spec__get_packed_size(s);
-	uint8_t *buf = malloc(n ? n : 1);
-	Protocol__JournalSpec *c;
-
-	if (!buf)
-		return NULL;
-	protocol__journal_spec__pack(s, buf);
-	c = protocol__journal_spec__unpack(NULL, n, buf);
-	free(buf);
-	return c;
-}
-
 /* Step 3: a proxied request's header must be ours. */
 static int check_proxy_header(struct gaz_broker *b, const Protocol__Header *h, bool member_present,
 			      struct gaz_status *st)
@@ -106,7 +91,7 @@ static int resolve_locked(struct gaz_broker *b, const struct gaz_resolve_opts *o
 		return GAZ_ENOMEM;
 	res->local_index = member_present ? gaz_route_index(&res->route, b->cfg.zone, b->cfg.id) : -1;
 	if (item) {
-		res->spec = spec_copy(iv->spec);
+		res->spec = (Protocol__JournalSpec *)gaz_pb_copy(&iv->spec->base);
 		if (!res->spec)
 			return GAZ_ENOMEM;
 		res->item_create_revision = item->create_revision;

@@ -112,8 +112,11 @@ void gaz_log_emit(enum gaz_log_level lvl, const char *msg, const char *fields_fm
 			n = sizeof(line) - 2;
 		line[n++] = '}';
 	} else {
-		n = (size_t)snprintf(line, sizeof(line), "time=%s level=%s msg=\"%s\"%s%s", ts,
-				     level_names[lvl], msg, fields[0] ? " " : "", fields);
+		/* logfmt: the message is quoted, so quotes and controls in it are
+		 * escaped (the JSON escaping is the same set). */
+		n = (size_t)snprintf(line, sizeof(line), "time=%s level=%s msg=\"", ts, level_names[lvl]);
+		json_str(line, sizeof(line) - 8, &n, msg, strlen(msg));
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "\"%s%s", fields[0] ? " " : "", fields);
 		if (n > sizeof(line) - 2)
 			n = sizeof(line) - 2;
 	}

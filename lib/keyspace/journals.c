@@ -382,3 +382,30 @@ void gaz_route_proto_free(Protocol__Route *p)
 	free(p->endpoints);
 	free(p);
 }
+
+ProtobufCMessage *gaz_pb_copy(const ProtobufCMessage *m)
+{
+	size_t n = protobuf_c_message_get_packed_size(m);
+	uint8_t *buf = malloc(n ? n : 1);
+	ProtobufCMessage *c;
+
+	if (!buf)
+		return NULL;
+	protobuf_c_message_pack(m, buf);
+	c = protobuf_c_message_unpack(m->descriptor, NULL, n, buf);
+	free(buf);
+	return c;
+}
+
+Protocol__JournalSpec *gaz_ks_spec_copy(struct gaz_keyspace *ks, const char *root,
+					const char *journal)
+{
+	const struct gaz_ks_entry *e;
+	Protocol__JournalSpec *s = NULL;
+
+	gaz_keyspace_rlock(ks);
+	if ((e = gaz_ks_item(ks, root, journal)))
+		s = (Protocol__JournalSpec *)gaz_pb_copy(&((struct gaz_ks_value *)e->decoded)->spec->base);
+	gaz_keyspace_runlock(ks);
+	return s;
+}

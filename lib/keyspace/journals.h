@@ -77,6 +77,15 @@ bool gaz_route_equivalent(const struct gaz_route *a, const struct gaz_route *b);
 Protocol__Route *gaz_route_to_proto(const struct gaz_route *r, bool with_endpoints);
 void gaz_route_proto_free(Protocol__Route *p);
 
+/* gaz_pb_copy deep-copies any protobuf-c message through its wire form.
+ * Free the copy with protobuf_c_message_free_unpacked. NULL on OOM. */
+ProtobufCMessage *gaz_pb_copy(const ProtobufCMessage *m);
+
+/* gaz_ks_spec_copy returns a copy of the JournalSpec of `journal` (taking
+ * the keyspace read lock itself), or NULL when there is none. */
+Protocol__JournalSpec *gaz_ks_spec_copy(struct gaz_keyspace *ks, const char *root,
+					const char *journal);
+
 /* gaz_proto_route_equivalent compares a stored Route to a derived one. */
 bool gaz_proto_route_equivalent(const Protocol__Route *p, const struct gaz_route *r);
 
