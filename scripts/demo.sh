@@ -80,11 +80,11 @@ fragment:
   refresh_interval: 30s
   flush_interval: 1m0s
 children:
+  - name: demo/other
   - name: demo/words
     labels:
       - name: content-type
         value: text/plain
-  - name: demo/other
 YAML
 "$GAZCTL" journals apply --specs "$work/journals.yaml"
 "$GAZCTL" journals list --primary

@@ -66,7 +66,7 @@ def session(exe, cluster, go_broker, tmp_path):
     return out
 
 
-@pytest.mark.parametrize("exe", [GO_GAZCTL], ids=["gazette-gazctl"])
+@pytest.mark.parametrize("exe", [GO_GAZCTL, GAZCTL], ids=["gazette-gazctl", "our-gazctl"])
 def test_gazctl_same_results_on_both_brokers(etcd, tmp_path, exe):
     from conftest import Cluster
     results = {}
@@ -80,3 +80,32 @@ def test_gazctl_same_results_on_both_brokers(etcd, tmp_path, exe):
     assert ours["list"] == theirs["list"]
     assert ours["read_a"] == theirs["read_a"] and ours["read_b"] == theirs["read_b"]
     assert ours["fragments"] == theirs["fragments"] and len(ours["fragments"]) == 2
+
+
+def test_both_gazctls_print_the_same(cluster, tmp_path):
+    b = cluster.start()
+    specs = tmp_path / "specs.yaml"
+    specs.write_text(SPECS)
+    gazctl(GAZCTL, b.address, "journals", "apply", "--specs", str(specs))
+    for args in (["journals", "list"], ["journals", "list", "-o", "yaml"], ["journals", "list", "-o", "json"],
+                 ["journals", "list", "-L", "content-type", "-p", "--stores"]):
+        ours = gazctl(GAZCTL, b.address, *args).stdout
+        theirs = gazctl(GO_GAZCTL, b.address, *args).stdout
+        assert ours == theirs, args
+
+
+@pytest.mark.parametrize("yaml_text,needle", [
+    ("name: x/\n  bad: [indent\n", "line"),
+    ("name: compat/x\nreplicaton: 1\n", "replicaton"),
+    ("name: compat/\nchildren:\n  - name: other/x\n", "other/x"),
+    ("name: compat/x\nreplication: 1\nfragment:\n  length: 10\n  stores: [file:///]\n  refresh_interval: 1s\n"
+     "  compression_codec: NONE\n", "length"),
+])
+def test_gazctl_apply_rejects_bad_yaml(cluster, tmp_path, yaml_text, needle):
+    b = cluster.start()
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml_text.replace("\\n", "\n"))
+    p = gazctl(GAZCTL, b.address, "journals", "apply", "--specs", str(f), check=False)
+    assert p.returncode != 0
+    assert needle.lower() in p.stderr.decode().lower(), p.stderr.decode()
+    assert gazctl(GAZCTL, b.address, "journals", "list", "-o", "json").stdout.count(b'"name"') == 0
