@@ -134,10 +134,12 @@ double bench_cpu_cores(const struct bench_cpu *a, const struct bench_cpu *b, boo
 
 /* The result file: "key value" lines, one metric each. */
 struct bench_out {
-	FILE *f;       /* NULL: print to stdout only */
+	FILE *f;        /* NULL: no file */
+	bool verbose;   /* echo every metric to stdout */
 };
 
-/* bench_out_put writes `key value` to the result file and echoes it. */
+/* bench_out_put writes `key value` to the result file (and to stdout when
+ * verbose). */
 void bench_out_put(struct bench_out *o, const char *key, double value);
 
 /* ---- report (bench_report.c) --------------------------------------------- */

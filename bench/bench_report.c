@@ -137,6 +137,8 @@ static void cell(char *buf, size_t len, bool ok, double mean, double spread)
 {
 	if (!ok)
 		snprintf(buf, len, "-");
+	else if (fabs(mean) >= 10000)
+		snprintf(buf, len, "%9.0f ±%3.0f%%", mean, spread);
 	else
 		snprintf(buf, len, "%9.1f ±%3.0f%%", mean, spread);
 }

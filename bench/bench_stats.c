@@ -136,6 +136,8 @@ void bench_out_put(struct bench_out *o, const char *key, double value)
 		fprintf(o->f, "%s %.6g\n", key, value);
 		fflush(o->f);
 	}
-	printf("  %-28s %12.6g\n", key, value);
-	fflush(stdout);
+	if (o->verbose) {
+		printf("  %-28s %12.6g\n", key, value);
+		fflush(stdout);
+	}
 }

@@ -5,6 +5,7 @@
  *
  *   gazbench run --broker URL --prefix bench/x --out FILE [--broker-pid PID]
  *                [--secs 4] [--warmup 1] [--only KEY,KEY] [--chunk BYTES]
+ *                [--verbose]   (echo every metric written to FILE)
  *   gazbench report NAME_A FILE[,FILE..] NAME_B FILE[,FILE..]
  *
  * Workloads (perf.md Part C, sized for a 2-core machine, RF=1):
@@ -268,6 +269,10 @@ static void tput_report(struct run *r, const struct tput_def *d, struct appender
 	put(r, d->key, "broker_cpu", bench_cpu_cores(c0, c1, true));
 	put(r, d->key, "client_cpu", bench_cpu_cores(c0, c1, false));
 	put(r, d->key, "errors", (double)errors);
+	printf("  %.1f MB/s, %.0f appends/s, p50 %.2f ms, p99 %.2f ms; cores: broker %.2f, "
+	       "gazbench %.2f; errors %lld\n", (double)bytes / 1e6 / secs, (double)appends / secs,
+	       (double)bench_samples_pct(&lat, 0.5) / 1e6, (double)bench_samples_pct(&lat, 0.99) / 1e6,
+	       bench_cpu_cores(c0, c1, true), bench_cpu_cores(c0, c1, false), (long long)errors);
 	bench_samples_release(&lat);
 }
 
@@ -472,6 +477,12 @@ static void lat_report(struct run *r, const struct lat_def *d, struct lat_run *L
 	put(r, d->key, "broker_cpu", bench_cpu_cores(c0, c1, true));
 	put(r, d->key, "client_cpu", bench_cpu_cores(c0, c1, false));
 	put(r, d->key, "errors", (double)atomic_load(&L->errors));
+	printf("  %zu appends: p50 %.0f us, p99 %.0f us, p99.9 %.0f us; tail read p50 %.0f us, "
+	       "p99 %.0f us; cores: broker %.2f, gazbench %.2f; errors %ld\n", ack.n,
+	       (double)bench_samples_pct(&ack, 0.5) / 1e3, (double)bench_samples_pct(&ack, 0.99) / 1e3,
+	       (double)bench_samples_pct(&ack, 0.999) / 1e3, (double)bench_samples_pct(&del, 0.5) / 1e3,
+	       (double)bench_samples_pct(&del, 0.99) / 1e3, bench_cpu_cores(c0, c1, true),
+	       bench_cpu_cores(c0, c1, false), (long)atomic_load(&L->errors));
 	bench_samples_release(&ack);
 	bench_samples_release(&lag);
 	bench_samples_release(&del);
@@ -627,6 +638,9 @@ static void read_report(struct run *r, const struct read_def *d, struct reader *
 	put(r, d->key, "broker_cpu", bench_cpu_cores(c0, c1, true));
 	put(r, d->key, "client_cpu", bench_cpu_cores(c0, c1, false));
 	put(r, d->key, "errors", (double)errors);
+	printf("  %.1f MB/s in %lld passes; cores: broker %.2f, gazbench %.2f; errors %lld\n",
+	       (double)bytes / 1e6 / secs, (long long)passes, bench_cpu_cores(c0, c1, true),
+	       bench_cpu_cores(c0, c1, false), (long long)errors);
 }
 
 /* run_read runs one read workload over the (once) pre-written journal. */
@@ -722,6 +736,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: gazbench run --broker URL --prefix NAME --out FILE [--broker-pid PID]\n"
 		"                    [--secs S] [--warmup S] [--chunk BYTES] [--only KEY,...]\n"
+		"                    [--verbose]\n"
 		"       gazbench report NAME_A FILE[,FILE...] NAME_B FILE[,FILE...]\n");
 }
 
@@ -734,7 +749,7 @@ static int parse_run(struct run *r, int argc, char **argv, const char **out)
 		{"out", required_argument, NULL, 'o'},    {"broker-pid", required_argument, NULL, 'P'},
 		{"secs", required_argument, NULL, 's'},   {"warmup", required_argument, NULL, 'w'},
 		{"chunk", required_argument, NULL, 'c'},  {"only", required_argument, NULL, 'O'},
-		{NULL, 0, NULL, 0}};
+		{"verbose", no_argument, NULL, 'v'},      {NULL, 0, NULL, 0}};
 	int c;
 
 	*r = (struct run){.secs = 4, .warmup_s = 1, .chunk = 1 << 20};
@@ -748,6 +763,7 @@ static int parse_run(struct run *r, int argc, char **argv, const char **out)
 		case 'w': r->warmup_s = atof(optarg); break;
 		case 'c': r->chunk = (size_t)atol(optarg); break;
 		case 'O': r->only = optarg; break;
+		case 'v': r->out.verbose = true; break;
 		default: return GAZ_EINVAL;
 		}
 	}

@@ -19,7 +19,8 @@
 #   BENCH_ONLY=k1,k2      only these gazbench workloads (see gazbench.c)
 #   BENCH_DIR=/path       where fragments, spools, etcd data and results go
 #                         (default: a new dir under /dev/shm, else $TMPDIR)
-# The full table also lands in $BUILD/bench/last.txt.
+# The full table also lands in $BUILD/bench/last.txt, and each run's raw
+# metrics in $BUILD/bench/result-<broker>-<round>.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -111,9 +112,10 @@ start_broker() {
 	return 1
 }
 
-# bench_one NAME ROUND: one gazbench run against broker NAME.
+# bench_one NAME ROUND: one gazbench run against broker NAME; its result
+# file is kept in $BUILD/bench/.
 bench_one() {
-	local name=$1 round=$2 out=$work/result-$1-$2.txt
+	local name=$1 round=$2 out=$PWD/$BUILD/bench/result-$1-$2.txt
 	echo
 	echo "=== round $round: $name (pid ${pid[$name]}, port ${port[$name]})"
 	if ! "$GAZBENCH" run --broker "http://127.0.0.1:${port[$name]}" \
@@ -135,6 +137,7 @@ machine() {
 }
 
 mkdir -p "$BUILD/bench"
+rm -f "$BUILD"/bench/result-*.txt
 {
 	echo "gazbench: gazette-c ($OURS) vs Gazette $(basename "$(dirname "$GO_GAZETTE")")"
 	machine

@@ -54,8 +54,8 @@ void gaz_resolution_release(struct gaz_resolution *res)
 }
 
 /* Step 3: a proxied request's header must be ours. */
-static int check_proxy_header(struct gaz_broker *b, const Protocol__Header *h, bool member_present,
-			      struct gaz_status *st)
+static int check_proxy_header(struct gaz_broker *b, const Protocol__Header *h, bool check_pid,
+			      bool member_present, struct gaz_status *st)
 {
 	struct gaz_etcd_header eh;
 
@@ -67,7 +67,7 @@ static int check_proxy_header(struct gaz_broker *b, const Protocol__Header *h, b
 				      "request Etcd ClusterId doesn't match our own (%llu vs %llu)",
 				      (unsigned long long)h->etcd->cluster_id,
 				      (unsigned long long)eh.cluster_id);
-	if (h->process_id && (h->process_id->zone[0] || h->process_id->suffix[0])) {
+	if (check_pid && h->process_id && (h->process_id->zone[0] || h->process_id->suffix[0])) {
 		const char *zone = member_present ? b->cfg.zone : "local-BrokerSpec";
 		const char *suffix = member_present ? b->cfg.id : "missing-from-Etcd";
 		if (strcmp(h->process_id->zone, zone) || strcmp(h->process_id->suffix, suffix))
@@ -135,20 +135,25 @@ int gaz_resolve(struct gaz_broker *b, const char *journal, const struct gaz_reso
 	res->journal = semi ? strndup(journal, (size_t)(semi - journal)) : strdup(journal);
 	if (!res->journal)
 		return gaz_status_set(st, GAZ_ENOMEM, "resolve: out of memory");
-	gaz_keyspace_rlock(b->ks);
-	member_present = gaz_keyspace_get(b->ks, b->member_key) != NULL;
-	gaz_keyspace_runlock(b->ks);
-	if (o->proxy_header) {
-		if ((rc = check_proxy_header(b, o->proxy_header, member_present, st)))
-			return rc;
-		if (o->proxy_header->etcd && o->proxy_header->etcd->revision > min_rev)
-			min_rev = o->proxy_header->etcd->revision;
-	}
+	/* The cluster must match before waiting for its revision; the process
+	 * id is checked after it: the header names us as of that revision,
+	 * which our own mirror may not have reached yet. */
+	if (o->proxy_header && (rc = check_proxy_header(b, o->proxy_header, false, false, st)))
+		return rc;
+	if (o->proxy_header && o->proxy_header->etcd && o->proxy_header->etcd->revision > min_rev)
+		min_rev = o->proxy_header->etcd->revision;
 	if (min_rev > 0) {
 		rc = gaz_wait_revision(b, o->call, min_rev, GAZ_DEADLINE_NEVER);
 		if (rc)
 			return gaz_status_set(st, rc, "waiting for etcd revision %lld: %s",
 					      (long long)min_rev, gaz_err_str(rc));
+	}
+	if (o->proxy_header) {
+		gaz_keyspace_rlock(b->ks);
+		member_present = gaz_keyspace_get(b->ks, b->member_key) != NULL;
+		gaz_keyspace_runlock(b->ks);
+		if ((rc = check_proxy_header(b, o->proxy_header, true, member_present, st)))
+			return rc;
 	}
 	gaz_keyspace_rlock(b->ks);
 	rc = resolve_locked(b, o, res);

@@ -60,7 +60,8 @@ struct gazctl_cmd {
 };
 
 extern const struct gazctl_cmd gazctl_cmd_list, gazctl_cmd_apply, gazctl_cmd_append,
-	gazctl_cmd_read, gazctl_cmd_fragments, gazctl_cmd_reset_head, gazctl_cmd_suspend;
+	gazctl_cmd_read, gazctl_cmd_fragments, gazctl_cmd_prune, gazctl_cmd_reset_head,
+	gazctl_cmd_suspend;
 
 /* gazctl_print_config runs `gazctl print-config`: every journals option
  * of every command, merged from INI and environment, written as INI. */

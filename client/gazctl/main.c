@@ -66,8 +66,8 @@ const struct gaz_flag gazctl_global_flags[] = {
 
 /* In the order go-flags lists them: by name. */
 static const struct gazctl_cmd *const commands[] = {
-	&gazctl_cmd_append, &gazctl_cmd_apply,	    &gazctl_cmd_fragments, &gazctl_cmd_list,
-	&gazctl_cmd_read,   &gazctl_cmd_reset_head, &gazctl_cmd_suspend,
+	&gazctl_cmd_append, &gazctl_cmd_apply, &gazctl_cmd_fragments, &gazctl_cmd_list,
+	&gazctl_cmd_prune,  &gazctl_cmd_read,  &gazctl_cmd_reset_head, &gazctl_cmd_suspend,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
