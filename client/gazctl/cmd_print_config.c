@@ -10,10 +10,15 @@
 
 #include "client/gazctl/gazctl.h"
 
-static const struct gazctl_cmd *const cmds[] = {
-	&gazctl_cmd_append, &gazctl_cmd_apply,	    &gazctl_cmd_fragments, &gazctl_cmd_list,
-	&gazctl_cmd_read,   &gazctl_cmd_reset_head, &gazctl_cmd_suspend,
-};
+
+static size_t ncmds(void)
+{
+	size_t n = 0;
+
+	while (gazctl_journals_cmds[n])
+		n++;
+	return n;
+}
 
 static size_t count(const struct gaz_flag *t)
 {
@@ -30,14 +35,14 @@ static struct gaz_flag *all_flags(void)
 	size_t n = count(gazctl_global_flags), at;
 	struct gaz_flag *t;
 
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		n += count(cmds[i]->flags);
+	for (size_t i = 0; i < ncmds(); i++)
+		n += count(gazctl_journals_cmds[i]->flags);
 	t = gazctl_xcalloc(n + 1, sizeof(*t));
 	at = count(gazctl_global_flags);
 	memcpy(t, gazctl_global_flags, at * sizeof(*t));
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-		size_t k = count(cmds[i]->flags);
-		memcpy(t + at, cmds[i]->flags, k * sizeof(*t));
+	for (size_t i = 0; i < ncmds(); i++) {
+		size_t k = count(gazctl_journals_cmds[i]->flags);
+		memcpy(t + at, gazctl_journals_cmds[i]->flags, k * sizeof(*t));
 		at += k;
 	}
 	for (size_t i = 0; i < n; i++)

@@ -47,20 +47,22 @@ static struct {
 	bool dry_run;
 } opt;
 
-#define PRUNE_FLAG(n, s, t, h, ini, p, fl)                                                     \
-	{ .name = n, .short_name = s, .type = t, .help = h, .ptr = p,                       \
-	  .group = "journals.prune", .ini_name = ini, .flags = fl }
+#define PRUNE_FLAG(n, s, t, h, ini, p, fl)                                                         \
+	{                                                                                          \
+		.name = n, .short_name = s, .type = t, .help = h, .ptr = p,                        \
+		.group = "journals.prune", .ini_name = ini, .flags = fl                            \
+	}
 
 static const struct gaz_flag flags[] = {
-	PRUNE_FLAG("selector", 'l', GAZ_FLAG_STRING, "Label Selector query to filter on",
-		   "Selector", &opt.selector, GAZ_FLAG_REQUIRED),
-	PRUNE_FLAG("dry-run", 0, GAZ_FLAG_BOOL,
-		   "Perform a dry-run of the prune, printing what would be deleted", "DryRun",
-		   &opt.dry_run, 0),
-	PRUNE_FLAG("file-root", 0, GAZ_FLAG_STRING,
-		   "Filesystem path which roots file:// fragment stores", "FileRoot",
-		   &opt.file_root, 0),
-	{ 0 },
+    PRUNE_FLAG("selector", 'l', GAZ_FLAG_STRING, "Label Selector query to filter on", "Selector",
+               &opt.selector, GAZ_FLAG_REQUIRED),
+    PRUNE_FLAG("dry-run", 0, GAZ_FLAG_BOOL,
+               "Perform a dry-run of the prune, printing what would be deleted", "DryRun",
+               &opt.dry_run, 0),
+    PRUNE_FLAG("file-root", 0, GAZ_FLAG_STRING,
+               "Filesystem path which roots file:// fragment stores", "FileRoot", &opt.file_root,
+               0),
+    {0},
 };
 
 /* A count of fragments and their content bytes. */
@@ -79,8 +81,8 @@ struct outcome {
 
 /* One opened (or unopenable) store, by backing_store URL. */
 struct store_slot {
-	char *url;            /* owned */
-	struct gaz_store *s;  /* one reference; NULL when opening failed */
+	char *url;             /* owned */
+	struct gaz_store *s;   /* one reference; NULL when opening failed */
 	struct gaz_status err; /* why opening failed */
 };
 
@@ -114,8 +116,9 @@ static struct store_slot *store_for(struct pruner *p, const char *url)
 	slot->url = gazctl_xstrdup(url);
 	if (!strncasecmp(url, "file:", 5) && (!opt.file_root || !*opt.file_root)) {
 		gaz_status_set(&slot->err, GAZ_EINVAL,
-			       "file:// store \"%s\" needs --file-root (the directory that "
-			       "roots it, as the broker's --broker.file-root)", url);
+		               "file:// store \"%s\" needs --file-root (the directory that "
+		               "roots it, as the broker's --broker.file-root)",
+		               url);
 		return slot;
 	}
 	if (gaz_store_open(url, opt.file_root, &slot->s, &slot->err))
@@ -138,13 +141,13 @@ static bool eligible(const struct pruner *p, const Protocol__Fragment *f, int64_
 
 /* remove_fragment removes (or, dry, checks it could remove) one eligible
  * fragment, printing what happened. Returns 0, GAZ_ENOTFOUND (already
- * gone) or the failure, reported on stderr. */
+ * gone) or the failure, reported on stderr naming the fragment. */
 static int remove_fragment(struct pruner *p, const Protocol__Fragment *pb, const char *journal)
 {
 	struct gaz_fragment f = {0};
 	struct gaz_status st = {0};
 	struct store_slot *slot = store_for(p, pb->backing_store);
-	char path[GAZ_FRAGMENT_PATH_MAX];
+	char path[GAZ_FRAGMENT_PATH_MAX] = "";
 	int rc;
 
 	if ((rc = gaz_fragment_from_proto(&f, pb, &st)) == 0)
@@ -152,20 +155,20 @@ static int remove_fragment(struct pruner *p, const Protocol__Fragment *pb, const
 	gaz_fragment_release(&f);
 	if (rc == 0 && !slot->s)
 		rc = gaz_status_set(&st, slot->err.code ? slot->err.code : GAZ_EINVAL, "%s",
-				    slot->err.msg);
+		                    slot->err.msg);
 	if (rc == 0 && !opt.dry_run)
 		rc = gaz_store_remove(slot->s, path, &st);
-	if (rc == 0) {
+	if (rc == 0)
 		printf("%s %s%s (%lld bytes)\n", opt.dry_run ? "would prune" : "pruned",
 		       pb->backing_store, path, (long long)(pb->end - pb->begin));
-	} else if (rc == GAZ_ENOTFOUND) {
+	else if (rc == GAZ_ENOTFOUND)
 		gaz_warn("fragment was already removed from its store", "journal=%s fragment=%s%s",
-			 journal, pb->backing_store, path);
-	} else {
-		fprintf(stderr, "gazctl: failed to prune fragment [%lld, %lld) of \"%s\" in %s: %s\n",
-			(long long)pb->begin, (long long)pb->end, journal, pb->backing_store,
-			st.msg[0] ? st.msg : gaz_err_str(rc));
-	}
+		         journal, pb->backing_store, path);
+	else
+		fprintf(stderr,
+		        "gazctl: failed to prune fragment %s%s [%lld, %lld) of \"%s\": %s\n",
+		        pb->backing_store, path, (long long)pb->begin, (long long)pb->end, journal,
+		        st.msg[0] ? st.msg : gaz_err_str(rc));
 	return rc;
 }
 
@@ -199,8 +202,8 @@ static void outcome_add(struct outcome *to, const struct outcome *o)
 
 /* prune_fragments applies the retention to a journal's listed fragments. */
 static void prune_fragments(struct pruner *p, const char *journal,
-			    const Protocol__FragmentsResponse *resp, int64_t retention_ns,
-			    struct outcome *o)
+                            const Protocol__FragmentsResponse *resp, int64_t retention_ns,
+                            struct outcome *o)
 {
 	for (size_t k = 0; k < resp->n_fragments; k++) {
 		const Protocol__Fragment *f = resp->fragments[k]->spec;
@@ -212,8 +215,10 @@ static void prune_fragments(struct pruner *p, const char *journal,
 			continue;
 		}
 		rc = remove_fragment(p, f, journal);
-		tally_add(rc == 0 ? &o->pruned : rc == GAZ_ENOTFOUND ? &o->absent : &o->failed,
-			  len);
+		tally_add(rc == 0               ? &o->pruned
+		          : rc == GAZ_ENOTFOUND ? &o->absent
+		                                : &o->failed,
+		          len);
 	}
 }
 
@@ -246,8 +251,8 @@ static void prune_journal(struct pruner *p, const Protocol__JournalSpec *spec)
 	struct outcome o = {0};
 	int64_t retention_ns = 0;
 
-	if (gaz_duration_from_pb(spec->fragment ? spec->fragment->retention : NULL,
-				 &retention_ns, &st)) {
+	if (gaz_duration_from_pb(spec->fragment ? spec->fragment->retention : NULL, &retention_ns,
+	                         &st)) {
 		fprintf(stderr, "gazctl: invalid retention of \"%s\": %s\n", spec->name, st.msg);
 		p->failed_journals++;
 		return;
@@ -259,9 +264,11 @@ static void prune_journal(struct pruner *p, const Protocol__JournalSpec *spec)
 	prune_fragments(p, spec->name, resp, retention_ns, &o);
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 	print_outcome(spec->name, &o, retention_ns <= 0 ? "retention unset: kept forever" : NULL);
-	gaz_info("finished pruning journal", "journal=%s pruned=%zu pruned_bytes=%lld kept=%zu "
-		 "failed=%zu dry_run=%d", spec->name, o.pruned.n, (long long)o.pruned.bytes,
-		 o.kept.n, o.failed.n, opt.dry_run);
+	gaz_info("finished pruning journal",
+	         "journal=%s pruned=%zu pruned_bytes=%lld kept=%zu "
+	         "failed=%zu dry_run=%d",
+	         spec->name, o.pruned.n, (long long)o.pruned.bytes, o.kept.n, o.failed.n,
+	         opt.dry_run);
 	outcome_add(&p->total, &o);
 }
 
@@ -293,25 +300,26 @@ static int run(struct gaz_client *c, struct gaz_status *st)
 	}
 	print_outcome("total", &p.total, NULL);
 	if (p.total.failed.n || p.failed_journals)
-		rc = gaz_status_set(st, GAZ_EIO, "prune incomplete: %zu fragments could not be "
-				    "pruned, %zu journals could not be listed",
-				    p.total.failed.n, p.failed_journals);
+		rc = gaz_status_set(st, GAZ_EIO,
+		                    "prune incomplete: %zu fragments could not be "
+		                    "pruned, %zu journals could not be listed",
+		                    p.total.failed.n, p.failed_journals);
 	pruner_release(&p);
 	protobuf_c_message_free_unpacked(&list->base, NULL);
 	return rc;
 }
 
 const struct gazctl_cmd gazctl_cmd_prune = {
-	.name = "prune",
-	.summary = "Deletes fragments older than the configured retention",
-	.description = "Deletes fragments across all configured fragment stores of matching "
-		       "journals that are\nolder than the configured retention.\n\n"
-		       "Only persisted fragments (having a backing store) are deleted; the "
-		       "fragment being\nwritten is never touched. A journal whose retention is "
-		       "unset (or <= 0) keeps its\nfragments forever. FULL-suspended journals "
-		       "are skipped. Fragments of file://\nstores are deleted under --file-root. "
-		       "Use --dry-run to print what would be deleted.",
-	.flags = flags,
-	.needs_client = true,
-	.run = run,
+    .name = "prune",
+    .summary = "Deletes fragments older than the configured retention",
+    .description = "Deletes fragments across all configured fragment stores of matching "
+                   "journals that are\nolder than the configured retention.\n\n"
+                   "Only persisted fragments (having a backing store) are deleted; the "
+                   "fragment being\nwritten is never touched. A journal whose retention is "
+                   "unset (or <= 0) keeps its\nfragments forever. FULL-suspended journals "
+                   "are skipped. Fragments of file://\nstores are deleted under --file-root. "
+                   "Use --dry-run to print what would be deleted.",
+    .flags = flags,
+    .needs_client = true,
+    .run = run,
 };

@@ -63,6 +63,9 @@ extern const struct gazctl_cmd gazctl_cmd_list, gazctl_cmd_apply, gazctl_cmd_app
 	gazctl_cmd_read, gazctl_cmd_fragments, gazctl_cmd_prune, gazctl_cmd_reset_head,
 	gazctl_cmd_suspend;
 
+/* Every `journals` command, by name, NULL-terminated (main.c). */
+extern const struct gazctl_cmd *const gazctl_journals_cmds[];
+
 /* gazctl_print_config runs `gazctl print-config`: every journals option
  * of every command, merged from INI and environment, written as INI. */
 int gazctl_print_config(int argc, char **argv, struct gaz_status *st);

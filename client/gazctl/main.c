@@ -65,11 +65,12 @@ const struct gaz_flag gazctl_global_flags[] = {
 };
 
 /* In the order go-flags lists them: by name. */
-static const struct gazctl_cmd *const commands[] = {
+const struct gazctl_cmd *const gazctl_journals_cmds[] = {
 	&gazctl_cmd_append, &gazctl_cmd_apply, &gazctl_cmd_fragments, &gazctl_cmd_list,
 	&gazctl_cmd_prune,  &gazctl_cmd_read,  &gazctl_cmd_reset_head, &gazctl_cmd_suspend,
+	NULL,
 };
-#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+#define NCOMMANDS (sizeof(gazctl_journals_cmds) / sizeof(gazctl_journals_cmds[0]) - 1)
 
 /* ---- signals ---------------------------------------------------------------- */
 
@@ -115,7 +116,7 @@ static void command_list(FILE *out)
 {
 	fprintf(out, "Please specify one command of: ");
 	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(out, "%s%s", commands[i]->name,
+		fprintf(out, "%s%s", gazctl_journals_cmds[i]->name,
 			i + 2 < NCOMMANDS ? ", " : i + 1 < NCOMMANDS ? " or " : "\n");
 }
 
@@ -128,7 +129,7 @@ static void usage(FILE *out)
 		     "  print-config  Print combined configuration and exit\n\n"
 		     "Journals commands:\n");
 	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(out, "  %-12s  %s\n", commands[i]->name, commands[i]->summary);
+		fprintf(out, "  %-12s  %s\n", gazctl_journals_cmds[i]->name, gazctl_journals_cmds[i]->summary);
 }
 
 /* ---- parsing ----------------------------------------------------------------- */
@@ -225,8 +226,8 @@ static int run_journals(int argc, char **argv)
 	int at = find_command(argc, argv), rc;
 
 	for (size_t i = 0; at >= 0 && i < NCOMMANDS; i++)
-		if (!strcmp(argv[at], commands[i]->name))
-			cmd = commands[i];
+		if (!strcmp(argv[at], gazctl_journals_cmds[i]->name))
+			cmd = gazctl_journals_cmds[i];
 	if (!cmd) {
 		if (at < 0)
 			command_list(stderr);

@@ -117,6 +117,7 @@ def test_BR22_prune_file_store_needs_file_root(cluster):
     p = gazctl(b.address, "journals", "prune", "-l", "app=pr")
     assert p.returncode == 1
     assert "needs --file-root" in p.stderr
+    assert "failed to prune fragment file:///pr/j/%s" % files[0] in p.stderr
     assert summary(p.stdout, "pr/j").startswith("pruned 0 fragments (0 bytes)")
     assert store_files(cluster.file_root, "pr/j") == files
 
@@ -126,12 +127,15 @@ def test_BR22_prune_reports_failed_delete_and_continues(cluster):
     c = Client(b.address)
     # A long refresh interval keeps the index from noticing the sabotage.
     c.apply(spec("pr/bad", retention_s=1, refresh_s=3600, labels=LABELS),
-            spec("pr/j", retention_s=1, labels=LABELS))
-    for name in ("pr/bad", "pr/j"):
+            spec("pr/j", retention_s=1, labels=LABELS),
+            spec("pr/young", retention_s=3600, labels=LABELS))
+    for name in ("pr/bad", "pr/j", "pr/young"):
         wait_assigned(c, name)
     root = cluster.file_root
     append_persisted(c, root, "pr/bad", [b"a" * 100, b"b" * 50])
     append_persisted(c, root, "pr/j", [b"c" * 100, b"d" * 50])
+    append_persisted(c, root, "pr/young", [b"e" * 100, b"f" * 50])
+    young = store_files(root, "pr/young")
     bad = persisted(c, "pr/bad")
     # Make the first fragment's path a non-empty directory: unlink fails
     # (EISDIR), even as root.
@@ -142,7 +146,7 @@ def test_BR22_prune_reports_failed_delete_and_continues(cluster):
     p = gazctl(b.address, "journals", "prune", "-l", "app=pr", "--file-root", root)
     assert p.returncode == 1
     assert "failed to prune fragment" in p.stderr and "pr/bad" in p.stderr
-    assert os.path.basename(victim) in p.stderr  # names the fragment
+    assert "failed to prune fragment file:///pr/bad/%s" % os.path.basename(victim) in p.stderr
     assert "prune incomplete: 1 fragments could not be pruned" in p.stderr
     n = len(bad)
     line = summary(p.stdout, "pr/bad")
@@ -152,5 +156,8 @@ def test_BR22_prune_reports_failed_delete_and_continues(cluster):
     # The run went on with the other journal.
     assert summary(p.stdout, "pr/j").startswith("pruned ")
     assert not summary(p.stdout, "pr/j").startswith("pruned 0 ")
+    # Younger than its retention: kept.
+    assert summary(p.stdout, "pr/young").startswith("pruned 0 fragments (0 bytes)")
+    assert store_files(root, "pr/young") == young
     assert os.path.isdir(victim)
     shutil.rmtree(victim)
