@@ -1,7 +1,7 @@
 /*
  * bench_report.c - the side-by-side table of `make bench`: reads the
  * "key value" result files of each broker's runs and prints, per metric,
- * the mean over runs of A (ours) and B (Gazette), the run-to-run spread,
+ * the median over runs of A (ours) and B (Gazette), the run-to-run spread,
  * the A/B ratio and the project's goal for it (>= 1.5x throughput,
  * <= 0.7x p99 latency, at replication 1).
  *
@@ -114,25 +114,33 @@ static int load_side(struct side *sd, const char *name, const char *files)
 	return rc;
 }
 
-/* stats gives the mean and the spread ((max - min) / mean, %) of a key. */
-static bool stats(struct side *sd, const char *key, double *mean, double *spread)
+/* cmp_double orders doubles ascending for qsort. */
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* stats gives the median over runs (the mean of the middle two for an
+ * even count: with 2 runs, the mean) and the spread ((max - min) / median,
+ * in %) of a key. The median keeps one disturbed run from moving the
+ * figure; the spread shows that it happened. */
+static bool stats(struct side *sd, const char *key, double *median, double *spread)
 {
 	struct series *s = find(sd, key);
-	double sum = 0, lo = INFINITY, hi = -INFINITY;
+	double v[MAX_RUNS];
 
 	if (!s || s->n == 0)
 		return false;
-	for (int i = 0; i < s->n; i++) {
-		sum += s->v[i];
-		lo = fmin(lo, s->v[i]);
-		hi = fmax(hi, s->v[i]);
-	}
-	*mean = sum / s->n;
-	*spread = *mean != 0 ? 100.0 * (hi - lo) / fabs(*mean) : 0;
+	memcpy(v, s->v, (size_t)s->n * sizeof(v[0]));
+	qsort(v, (size_t)s->n, sizeof(v[0]), cmp_double);
+	*median = s->n % 2 ? v[s->n / 2] : (v[s->n / 2 - 1] + v[s->n / 2]) / 2;
+	*spread = *median != 0 ? 100.0 * (v[s->n - 1] - v[0]) / fabs(*median) : 0;
 	return true;
 }
 
-/* cell formats "mean ±spread%" into buf. */
+/* cell formats "median ±spread%" into buf. */
 static void cell(char *buf, size_t len, bool ok, double mean, double spread)
 {
 	if (!ok)
@@ -169,7 +177,7 @@ static void print_row(struct side *a, struct side *b, const struct row *rw)
 /* print_cpu prints the cores each broker and the load generator used. */
 static void print_cpu(struct side *a, struct side *b)
 {
-	printf("\nCPU cores used during each measured window (mean over runs; 2 cores total)\n");
+	printf("\nCPU cores used during each measured window (median over runs; 2 cores in all)\n");
 	printf("%-16s %14s %14s %14s %14s\n", "workload", "broker A", "gazbench(A)", "broker B",
 	       "gazbench(B)");
 	for (size_t i = 0; i < sizeof(cpu_keys) / sizeof(cpu_keys[0]); i++) {
@@ -220,8 +228,9 @@ int bench_report(const char *a_name, const char *a_files, const char *b_name,
 	if (!rc)
 		rc = load_side(b, b_name, b_files);
 	if (!rc) {
-		printf("\nA = %s (%d runs), B = %s (%d runs); mean ±(max-min)/mean over runs; "
-		       "ratio = A/B\n\n", a->name, a->runs, b->name, b->runs);
+		printf("\nA = %s (%d runs), B = %s (%d runs); each cell: median over runs "
+		       "±(max-min)/median; ratio = A/B of the medians\n\n", a->name, a->runs, b->name,
+		       b->runs);
 		printf("%-40s %-5s %16s %16s %7s  %s\n", "workload (RF=1, file:// store)", "unit",
 		       "A", "B", "A/B", "goal");
 		for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)

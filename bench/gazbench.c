@@ -156,7 +156,8 @@ static int make_journals(struct run *r, const char *key, size_t n, char **names,
 		sprintf(names[i], "%s/%s-%zu", r->prefix, key, i);
 		specs[i] = (struct bench_spec){.name = names[i], .fragment_len = FRAGMENT_LEN};
 		if (r->n_journals < sizeof(r->journals) / sizeof(r->journals[0]))
-			r->journals[r->n_journals++] = strdup(names[i]);
+			r->journals[r->n_journals++] = strcpy(bench_xmalloc(strlen(names[i]) + 1),
+							      names[i]);
 	}
 	if ((rc = bench_apply(r->ch, specs, n, &st))) {
 		fprintf(stderr, "gazbench: apply of %s journals failed: %s\n", key, st.msg);

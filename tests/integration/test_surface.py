@@ -120,3 +120,61 @@ def test_json_logs(cluster):
     lines = [l for l in open(b.logpath) if l.startswith("{")]
     assert lines and all(json.loads(l)["level"] for l in lines)
     assert any(json.loads(l)["msg"] == "broker serving" for l in lines)
+
+
+def test_list_fragments_window_and_signed_urls(cluster):
+    b = cluster.start()
+    c = Client(b.address)
+    put_fragment(cluster.file_root, "win/j", 0, b"a" * 10)
+    put_fragment(cluster.file_root, "win/j", 10, b"b" * 10)
+    old = os.path.join(cluster.file_root, "win/j", sorted(os.listdir(os.path.join(cluster.file_root, "win/j")))[0])
+    os.utime(old, (1_000_000_000, 1_000_000_000))  # 2001
+    c.apply(spec("win/j", flags=pb.JournalSpec.O_RDONLY))
+    wait_assigned(c, "win/j")
+    all_ = c.fragments("win/j").fragments
+    assert [f.spec.begin for f in all_] == [0, 10] and all(f.signed_url == "" for f in all_)
+    assert all_[0].spec.mod_time == 1_000_000_000
+    recent = c.fragments("win/j", begin_mod_time=1_500_000_000).fragments
+    assert [f.spec.begin for f in recent] == [10]
+    old_only = c.fragments("win/j", end_mod_time=1_000_000_000).fragments  # inclusive, as Gazette
+    assert [f.spec.begin for f in old_only] == [0]
+    from google.protobuf import duration_pb2
+    signed = c.fragments("win/j", signatureTTL=duration_pb2.Duration(seconds=60)).fragments
+    assert signed[1].signed_url.startswith("file:///win/j/000000000000000a-0000000000000014-")
+
+
+def test_fragment_store_health(cluster):
+    b = cluster.start()
+    c = Client(b.address)
+    health = c.ch.unary_unary("/protocol.Journal/FragmentStoreHealth",
+                              pb.FragmentStoreHealthRequest.SerializeToString,
+                              pb.FragmentStoreHealthResponse.FromString)
+    r = health(pb.FragmentStoreHealthRequest(fragment_store="file:///"), timeout=30)
+    assert r.status == pb.OK and r.header.etcd.revision > 0
+    r = health(pb.FragmentStoreHealthRequest(fragment_store="file:///no/such/dir/"), timeout=30)
+    assert r.status == pb.FRAGMENT_STORE_UNHEALTHY and "does not exist" in r.store_health_error
+    r = health(pb.FragmentStoreHealthRequest(fragment_store="file:///", check_delete=True,
+                                             check_delete_prefix="probe/"), timeout=30)
+    assert r.status == pb.OK
+
+
+def test_configuration_from_environment(cluster):
+    """Gazette's environment variables configure the broker as its flags do."""
+    from conftest import Broker, free_port
+    port = free_port()
+    b = Broker(cluster, port=port, zone="zone-env")
+    cluster.brokers.append(b)
+    import subprocess
+    env = dict(os.environ, BROKER_ZONE="zone-env", BROKER_LIMIT="7", BROKER_PORT=str(port),
+               BROKER_HOST="127.0.0.1", BROKER_ID=b.id, BROKER_FILE_ROOT=cluster.file_root,
+               ETCD_ADDRESS=cluster.etcd.endpoint, ETCD_PREFIX=cluster.prefix, ETCD_LEASE_TTL="5s",
+               TMPDIR=cluster.scratch(b.id))
+    from conftest import GAZETTE
+    b.log = open(b.logpath, "a")
+    b.proc = subprocess.Popen([GAZETTE, "serve"], stdout=b.log, stderr=subprocess.STDOUT, env=env)
+    b.wait_ready()
+    import base64
+    kv = json.loads(cluster.etcd.ctl("get", b.member_key(), "-w", "json"))["kvs"][0]
+    bs = pb.BrokerSpec.FromString(base64.b64decode(kv["value"]))
+    assert bs.journal_limit == 7 and bs.process_spec.id.zone == "zone-env"
+    assert bs.process_spec.endpoint == "http://127.0.0.1:%d" % port
