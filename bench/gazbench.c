@@ -498,7 +498,8 @@ static void lat_drive(struct run *r, const struct lat_def *d, struct lat_run *L,
 	int64_t end_ns = L->t0_ns + (int64_t)L->total * L->period_ns;
 
 	tt.ch = gaz_rpc_channel_new(r->broker, NULL);
-	tt.deadline_ns = end_ns + 3 * GAZ_NS_PER_S;
+	/* The last append may take up to its own deadline to commit. */
+	tt.deadline_ns = end_ns + OP_TIMEOUT_MS * GAZ_NS_PER_MS;
 	if (tt.ch)
 		pthread_create(&tt.tid, NULL, tail_main, &tt);
 	for (int i = 0; i < LAT_WORKERS; i++)

@@ -11,9 +11,9 @@
  *   VALIDATE_PRECONDITIONS (registers, offsets, suspension, rolls) ─▶
  *   STREAM_CONTENT ─▶ commit or roll back ─▶ response
  *
- * Any state may loop back to RESOLVE at a newer etcd revision. Replication
- * to peers (the Replicate pipeline) is the next step of the project: a
- * route of more than one member is answered UNIMPLEMENTED for now.
+ * Any state may loop back to RESOLVE at a newer etcd revision. With more
+ * than one route member, every spool change also goes through the
+ * replication pipeline (append_repl.c).
  */
 #include "broker/broker.h"
 
@@ -190,6 +190,12 @@ int gaz__append_update_suspend(struct append_ctx *a, int level, int64_t offset)
 
 void gaz__append_respond_commit(struct append_ctx *a)
 {
+	/* The commit is durable on every replica: let the next append start
+	 * while this response travels (Gazette releases before SendAndClose). */
+	if (a->token) {
+		gaz_replica_release(a->token);
+		a->token = NULL;
+	}
 	Protocol__AppendResponse resp = PROTOCOL__APPEND_RESPONSE__INIT;
 	Protocol__Fragment commit = PROTOCOL__FRAGMENT__INIT;
 	Protocol__SHA1Sum sum = PROTOCOL__SHA1_SUM__INIT;
@@ -233,6 +239,15 @@ static int as_primary(struct append_ctx *a)
 		return 0;
 	}
 	a->token = r;
+	/* START_PIPELINE / SYNC, then UPDATE_ASSIGNMENTS, then
+	 * AWAIT_DESIRED_REPLICAS, in Gazette's order. */
+	if ((rc = gaz__append_start_pipeline(a)) != 0) {
+		gaz_replica_release(r);
+		a->token = NULL;
+		if (rc < 0)
+			respond_error(a, GAZ_GRPC_UNAVAILABLE, "replication to the journal's peers failed");
+		return rc > 0;
+	}
 	rc = update_assignments(a, &wrote);
 	if (rc || wrote) {
 		gaz_replica_release(r);
@@ -250,11 +265,6 @@ static int as_primary(struct append_ctx *a)
 	}
 	if ((int64_t)a->res.route.n < d) {
 		respond_status(a, PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS);
-		return 0;
-	}
-	if (a->res.route.n > 1) {
-		respond_error(a, GAZ_GRPC_UNIMPLEMENTED,
-			      "appends to journals with replication > 1 are not implemented yet");
 		return 0;
 	}
 	if ((rc = gaz__append_local(a)) == 1) {

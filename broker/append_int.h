@@ -29,6 +29,17 @@ int gaz__append_local(struct append_ctx *a);
 /* append.c: suspension write (UPDATE_SUSPEND). */
 int gaz__append_update_suspend(struct append_ctx *a, int level, int64_t offset);
 
+/* append_repl.c: the replicated steps, used while the route has more
+ * than one member. Each closes the pipeline (rolling back) on failure.
+ * start_pipeline and sync return 0 to go on, 1 to resolve again, -1 on
+ * failure; the others 0 or an error. */
+int gaz__append_start_pipeline(struct append_ctx *a);
+int gaz__append_sync(struct append_ctx *a, int64_t roll_to);
+int gaz__append_replicate_content(struct append_ctx *a, const uint8_t *data, size_t len,
+				  int64_t delta);
+int gaz__append_replicate_commit(struct append_ctx *a);
+void gaz__append_pipeline_fail(struct append_ctx *a, const char *why);
+
 /* append.c: the OK response with the commit. */
 void gaz__append_respond_commit(struct append_ctx *a);
 

@@ -72,6 +72,8 @@ static int maybe_roll(struct append_ctx *a, int64_t roll_to)
 	if (to < 0 || (to == r->spool.fragment.end && r->spool.fragment.begin == to &&
 		       r->spool.fragment.codec == (int)fs->compression_codec))
 		return 0;
+	if (r->pipeline) /* peers roll with us */
+		return gaz__append_sync(a, to) == 0 ? 0 : GAZ_EUNAVAIL;
 	if ((rc = gaz_replica_roll(r, to, fs->compression_codec, &st)))
 		gaz_error("rolling the spool failed", "journal=%s err=\"%s\"", r->journal, st.msg);
 	return rc;
@@ -290,7 +292,14 @@ static int stream_content(struct append_ctx *a, EVP_MD_CTX *sha)
 			finish_status(a, PROTOCOL__STATUS__NOT_ALLOWED);
 			return GAZ_EPERM;
 		} else {
+			int64_t delta = r->spool.delta;
 			a->delayed_chunks += rate_debit(a, &rt, (int64_t)m->content.len);
+			if (r->pipeline && gaz__append_replicate_content(a, m->content.data,
+									 m->content.len, delta)) {
+				protobuf_c_message_free_unpacked(&m->base, NULL);
+				finish_error(a, GAZ_GRPC_UNAVAILABLE, "replication to a peer failed");
+				return GAZ_EUNAVAIL;
+			}
 			while ((rc = gaz_spool_append(&r->spool, m->content.data, m->content.len, &st)) ==
 			       GAZ_EIO) {
 				gaz_error("spool write failed; retrying", "journal=%s err=\"%s\"",
@@ -321,6 +330,13 @@ static int commit(struct append_ctx *a, EVP_MD_CTX *sha)
 	a->commit_end = r->spool.fragment.end + r->spool.delta;
 	a->commit_codec = r->spool.fragment.codec;
 	EVP_DigestFinal_ex(sha, a->commit_sum, &n);
+	if (r->pipeline) {
+		/* Peers and our spool commit the same proposal. */
+		gaz_metric_spool_commit(r->spool.delta);
+		rc = gaz__append_replicate_commit(a);
+		gaz_notifier_broadcast(&r->notifier);
+		return rc;
+	}
 	pthread_mutex_lock(&r->mu);
 	if (r->spool.delta) {
 		gaz_metric_spool_commit(r->spool.delta);
@@ -374,6 +390,8 @@ int gaz__append_local(struct append_ctx *a)
 	if (!rc)
 		rc = commit(a, sha);
 	if (rc) {
+		if (r->pipeline)
+			gaz__append_pipeline_fail(a, "append rolled back");
 		pthread_mutex_lock(&r->mu);
 		gaz_metric_spool_rollback(r->spool.delta);
 		gaz_spool_rollback(&r->spool);

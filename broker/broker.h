@@ -142,6 +142,7 @@ void gaz_handle_list(struct gaz_rpc_call *call, void *arg);
 void gaz_handle_apply(struct gaz_rpc_call *call, void *arg);
 void gaz_handle_list_fragments(struct gaz_rpc_call *call, void *arg);
 void gaz_handle_store_health(struct gaz_rpc_call *call, void *arg);
+void gaz_handle_replicate(struct gaz_rpc_call *call, void *arg);
 
 /* HTTP/1 connections on the service port (http.c). */
 void gaz_http_conn(int fd, const char *peer, void *arg);

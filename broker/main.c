@@ -120,6 +120,7 @@ static struct counted counted_methods[] = {
 	{"Append", gaz_handle_append, true},
 	{"ListFragments", gaz_handle_list_fragments, false},
 	{"FragmentStoreHealth", gaz_handle_store_health, false},
+	{"Replicate", gaz_handle_replicate, false},
 };
 
 static void counted_handler(struct gaz_rpc_call *call, void *arg)
@@ -195,32 +196,65 @@ static int start_keyspace(struct gaz_broker *b, sigset_t *sigs, struct gaz_statu
 
 static void on_keyspace(void *arg) { gaz_broker_kick(arg); }
 
-/* Whether this broker still holds assignments another member could take. */
+/* Whether a live member outside `journal`'s route could take our place
+ * (read lock held; `live` lists live members' "zone#suffix"). */
+static bool movable(struct gaz_broker *b, const char *journal, char **live, size_t n_live)
+{
+	struct gaz_route r;
+	bool any = false;
+
+	if (gaz_route_build(b->ks, b->root, journal, &r))
+		return false;
+	for (size_t i = 0; i < n_live && !any; i++) {
+		bool in_route = false;
+		for (size_t j = 0; j < r.n; j++) {
+			char id[300];
+			snprintf(id, sizeof(id), "%s#%s", r.zone[j], r.suffix[j]);
+			in_route |= !strcmp(id, live[i]);
+		}
+		any = !in_route;
+	}
+	gaz_route_release(&r);
+	return any;
+}
+
+/* Whether this broker still holds an assignment that another member could
+ * take. Where none can (a lone broker, or every live broker already holds
+ * a replica), waiting would only delay the exit: the other replicas keep
+ * every acknowledged byte, and a lone broker releases through the store. */
 static bool must_hand_off(struct gaz_broker *b)
 {
-	char *prefix = NULL;
-	size_t lo, hi, mine = 0, others = 0;
+	char *prefix = NULL, **live = NULL;
+	size_t lo, hi, n_live = 0;
+	bool wait = false;
 
-	if (asprintf(&prefix, "%s/members/", b->root) < 0)
-		return false;
 	gaz_keyspace_rlock(b->ks);
-	gaz_keyspace_prefix(b->ks, prefix, &lo, &hi);
-	for (size_t i = lo; i < hi; i++) {
-		const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
-		others += !v->broker->exiting && v->broker->journal_limit > 0;
+	if (asprintf(&prefix, "%s/members/", b->root) >= 0) {
+		gaz_keyspace_prefix(b->ks, prefix, &lo, &hi);
+		live = calloc(hi - lo + 1, sizeof(char *));
+		for (size_t i = lo; live && i < hi; i++) {
+			const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
+			if (!v->broker->exiting && v->broker->journal_limit > 0 &&
+			    asprintf(&live[n_live], "%s#%s", v->zone, v->suffix) >= 0)
+				n_live++;
+		}
 	}
 	free(prefix);
 	prefix = NULL;
-	if (others && asprintf(&prefix, "%s/assign/", b->root) >= 0) {
+	if (n_live && asprintf(&prefix, "%s/assign/", b->root) >= 0) {
 		gaz_keyspace_prefix(b->ks, prefix, &lo, &hi);
-		for (size_t i = lo; i < hi; i++) {
+		for (size_t i = lo; i < hi && !wait; i++) {
 			const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
-			mine += gaz_broker_is_local(b, v->zone, v->suffix);
+			wait = gaz_broker_is_local(b, v->zone, v->suffix) &&
+			       movable(b, v->journal, live, n_live);
 		}
 	}
 	gaz_keyspace_runlock(b->ks);
+	for (size_t i = 0; i < n_live; i++)
+		free(live[i]);
+	free(live);
 	free(prefix);
-	return others && mine;
+	return wait;
 }
 
 static void graceful_exit(struct gaz_broker *b)

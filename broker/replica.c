@@ -8,6 +8,7 @@
 
 #include "broker/metrics.h"
 #include "broker/persister.h"
+#include "broker/pipeline.h"
 #include "broker/stores.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -139,26 +140,67 @@ static int wait_until(struct gaz_replica *r, struct gaz_rpc_call *call,
 	return rc;
 }
 
-static bool token_free(struct gaz_replica *r) { return !r->token_held; }
 static bool index_ready(struct gaz_replica *r) { return r->index_ready; }
+
+static void queue_remove(struct gaz_replica *r, struct gaz_token_waiter *w)
+{
+	for (struct gaz_token_waiter **pp = &r->token_queue; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			return;
+		}
+}
 
 int gaz_replica_acquire(struct gaz_replica *r, struct gaz_rpc_call *call)
 {
-	int rc = wait_until(r, call, token_free);
+	struct gaz_token_waiter w = {.call = call}, **tail;
+	int rc = 0;
 
-	if (rc)
-		return rc;
-	r->token_held = true;
+	pthread_mutex_lock(&r->mu);
+	if (r->dead) {
+		pthread_mutex_unlock(&r->mu);
+		return GAZ_ESTOPPED;
+	}
+	if (!r->token_held && !r->token_queue) {
+		r->token_held = true;
+		pthread_mutex_unlock(&r->mu);
+		return 0;
+	}
+	for (tail = &r->token_queue; *tail; tail = &(*tail)->next)
+		;
+	*tail = &w;
+	while (!w.granted && !r->dead && !rc) {
+		pthread_mutex_unlock(&r->mu);
+		rc = call ? gaz_rpc_wait(call, gaz_deadline_in(1000)) : (usleep(10000), 0);
+		if (rc == GAZ_ETIMEDOUT)
+			rc = 0;
+		pthread_mutex_lock(&r->mu);
+	}
+	if (!w.granted)
+		queue_remove(r, &w);
 	pthread_mutex_unlock(&r->mu);
-	return 0;
+	if (w.granted && (rc || r->dead)) {
+		gaz_replica_release(r); /* pass it on */
+		return rc ? rc : GAZ_ESTOPPED;
+	}
+	return w.granted ? 0 : (rc ? rc : GAZ_ESTOPPED);
 }
 
 void gaz_replica_release(struct gaz_replica *r)
 {
+	struct gaz_token_waiter *w;
+
 	pthread_mutex_lock(&r->mu);
-	r->token_held = false;
+	if ((w = r->token_queue)) {
+		/* Hand the token straight to the next waiter: it stays held. */
+		r->token_queue = w->next;
+		w->granted = true;
+		if (w->call)
+			gaz_rpc_wake(w->call);
+	} else {
+		r->token_held = false;
+	}
 	pthread_mutex_unlock(&r->mu);
-	gaz_notifier_broadcast(&r->notifier);
 }
 
 int gaz_replica_wait_ready(struct gaz_replica *r, struct gaz_rpc_call *call)
@@ -218,6 +260,8 @@ void gaz_replica_teardown(struct gaz_replica *r)
 	}
 	r->token_held = true;
 	pthread_mutex_unlock(&r->mu);
+	gaz_pipeline_close(r->pipeline);
+	r->pipeline = NULL;
 	if (gaz_replica_roll(r, r->spool.fragment.end, r->spool.fragment.codec, &st))
 		gaz_error("rolling spool at teardown failed", "journal=%s err=\"%s\"", r->journal,
 			  st.msg);

@@ -18,6 +18,13 @@
 #include "fragment/coverset.h"
 #include "fragment/spool.h"
 
+/* An append waiting for the token; lives on the waiter's stack. */
+struct gaz_token_waiter {
+	struct gaz_rpc_call *call;        /* woken when granted; may be NULL */
+	bool granted;
+	struct gaz_token_waiter *next;
+};
+
 struct gaz_replica {
 	char *journal;
 	atomic_int refs;
@@ -32,11 +39,13 @@ struct gaz_replica {
 	int64_t next_refresh_ns;       /* monotonic */
 	int64_t refresh_interval_ns;
 	bool token_held;
+	struct gaz_token_waiter *token_queue; /* FIFO of appends waiting for the token */
 	bool primary;                  /* per the last resolution by maintenance */
 	bool dead;                     /* torn down: holders must let go */
 	int64_t fc_balance;            /* append flow-control balance, bytes */
 	int64_t last_pulse_ns;
 	struct gaz_notifier notifier;
+	struct gaz_pipeline *pipeline; /* primary only; owned by the token holder */
 };
 
 /* gaz_replica_get returns a new reference to the local replica of `journal`
@@ -50,8 +59,10 @@ struct gaz_replica *gaz_replica_new(struct gaz_broker *b, const char *journal,
 				    int64_t create_revision);
 
 /* gaz_replica_acquire takes the append token, waiting (cancellable through
- * `call`) while another append holds it. Returns 0, GAZ_ECANCELLED, or
- * GAZ_ESTOPPED when the replica was torn down meanwhile. */
+ * `call`) while another append holds it. Waiters are served in arrival
+ * order and only the next one is woken on release, so a busy journal's
+ * appends do not stampede. Returns 0, GAZ_ECANCELLED, or GAZ_ESTOPPED when
+ * the replica was torn down meanwhile. */
 int gaz_replica_acquire(struct gaz_replica *r, struct gaz_rpc_call *call);
 void gaz_replica_release(struct gaz_replica *r);
 
@@ -79,5 +90,12 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 /* gaz_replica_persisted: the persister stored `frag` (backing_store and
  * mod_time set): the index swaps the local entry for the remote one. */
 void gaz_replica_persisted(struct gaz_replica *r, const struct gaz_fragment *frag);
+
+/* gaz_replica_apply_proposal applies a proposal to the spool with Gazette's
+ * rules (facts §6.2; replicate.c): roll, no-op (rolling back any delta),
+ * commit, or mismatch. The append token must be held. Returns a
+ * Protocol__Status (OK or PROPOSAL_MISMATCH), or -1 on a local failure. */
+int gaz_replica_apply_proposal(struct gaz_replica *r, const Protocol__Fragment *proposal,
+			       const Protocol__LabelSet *registers, struct gaz_status *st);
 
 #endif

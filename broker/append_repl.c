@@ -1,0 +1,213 @@
+/*
+ * append_repl.c - the replicated part of an append on the primary, used
+ * when the journal's route has more than one member (facts §2.1
+ * START_PIPELINE, SEND_SYNC, RECV_SYNC, STREAM_CONTENT, READ_ACKS; §6.4).
+ *
+ * Every change to the primary's spool is first scattered to the peers
+ * (proposal or content), then applied locally with the same rules the
+ * peers apply (gaz_replica_apply_proposal), then, for acknowledged
+ * proposals, one response per peer is gathered. Any failure closes the
+ * pipeline: peers roll back what was not committed when their stream ends,
+ * and the next append opens and synchronises a new pipeline.
+ *
+ * Appends are not yet pipelined (one in flight per journal): the token is
+ * held until every peer acknowledged the commit.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/append_int.h"
+#include "broker/pipeline.h"
+#include "broker/replica.h"
+#include "common/log.h"
+#include "fragment/fragment.h"
+#include "protocol/labels.h"
+
+void gaz__append_pipeline_fail(struct append_ctx *a, const char *why)
+{
+	struct gaz_replica *r = a->res.replica;
+
+	gaz_warn("replication pipeline failed", "journal=%s err=\"%s\"", r->journal, why);
+	gaz_pipeline_close(r->pipeline);
+	r->pipeline = NULL;
+	pthread_mutex_lock(&r->mu);
+	gaz_spool_rollback(&r->spool);
+	pthread_mutex_unlock(&r->mu);
+}
+
+/* One sync round's verdict on the gathered responses. */
+struct sync_verdict {
+	int64_t roll_to;        /* a peer is ahead: roll to its end */
+	int64_t read_through;   /* a peer has a newer route: resolve at it */
+	bool failed;
+};
+
+static void judge(struct append_ctx *a, Protocol__ReplicateResponse *const *resp, size_t n,
+		  struct sync_verdict *v)
+{
+	struct gaz_replica *r = a->res.replica;
+	int64_t end = r->spool.fragment.end;
+
+	for (size_t i = 0; i < n && !v->failed; i++) {
+		const Protocol__ReplicateResponse *x = resp[i];
+		if (x->status == PROTOCOL__STATUS__OK)
+			continue;
+		if (x->status == PROTOCOL__STATUS__WRONG_ROUTE && x->header && x->header->etcd &&
+		    x->header->etcd->revision > a->res.etcd.revision) {
+			if (x->header->etcd->revision > v->read_through)
+				v->read_through = x->header->etcd->revision;
+		} else if (x->status == PROTOCOL__STATUS__PROPOSAL_MISMATCH && x->fragment &&
+			   x->fragment->end > end) {
+			if (x->fragment->end > v->roll_to) {
+				v->roll_to = x->fragment->end;
+				gaz_labelset_copy(r->registers, x->registers);
+			}
+		} else if (x->status == PROTOCOL__STATUS__PROPOSAL_MISMATCH && x->fragment &&
+			   x->fragment->end == end && x->fragment->begin == x->fragment->end) {
+			if (end > v->roll_to)
+				v->roll_to = end;
+		} else {
+			v->failed = true;
+		}
+	}
+}
+
+/* Sends `proposal` with acknowledgement, applies it locally and gathers. */
+static int propose_acked(struct append_ctx *a, const Protocol__Fragment *proposal,
+			 const Protocol__LabelSet *regs, struct sync_verdict *v, struct gaz_status *st)
+{
+	struct gaz_replica *r = a->res.replica;
+	size_t n = gaz_pipeline_peers(r->pipeline);
+	Protocol__ReplicateResponse **resp = calloc(n + 1, sizeof(*resp));
+	int rc, local;
+
+	if (!resp)
+		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	rc = gaz_pipeline_propose(r->pipeline, proposal, regs, true, st);
+	local = rc ? -1 : gaz_replica_apply_proposal(r, proposal, regs, st);
+	if (!rc && local != PROTOCOL__STATUS__OK)
+		rc = gaz_status_set(st, GAZ_EIO, "local spool refused the proposal");
+	if (!rc)
+		rc = gaz_pipeline_gather(r->pipeline, resp, st);
+	if (!rc)
+		judge(a, resp, n, v);
+	for (size_t i = 0; i < n; i++)
+		if (resp[i])
+			protobuf_c_message_free_unpacked(&resp[i]->base, NULL);
+	free(resp);
+	return rc;
+}
+
+/* The proposal a sync sends: the spool's fragment, or an empty one at
+ * `to` with the spec's codec when rolling. */
+static void sync_proposal(struct append_ctx *a, int64_t to, struct gaz_fragment *out)
+{
+	struct gaz_replica *r = a->res.replica;
+
+	gaz_fragment_copy(out, &r->spool.fragment, NULL);
+	if (to >= 0) {
+		out->begin = out->end = to;
+		memset(out->sum, 0, sizeof(out->sum));
+		out->codec = a->res.spec->fragment->compression_codec;
+	}
+}
+
+int gaz__append_sync(struct append_ctx *a, int64_t roll_to)
+{
+	struct gaz_replica *r = a->res.replica;
+	struct gaz_status st = {0};
+
+	for (int round = 0; round < 8; round++) {
+		struct sync_verdict v = {0};
+		struct gaz_fragment f = {0};
+		Protocol__Fragment pf = PROTOCOL__FRAGMENT__INIT;
+		Protocol__SHA1Sum sum = PROTOCOL__SHA1_SUM__INIT;
+		int rc;
+		sync_proposal(a, roll_to, &f);
+		gaz_fragment_to_proto(&f, &pf, &sum);
+		rc = propose_acked(a, &pf, r->registers, &v, &st);
+		gaz_fragment_release(&f);
+		if (rc || v.failed) {
+			gaz__append_pipeline_fail(a, rc ? st.msg : "a peer refused the sync");
+			return -1;
+		}
+		if (v.roll_to) {
+			roll_to = v.roll_to;
+			continue;
+		}
+		if (v.read_through) {
+			a->read_through_rev = v.read_through;
+			gaz_pipeline_close(r->pipeline);
+			r->pipeline = NULL;
+			return 1;
+		}
+		return 0;
+	}
+	gaz__append_pipeline_fail(a, "sync did not converge");
+	return -1;
+}
+
+int gaz__append_start_pipeline(struct append_ctx *a)
+{
+	struct gaz_replica *r = a->res.replica;
+	struct gaz_status st = {0};
+
+	if (r->pipeline && gaz_pipeline_matches(r->pipeline, &a->res.route))
+		return 0;
+	gaz_pipeline_close(r->pipeline);
+	r->pipeline = NULL;
+	if (a->res.route.n < 2)
+		return 0;
+	if (gaz_pipeline_open(a->b, &a->res, &r->pipeline, &st)) {
+		gaz_warn("opening the replication pipeline failed", "journal=%s err=\"%s\"", r->journal,
+			 st.msg);
+		return -1;
+	}
+	return gaz__append_sync(a, -1);
+}
+
+int gaz__append_replicate_content(struct append_ctx *a, const uint8_t *data, size_t len,
+				  int64_t delta)
+{
+	struct gaz_status st = {0};
+
+	if (gaz_pipeline_content(a->res.replica->pipeline, data, len, delta, &st)) {
+		gaz__append_pipeline_fail(a, st.msg);
+		return GAZ_EUNAVAIL;
+	}
+	return 0;
+}
+
+int gaz__append_replicate_commit(struct append_ctx *a)
+{
+	struct gaz_replica *r = a->res.replica;
+	Protocol__LabelSet *regs = gaz_labelset_new();
+	struct gaz_fragment next = {0};
+	Protocol__Fragment pf = PROTOCOL__FRAGMENT__INIT;
+	Protocol__SHA1Sum sum = PROTOCOL__SHA1_SUM__INIT;
+	struct gaz_status st = {0};
+	struct sync_verdict v = {0};
+	int rc = regs ? 0 : GAZ_ENOMEM;
+
+	/* The registers after this append: only non-empty appends change them. */
+	if (!rc && r->spool.delta)
+		rc = gaz_registers_update(regs, r->registers, a->req->union_registers,
+					  a->req->subtract_registers);
+	else if (!rc)
+		rc = gaz_labelset_copy(regs, r->registers);
+	if (!rc)
+		rc = gaz_spool_next(&r->spool, &next, &st);
+	if (!rc) {
+		gaz_fragment_to_proto(&next, &pf, &sum);
+		rc = propose_acked(a, &pf, regs, &v, &st);
+	}
+	if (!rc && (v.failed || v.roll_to || v.read_through))
+		rc = gaz_status_set(&st, GAZ_EPROTO, "a peer did not acknowledge the commit");
+	if (rc)
+		gaz__append_pipeline_fail(a, st.msg[0] ? st.msg : gaz_err_str(rc));
+	else
+		gaz_labelset_copy(a->registers, r->registers);
+	gaz_fragment_release(&next);
+	gaz_labelset_free(regs);
+	return rc;
+}

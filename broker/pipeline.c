@@ -1,0 +1,171 @@
+/* pipeline.c - Replicate streams from a primary to its peers. See
+ * pipeline.h. */
+#include "broker/pipeline.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/proxy.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+#define GATHER_TIMEOUT_MS 30000 /* a peer that never answers fails the append */
+
+struct peer {
+	struct gaz_rpc_stream *s;
+	Protocol__Header *header;    /* the resolved header, naming this peer */
+	bool sent_first;
+};
+
+struct gaz_pipeline {
+	struct gaz_route route;      /* members and primary it was built for */
+	char *journal;
+	struct peer *peers;
+	size_t n;
+};
+
+size_t gaz_pipeline_peers(const struct gaz_pipeline *p) { return p->n; }
+
+bool gaz_pipeline_matches(const struct gaz_pipeline *p, const struct gaz_route *route)
+{
+	return gaz_route_equivalent(&p->route, route);
+}
+
+/* Copies a route's members and primary (no endpoints kept). */
+static int route_copy(struct gaz_route *dst, const struct gaz_route *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	dst->primary = src->primary;
+	dst->zone = calloc(src->n + 1, sizeof(char *));
+	dst->suffix = calloc(src->n + 1, sizeof(char *));
+	dst->endpoint = calloc(src->n + 1, sizeof(char *));
+	if (!dst->zone || !dst->suffix || !dst->endpoint)
+		return GAZ_ENOMEM;
+	for (size_t i = 0; i < src->n; i++, dst->n++) {
+		dst->zone[i] = strdup(src->zone[i]);
+		dst->suffix[i] = strdup(src->suffix[i]);
+		dst->endpoint[i] = strdup(src->endpoint[i]);
+	}
+	return 0;
+}
+
+void gaz_pipeline_close(struct gaz_pipeline *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->n; i++) {
+		struct peer *pe = &p->peers[i];
+		if (pe->s) {
+			ProtobufCMessage *m = NULL;
+			/* Half-close; the replica rolls back anything uncommitted and
+			 * ends the stream. Drain what is left, bounded. */
+			gaz_rpc_stream_close_send(pe->s);
+			while (gaz_rpc_stream_recv(pe->s, &protocol__replicate_response__descriptor, &m,
+						   gaz_deadline_in(2000)) == 0)
+				protobuf_c_message_free_unpacked(m, NULL), m = NULL;
+			gaz_rpc_stream_free(pe->s);
+		}
+		gaz_header_free(pe->header);
+	}
+	free(p->peers);
+	gaz_route_release(&p->route);
+	free(p->journal);
+	free(p);
+}
+
+int gaz_pipeline_open(struct gaz_broker *b, const struct gaz_resolution *res,
+		      struct gaz_pipeline **out, struct gaz_status *st)
+{
+	struct gaz_pipeline *p = calloc(1, sizeof(*p));
+	int rc = 0;
+
+	if (!p || route_copy(&p->route, &res->route) || !(p->journal = strdup(res->journal)) ||
+	    !(p->peers = calloc(res->route.n + 1, sizeof(*p->peers)))) {
+		gaz_pipeline_close(p);
+		return gaz_status_set(st, GAZ_ENOMEM, "pipeline: out of memory");
+	}
+	/* Headers borrow their route strings from our own copy of the route,
+	 * which lives as long as the pipeline. */
+	struct gaz_resolution view = *res;
+	view.route = p->route;
+	for (size_t i = 0; i < p->route.n && !rc; i++) {
+		struct gaz_rpc_channel *ch;
+		struct peer *pe;
+		if ((int)i == res->local_index)
+			continue;
+		pe = &p->peers[p->n++];
+		pe->header = gaz_header_build(b, &view);
+		if (!pe->header) {
+			rc = gaz_status_set(st, GAZ_ENOMEM, "pipeline: out of memory");
+			break;
+		}
+		pe->header->process_id->zone = p->route.zone[i];
+		pe->header->process_id->suffix = p->route.suffix[i];
+		if (!p->route.endpoint[i][0] || !(ch = gaz_peer_channel(b, p->route.endpoint[i])))
+			rc = gaz_status_set(st, GAZ_EUNAVAIL, "peer %s#%s has no endpoint",
+					    p->route.zone[i], p->route.suffix[i]);
+		else if (!(pe->s = gaz_rpc_stream_open(ch, "/protocol.Journal/Replicate",
+						       GAZ_DEADLINE_NEVER, false, NULL, st)))
+			rc = GAZ_EUNAVAIL;
+	}
+	if (rc) {
+		gaz_pipeline_close(p);
+		return rc;
+	}
+	*out = p;
+	return 0;
+}
+
+int gaz_pipeline_propose(struct gaz_pipeline *p, const Protocol__Fragment *proposal,
+			 const Protocol__LabelSet *registers, bool acknowledge, struct gaz_status *st)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		Protocol__ReplicateRequest m = PROTOCOL__REPLICATE_REQUEST__INIT;
+		struct peer *pe = &p->peers[i];
+		m.proposal = (Protocol__Fragment *)proposal;
+		m.registers = (Protocol__LabelSet *)registers;
+		m.acknowledge = acknowledge || !pe->sent_first;
+		if (!pe->sent_first) {
+			m.header = pe->header;
+			m.deprecated_journal = p->journal;
+		}
+		if (gaz_rpc_stream_send(pe->s, &m.base))
+			return gaz_status_set(st, GAZ_EUNAVAIL, "replication to %s#%s failed",
+					      pe->header->process_id->zone, pe->header->process_id->suffix);
+		pe->sent_first = true;
+	}
+	return 0;
+}
+
+int gaz_pipeline_content(struct gaz_pipeline *p, const uint8_t *data, size_t len, int64_t delta,
+			 struct gaz_status *st)
+{
+	Protocol__ReplicateRequest m = PROTOCOL__REPLICATE_REQUEST__INIT;
+
+	m.content.data = (uint8_t *)data;
+	m.content.len = len;
+	m.content_delta = delta;
+	for (size_t i = 0; i < p->n; i++)
+		if (gaz_rpc_stream_send(p->peers[i].s, &m.base))
+			return gaz_status_set(st, GAZ_EUNAVAIL, "replication to %s#%s failed",
+					      p->peers[i].header->process_id->zone,
+					      p->peers[i].header->process_id->suffix);
+	return 0;
+}
+
+int gaz_pipeline_gather(struct gaz_pipeline *p, Protocol__ReplicateResponse **resp,
+			struct gaz_status *st)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < p->n; i++) {
+		resp[i] = NULL;
+		if (!rc && gaz_rpc_stream_recv(p->peers[i].s, &protocol__replicate_response__descriptor,
+					       (ProtobufCMessage **)&resp[i],
+					       gaz_deadline_in(GATHER_TIMEOUT_MS)))
+			rc = gaz_status_set(st, GAZ_EUNAVAIL, "no acknowledgement from %s#%s",
+					    p->peers[i].header->process_id->zone,
+					    p->peers[i].header->process_id->suffix);
+	}
+	return rc;
+}

@@ -1,0 +1,44 @@
+/*
+ * pipeline.h - the primary's replication pipeline of one journal (facts
+ * §6.4): one long-lived Replicate stream to every other route member,
+ * reused by successive appends while the route stays equivalent. Sends
+ * are scattered to every peer; receives gather one response per peer, in
+ * stream order. Owned by the holder of the replica's append token.
+ */
+#ifndef GAZ_BROKER_PIPELINE_H
+#define GAZ_BROKER_PIPELINE_H
+
+#include "broker/broker.h"
+
+struct gaz_pipeline;
+
+/* gaz_pipeline_open opens a Replicate stream to each route member other
+ * than this broker. Nothing is sent yet. Returns 0, or GAZ_EUNAVAIL when a
+ * peer has no endpoint or cannot be called. */
+int gaz_pipeline_open(struct gaz_broker *b, const struct gaz_resolution *res,
+		      struct gaz_pipeline **out, struct gaz_status *st);
+
+/* gaz_pipeline_close half-closes every stream, drains them and frees. */
+void gaz_pipeline_close(struct gaz_pipeline *p);
+
+/* gaz_pipeline_matches: built for a route equivalent to `route`. */
+bool gaz_pipeline_matches(const struct gaz_pipeline *p, const struct gaz_route *route);
+
+/* gaz_pipeline_propose scatters a proposal. The first message of each
+ * stream also carries its peer's Header and the deprecated journal field. */
+int gaz_pipeline_propose(struct gaz_pipeline *p, const Protocol__Fragment *proposal,
+			 const Protocol__LabelSet *registers, bool acknowledge, struct gaz_status *st);
+
+/* gaz_pipeline_content scatters a content chunk at `delta`. */
+int gaz_pipeline_content(struct gaz_pipeline *p, const uint8_t *data, size_t len, int64_t delta,
+			 struct gaz_status *st);
+
+/* gaz_pipeline_gather receives one response per peer into resp[i]
+ * (caller frees each with protobuf_c_message_free_unpacked); resp has
+ * gaz_pipeline_peers(p) slots. Returns 0 or the first stream error. */
+int gaz_pipeline_gather(struct gaz_pipeline *p, Protocol__ReplicateResponse **resp,
+			struct gaz_status *st);
+
+size_t gaz_pipeline_peers(const struct gaz_pipeline *p);
+
+#endif
