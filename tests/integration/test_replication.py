@@ -39,3 +39,41 @@ def test_appends_reach_every_replica(cluster):
     # The route was written back into every assignment (consistency).
     keys = cluster.etcd.ctl("get", "--prefix", cluster.prefix + "/assign/rep/j#", "--keys-only").split()
     assert len(keys) == 3
+
+
+import pytest
+
+
+@pytest.mark.parametrize("go_first", [True, False], ids=["gazette-leads", "gazette-c-leads"])
+def test_mixed_cluster_with_gazette_brokers(cluster, go_first):
+    """Our brokers and Gazette's share one prefix: journals whose routes
+    span both kinds take appends through either broker and replicate in
+    both directions. The first broker leads the allocator, which puts the
+    primaries on its own kind here."""
+    if go_first:
+        go, ours = cluster.start(go=True), cluster.start()
+    else:
+        ours, go = cluster.start(), cluster.start(go=True)
+    cg, co = Client(go.address), Client(ours.address)
+    names = ["mix/j%d" % i for i in range(4)]
+    cg.apply(*[spec(n, replication=2) for n in names])
+    primaries = set()
+    for n in names:
+        route = wait_route(cg, n, 2)
+        primaries.add(route.members[route.primary].suffix)
+    # Appends through each broker; the first closes the first fragment.
+    want = {}
+    for n in names:
+        first = co.append(n, b"first\n")
+        assert first.status == pb.OK, first
+        for c, who in ((cg, b"gazette"), (co, b"gazette-c")):
+            r = c.append(n, b"hello from " + who + b"\n")
+            assert r.status == pb.OK, r
+        want[n] = b"hello from gazette\nhello from gazette-c\n"
+    # Both replicas of every journal hold the bytes in their own spools.
+    for n in names:
+        for c in (cg, co):
+            got, last = c.read_bytes(n, offset=len(b"first\n"), do_not_proxy=True)
+            assert got == want[n], (n, c.address, got, last)
+    assert primaries <= {go.id, ours.id}
+    print("primary kinds:", sorted("gazette" if p == go.id else "gazette-c" for p in primaries))
