@@ -176,6 +176,14 @@ static void *decode(void *arg, const char *key, const uint8_t *val, size_t len,
 	return NULL;
 }
 
+static void ctx_free(void *arg)
+{
+	struct journals_ctx *c = arg;
+
+	free(c->root);
+	free(c);
+}
+
 struct gaz_keyspace *gaz_journals_keyspace_new(struct gaz_etcd *etcd, const char *root)
 {
 	struct journals_ctx *c = calloc(1, sizeof(*c));
@@ -191,8 +199,11 @@ struct gaz_keyspace *gaz_journals_keyspace_new(struct gaz_etcd *etcd, const char
 	c->root_len = strlen(root);
 	ks = gaz_keyspace_new(etcd, prefix, decode, value_free, c);
 	free(prefix);
-	/* The context lives as long as the process's keyspace; it is small and
-	 * one per keyspace, so it is not freed with it. */
+	if (!ks) {
+		ctx_free(c);
+		return NULL;
+	}
+	gaz_keyspace_set_cleanup(ks, ctx_free);
 	return ks;
 }
 

@@ -23,6 +23,7 @@ struct gaz_keyspace {
 	void *arg;
 	gaz_ks_observer_fn observer;
 	void *observer_arg;
+	void (*cleanup)(void *arg);
 
 	pthread_rwlock_t lock;
 	struct gaz_ks_entry *entries;
@@ -59,6 +60,11 @@ struct gaz_keyspace *gaz_keyspace_new(struct gaz_etcd *etcd, const char *prefix,
 	pthread_condattr_destroy(&ca);
 	gaz_notifier_init(&ks->notifier);
 	return ks;
+}
+
+void gaz_keyspace_set_cleanup(struct gaz_keyspace *ks, void (*fn)(void *arg))
+{
+	ks->cleanup = fn;
 }
 
 void gaz_keyspace_set_observer(struct gaz_keyspace *ks, gaz_ks_observer_fn fn, void *arg)
@@ -275,6 +281,8 @@ void gaz_keyspace_free(struct gaz_keyspace *ks)
 		entry_release(ks, &ks->entries[i]);
 	free(ks->entries);
 	free(ks->prefix);
+	if (ks->cleanup)
+		ks->cleanup(ks->arg);
 	pthread_rwlock_destroy(&ks->lock);
 	pthread_cond_destroy(&ks->rev_cond);
 	pthread_mutex_destroy(&ks->rev_mu);

@@ -54,6 +54,10 @@ struct gaz_keyspace;
 struct gaz_keyspace *gaz_keyspace_new(struct gaz_etcd *etcd, const char *prefix,
 				      gaz_ks_decode_fn decode, gaz_ks_free_fn free_fn, void *arg);
 
+/* gaz_keyspace_set_cleanup: `fn(arg)` runs at gaz_keyspace_free, after every
+ * decoded value was freed (to release the decoder's own context). */
+void gaz_keyspace_set_cleanup(struct gaz_keyspace *ks, void (*fn)(void *arg));
+
 /* gaz_keyspace_set_observer installs the observer; before load only. */
 void gaz_keyspace_set_observer(struct gaz_keyspace *ks, gaz_ks_observer_fn fn, void *arg);
 

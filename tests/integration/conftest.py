@@ -136,7 +136,7 @@ class Broker:
                 "--etcd.lease", "5s", "--log.level", "info"] + self.extra
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_"))}
         env["TMPDIR"] = self.cluster.scratch(self.id)
-        env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
+        env["ASAN_OPTIONS"] = os.environ.get("GAZ_BROKER_ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
         env.update(self.env)
         self.log = open(self.logpath, "a")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)

@@ -168,7 +168,7 @@ def test_configuration_from_environment(cluster):
     env = dict(os.environ, BROKER_ZONE="zone-env", BROKER_LIMIT="7", BROKER_PORT=str(port),
                BROKER_HOST="127.0.0.1", BROKER_ID=b.id, BROKER_FILE_ROOT=cluster.file_root,
                ETCD_ADDRESS=cluster.etcd.endpoint, ETCD_PREFIX=cluster.prefix, ETCD_LEASE_TTL="5s",
-               TMPDIR=cluster.scratch(b.id))
+               TMPDIR=cluster.scratch(b.id), ASAN_OPTIONS="detect_leaks=1")
     from conftest import GAZETTE
     b.log = open(b.logpath, "a")
     b.proc = subprocess.Popen([GAZETTE, "serve"], stdout=b.log, stderr=subprocess.STDOUT, env=env)
