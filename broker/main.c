@@ -99,6 +99,20 @@ static int configure(struct gaz_broker *b, struct gaz_status *st)
 	if (b->cfg.etcd_prefix[0] != '/' || b->cfg.etcd_prefix[strlen(b->cfg.etcd_prefix) - 1] == '/')
 		return gaz_status_set(st, GAZ_EINVAL, "--etcd.prefix %s must be absolute, without a trailing '/'",
 				      b->cfg.etcd_prefix);
+	if (strstr(b->cfg.etcd_prefix, "//") || strstr(b->cfg.etcd_prefix, "/./") ||
+	    strstr(b->cfg.etcd_prefix, "/../"))
+		return gaz_status_set(st, GAZ_EINVAL, "--etcd.prefix %s is not a clean path",
+				      b->cfg.etcd_prefix);
+	if (b->cfg.port[0] && strncmp(b->cfg.port, "unix://", 7)) {
+		char *end = NULL;
+		long port = strtol(b->cfg.port, &end, 10);
+		if (*end || port < 1 || port > 65535)
+			return gaz_status_set(st, GAZ_EINVAL,
+					      "--broker.port %s: not a port number (1-65535) or unix:///path",
+					      b->cfg.port);
+	}
+	if (b->cfg.file_root[0] && access(b->cfg.file_root, R_OK | W_OK | X_OK))
+		return gaz_status_set(st, GAZ_EINVAL, "--broker.file-root %s: %m", b->cfg.file_root);
 	b->root = b->cfg.etcd_prefix;
 	b->spool_dir = strdup(tmp && tmp[0] ? tmp : "/tmp");
 	b->member_key = gaz_ks_member_key(b->root, b->cfg.zone, b->cfg.id);

@@ -59,11 +59,16 @@ const char *gaz_proxy_pick(struct gaz_broker *b, const struct gaz_resolution *re
 	const struct gaz_route *r = &res->route;
 	int pick = res->process_index;
 
+	/* Our own endpoint under another member's name is a stale route. */
+	if (pick >= 0 && !strcmp(r->endpoint[pick], b->endpoint))
+		pick = -1;
+
 	for (size_t i = 0; pick < 0 && i < r->n; i++)
-		if (!strcmp(r->zone[i], b->cfg.zone) && r->endpoint[i][0])
+		if (!strcmp(r->zone[i], b->cfg.zone) && r->endpoint[i][0] &&
+		    strcmp(r->endpoint[i], b->endpoint))
 			pick = (int)i;
 	for (size_t i = 0; pick < 0 && i < r->n; i++)
-		if (r->endpoint[i][0])
+		if (r->endpoint[i][0] && strcmp(r->endpoint[i], b->endpoint))
 			pick = (int)i;
 	*index = pick;
 	return pick >= 0 && r->endpoint[pick][0] ? r->endpoint[pick] : NULL;
@@ -99,10 +104,11 @@ void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__R
 		gaz_header_free(h);
 		return;
 	}
-	if (res->process_index < 0) {
-		h->process_id->zone = "";
-		h->process_id->suffix = "";
-	}
+	/* Name the member we forward to: it checks that it is that member, so
+	 * a stale route (say, a dead member's lease still holding the
+	 * assignment at our own address) fails instead of looping. */
+	h->process_id->zone = res->route.zone[idx];
+	h->process_id->suffix = res->route.suffix[idx];
 	req->header = h;
 	rc = gaz_rpc_stream_send(s, &req->base);
 	req->header = NULL;

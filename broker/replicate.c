@@ -138,6 +138,8 @@ static int stream(struct repl_ctx *c, Protocol__ReplicateRequest *m)
 		}
 		protobuf_c_message_free_unpacked(&m->base, NULL);
 		m = NULL;
+		if (!rc && c->r->dead)
+			rc = gaz_status_set(&st, GAZ_ESTOPPED, "replica is shutting down");
 		if (rc)
 			break;
 		/* Wake up now and then to let go of a replica being torn down

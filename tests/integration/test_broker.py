@@ -248,6 +248,7 @@ def test_history_survives_restart_with_empty_scratch(one):
     assert b.stop() == 0
     b2 = cluster.start()
     c2 = Client(b2.address)
+    wait_assigned(c2, "test/hist/j")
     got, last = c2.read_bytes("test/hist/j")
     assert got == data and last.write_head == len(data)
     # Appends continue at the right offset.
