@@ -30,6 +30,8 @@ static void finish_status(struct append_ctx *a, int status)
 	resp.header = h;
 	if (status == PROTOCOL__STATUS__REGISTER_MISMATCH)
 		resp.registers = a->registers ? a->registers : &empty;
+	if (status == PROTOCOL__STATUS__FRAGMENT_STORE_UNHEALTHY)
+		resp.store_health_error = a->store_error;
 	gaz_rpc_finish(a->call, &resp.base, GAZ_GRPC_OK, NULL);
 	gaz_header_free(h);
 	a->finished = true;
@@ -123,7 +125,17 @@ static int preconditions(struct append_ctx *a, int64_t *roll_to)
 	pthread_mutex_lock(&r->mu);
 	gaz_coverset_summary(&r->index, &imin, &imax, &last_mod);
 	gaz_labelset_copy(a->registers, r->registers);
+	snprintf(a->store_error, sizeof(a->store_error), "%s", r->store_error);
 	pthread_mutex_unlock(&r->mu);
+	if (a->store_error[0] && spec->fragment->n_stores) {
+		/* Gazette gates appends on the first store's health (§2.1). */
+		char why[sizeof(a->store_error)];
+		snprintf(why, sizeof(why), "%s", a->store_error);
+		snprintf(a->store_error, sizeof(a->store_error), "fragment store %s unhealthy: %.200s",
+			 spec->fragment->stores[0], why);
+		finish_status(a, PROTOCOL__STATUS__FRAGMENT_STORE_UNHEALTHY);
+		return 0;
+	}
 	end = r->spool.fragment.end;
 	max_off = end > imax ? end : imax;
 	*roll_to = 0;

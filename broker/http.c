@@ -100,8 +100,15 @@ static int gateway_get(struct gaz_http_req *req, struct gaz_http_resp *resp, str
 	const char *close_err = "";
 	int rc;
 
+	char *end = NULL;
+
 	rr.journal = (char *)req->path + 1;
-	rr.offset = off ? strtoll(off, NULL, 10) : 0;
+	rr.offset = off ? strtoll(off, &end, 10) : 0;
+	if ((off && (!*off || *end || rr.offset < -1)) || !rr.journal[0] ||
+	    (block && strcasecmp(block, "true") && strcasecmp(block, "false")))
+		return gaz_http_resp_error(resp, 400, "bad request: journal %s offset %s block %s",
+					   rr.journal[0] ? rr.journal : "(none)", off ? off : "0",
+					   block ? block : "false");
 	rr.block = block && !strcasecmp(block, "true");
 	rr.metadata_only = head;
 	s = gaz_rpc_stream_open(loopback(b), "/protocol.Journal/Read", GAZ_DEADLINE_NEVER, true, NULL,

@@ -127,11 +127,15 @@ static void refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec)
 				? spec->fragment->refresh_interval->seconds * GAZ_NS_PER_S
 				: 60 * GAZ_NS_PER_S;
 
-	if (r->index_ready && now < r->next_refresh_ns)
+	if (now < r->next_refresh_ns)
 		return;
 	r->next_refresh_ns = now + (every > 0 ? every : GAZ_NS_PER_S);
-	if (gaz_replica_refresh(r, spec, &st))
+	if (gaz_replica_refresh(r, spec, &st)) {
+		/* Retry no faster than every 5 s, and say so once per failure. */
+		if (every < 5 * GAZ_NS_PER_S)
+			r->next_refresh_ns = now + 5 * GAZ_NS_PER_S;
 		gaz_warn("fragment index refresh failed", "journal=%s err=\"%s\"", r->journal, st.msg);
+	}
 }
 
 /* Flush-interval roll of an idle primary spool (the pulse's fragment

@@ -295,9 +295,19 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 	}
 	if (rc) {
 		gaz_coverset_release(&remote);
+		pthread_mutex_lock(&r->mu);
+		snprintf(r->store_error, sizeof(r->store_error), "%.255s", st->msg);
+		/* A store that cannot even be opened (unsupported scheme, bad
+		 * parameters) will not get better by waiting: let requests
+		 * proceed and answer FRAGMENT_STORE_UNHEALTHY instead of hanging. */
+		if (rc == GAZ_EINVAL)
+			r->index_ready = true;
+		pthread_mutex_unlock(&r->mu);
+		gaz_notifier_broadcast(&r->notifier);
 		return rc;
 	}
 	pthread_mutex_lock(&r->mu);
+	r->store_error[0] = 0;
 	/* The local part of the index: every entry with a file. */
 	for (size_t i = 0; i < r->index.len && !rc; i++)
 		if (r->index.v[i].file)

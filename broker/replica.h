@@ -36,6 +36,7 @@ struct gaz_replica {
 	Protocol__LabelSet *registers; /* owned (labels.h allocator) */
 	struct gaz_coverset index;     /* remote + local fragments */
 	bool index_ready;              /* first store listing done (or no stores) */
+	char store_error[256];         /* why the last listing failed; "" when it worked */
 	int64_t next_refresh_ns;       /* monotonic */
 	int64_t refresh_interval_ns;
 	bool token_held;

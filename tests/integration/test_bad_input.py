@@ -126,3 +126,20 @@ def test_etcd_down_at_start_then_up(cluster, tmp_path):
     assert b.proc.wait(20) != 0  # it never served; says so and exits
     b.check_sanitizers()
     assert "signalled while waiting for etcd" in open(b.logpath).read()
+
+
+def test_unusable_store_answers_unhealthy_instead_of_hanging(one):
+    """A journal whose store cannot be used (an S3 store this build does not
+    support yet) answers FRAGMENT_STORE_UNHEALTHY; reads of its live spool
+    still work; nothing hangs."""
+    cluster, b, c = one
+    c.apply(spec("bad/s3", stores=("s3://bucket/prefix/",)))
+    t0 = time.time()
+    r = c.append("bad/s3", b"x")
+    assert r.status == pb.FRAGMENT_STORE_UNHEALTHY and "s3://bucket/prefix/" in r.store_health_error
+    assert time.time() - t0 < 10
+    rs = c.read("bad/s3", timeout=10)
+    assert rs[-1].status == pb.OFFSET_NOT_YET_AVAILABLE
+    # The refresh is retried, but not in a tight loop.
+    time.sleep(2)
+    assert open(b.logpath).read().count("fragment index refresh failed") < 4

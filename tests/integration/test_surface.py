@@ -64,6 +64,12 @@ def test_http_gateway(cluster):
         assert False, "expected 404"
     except urllib.error.HTTPError as e:
         assert e.code == 404
+    for bad in ("/gw/j?offset=abc", "/gw/j?offset=-5", "/", "/gw/j?block=maybe"):
+        try:
+            urllib.request.urlopen(b.address + bad, timeout=10)
+            assert False, "expected 400 for " + bad
+        except urllib.error.HTTPError as e:
+            assert e.code == 400, (bad, e.code)
     try:
         urllib.request.urlopen(b.address + "/gw/j?offset=9&block=false", timeout=10)
         assert False, "expected 416"
