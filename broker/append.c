@@ -33,7 +33,7 @@
 static const uint8_t sha1_empty[20] = {0xda, 0x39, 0xa3, 0xee, 0x5e, 0x6b, 0x4b, 0x0d, 0x32, 0x55,
 				       0xbf, 0xef, 0x95, 0x60, 0x18, 0x90, 0xaf, 0xd8, 0x07, 0x09};
 
-static void respond_status(struct append_ctx *a, int status)
+void gaz__append_respond_status(struct append_ctx *a, int status)
 {
 	Protocol__AppendResponse resp = PROTOCOL__APPEND_RESPONSE__INIT;
 	Protocol__Header *h = gaz_header_build(a->b, &a->res);
@@ -51,7 +51,7 @@ static void respond_status(struct append_ctx *a, int status)
 	gaz_metric_rpc_completed("Append", gaz_status_label(status));
 }
 
-static void respond_error(struct append_ctx *a, int code, const char *msg)
+void gaz__append_respond_error(struct append_ctx *a, int code, const char *msg)
 {
 	gaz_rpc_finish(a->call, NULL, code, msg);
 	a->finished = true;
@@ -75,7 +75,7 @@ static int resolve(struct append_ctx *a)
 	gaz_resolution_release(&a->res);
 	rc = gaz_resolve(a->b, a->req->journal, &o, &a->res, &st);
 	if (rc) {
-		respond_error(a, rc == GAZ_ECANCELLED ? GAZ_GRPC_CANCELLED : rc == GAZ_EUNAVAIL ? GAZ_GRPC_UNAVAILABLE : GAZ_GRPC_UNKNOWN, st.msg);
+		gaz__append_respond_error(a, rc == GAZ_ECANCELLED ? GAZ_GRPC_CANCELLED : rc == GAZ_EUNAVAIL ? GAZ_GRPC_UNAVAILABLE : GAZ_GRPC_UNKNOWN, st.msg);
 		return rc;
 	}
 	return 0;
@@ -235,7 +235,7 @@ static int as_primary(struct append_ctx *a)
 	if ((rc = gaz_replica_acquire(r, a->call))) {
 		if (rc == GAZ_ESTOPPED)
 			return 1;
-		respond_error(a, GAZ_GRPC_CANCELLED, "cancelled waiting for the journal");
+		gaz__append_respond_error(a, GAZ_GRPC_CANCELLED, "cancelled waiting for the journal");
 		return 0;
 	}
 	a->token = r;
@@ -245,7 +245,7 @@ static int as_primary(struct append_ctx *a)
 		gaz_replica_release(r);
 		a->token = NULL;
 		if (rc < 0)
-			respond_error(a, GAZ_GRPC_UNAVAILABLE, "replication to the journal's peers failed");
+			gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, "replication to the journal's peers failed");
 		return rc > 0;
 	}
 	rc = update_assignments(a, &wrote);
@@ -253,7 +253,7 @@ static int as_primary(struct append_ctx *a)
 		gaz_replica_release(r);
 		a->token = NULL;
 		if (rc)
-			respond_error(a, GAZ_GRPC_UNAVAILABLE, "updating assignments in etcd failed");
+			gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, "updating assignments in etcd failed");
 		return rc ? 0 : 1;
 	}
 	if ((int64_t)a->res.route.n > d) {
@@ -264,7 +264,7 @@ static int as_primary(struct append_ctx *a)
 		return 1;
 	}
 	if ((int64_t)a->res.route.n < d) {
-		respond_status(a, PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS);
+		gaz__append_respond_status(a, PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS);
 		return 0;
 	}
 	if ((rc = gaz__append_local(a)) == 1) {
@@ -285,13 +285,13 @@ static int after_resolve(struct append_ctx *a)
 	    a->req->suspend == PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_RESUME) {
 		int64_t off = a->res.spec->suspend ? a->res.spec->suspend->offset : 0;
 		if (gaz__append_update_suspend(a, PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__NONE, off)) {
-			respond_error(a, GAZ_GRPC_UNAVAILABLE, "resuming the journal failed");
+			gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, "resuming the journal failed");
 			return 0;
 		}
 		return 1;
 	}
 	if (status != PROTOCOL__STATUS__OK) {
-		respond_status(a, status);
+		gaz__append_respond_status(a, status);
 		return 0;
 	}
 	if (!a->res.replica) {
@@ -301,7 +301,7 @@ static int after_resolve(struct append_ctx *a)
 			return 1;
 		}
 		if ((int64_t)a->res.route.n < d) {
-			respond_status(a, PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS);
+			gaz__append_respond_status(a, PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS);
 			return 0;
 		}
 		gaz__append_proxy(a);
@@ -329,7 +329,7 @@ void gaz_handle_append(struct gaz_rpc_call *call, void *arg)
 	else
 		gaz_validate_append_request(a.req, &st);
 	if (st.code) {
-		respond_error(&a, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
+		gaz__append_respond_error(&a, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
 	} else {
 		a.read_through_rev = a.req->min_etcd_revision;
 		while (!a.finished && resolve(&a) == 0 && after_resolve(&a) == 1)

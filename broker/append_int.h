@@ -40,6 +40,11 @@ int gaz__append_replicate_content(struct append_ctx *a, const uint8_t *data, siz
 int gaz__append_replicate_commit(struct append_ctx *a);
 void gaz__append_pipeline_fail(struct append_ctx *a, const char *why);
 
+/* append.c: answer with a Gazette status (registers or the store error
+ * attached as the status needs), or with a gRPC error. */
+void gaz__append_respond_status(struct append_ctx *a, int status);
+void gaz__append_respond_error(struct append_ctx *a, int code, const char *msg);
+
 /* append.c: the OK response with the commit. */
 void gaz__append_respond_commit(struct append_ctx *a);
 

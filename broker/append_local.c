@@ -20,31 +20,6 @@
 #define SUSPEND(x) PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_##x
 #define LEVEL(x) PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__##x
 
-static void finish_status(struct append_ctx *a, int status)
-{
-	Protocol__AppendResponse resp = PROTOCOL__APPEND_RESPONSE__INIT;
-	Protocol__LabelSet empty = PROTOCOL__LABEL_SET__INIT;
-	Protocol__Header *h = gaz_header_build(a->b, &a->res);
-
-	resp.status = status;
-	resp.header = h;
-	if (status == PROTOCOL__STATUS__REGISTER_MISMATCH)
-		resp.registers = a->registers ? a->registers : &empty;
-	if (status == PROTOCOL__STATUS__FRAGMENT_STORE_UNHEALTHY)
-		resp.store_health_error = a->store_error;
-	gaz_rpc_finish(a->call, &resp.base, GAZ_GRPC_OK, NULL);
-	gaz_header_free(h);
-	a->finished = true;
-	gaz_metric_rpc_completed("Append", gaz_status_label(status));
-}
-
-static void finish_error(struct append_ctx *a, int code, const char *msg)
-{
-	gaz_rpc_finish(a->call, NULL, code, msg);
-	a->finished = true;
-	gaz_metric_rpc_completed("Append", "error");
-}
-
 /* maybeRoll (§6.3): the offset to roll the spool to, or -1 to keep it. */
 static int64_t roll_target(const struct gaz_replica *r, const Protocol__JournalSpec__Fragment *fs,
 			   int64_t roll_to)
@@ -102,7 +77,7 @@ static int suspend_request(struct append_ctx *a, int64_t index_min, int64_t inde
 		return gaz__append_update_suspend(a, LEVEL(PARTIAL), end) ? 0 : 1;
 	}
 	if (level == LEVEL(PARTIAL)) {
-		finish_status(a, PROTOCOL__STATUS__SUSPENDED);
+		gaz__append_respond_status(a, PROTOCOL__STATUS__SUSPENDED);
 		return 0;
 	}
 	return -1;
@@ -119,7 +94,7 @@ static int preconditions(struct append_ctx *a, int64_t *roll_to)
 	int level = spec->suspend ? spec->suspend->level : LEVEL(NONE);
 
 	if (gaz_replica_wait_ready(r, a->call)) {
-		finish_error(a, GAZ_GRPC_CANCELLED, "cancelled waiting for the fragment index");
+		gaz__append_respond_error(a, GAZ_GRPC_CANCELLED, "cancelled waiting for the fragment index");
 		return 0;
 	}
 	pthread_mutex_lock(&r->mu);
@@ -133,7 +108,7 @@ static int preconditions(struct append_ctx *a, int64_t *roll_to)
 		snprintf(why, sizeof(why), "%s", a->store_error);
 		snprintf(a->store_error, sizeof(a->store_error), "fragment store %s unhealthy: %.200s",
 			 spec->fragment->stores[0], why);
-		finish_status(a, PROTOCOL__STATUS__FRAGMENT_STORE_UNHEALTHY);
+		gaz__append_respond_status(a, PROTOCOL__STATUS__FRAGMENT_STORE_UNHEALTHY);
 		return 0;
 	}
 	end = r->spool.fragment.end;
@@ -141,7 +116,7 @@ static int preconditions(struct append_ctx *a, int64_t *roll_to)
 	*roll_to = 0;
 	if (q->check_registers && a->registers->n_labels &&
 	    !gaz_labelset_matches(q->check_registers, a->registers)) {
-		finish_status(a, PROTOCOL__STATUS__REGISTER_MISMATCH);
+		gaz__append_respond_status(a, PROTOCOL__STATUS__REGISTER_MISMATCH);
 		return 0;
 	}
 	if (spec->suspend && end < spec->suspend->offset) {
@@ -149,13 +124,13 @@ static int preconditions(struct append_ctx *a, int64_t *roll_to)
 		return preconditions(a, roll_to);
 	}
 	if (end != max_off && q->offset == 0 && gaz_journal_may_write(spec->flags)) {
-		finish_status(a, PROTOCOL__STATUS__INDEX_HAS_GREATER_OFFSET);
+		gaz__append_respond_status(a, PROTOCOL__STATUS__INDEX_HAS_GREATER_OFFSET);
 		return 0;
 	}
 	if (q->offset != 0 && q->offset != max_off) {
 		gaz_info("wrong append offset", "journal=%s offset=%lld write_head=%lld spool_end=%lld index_end=%lld",
 			 r->journal, (long long)q->offset, (long long)max_off, (long long)end, (long long)imax);
-		finish_status(a, PROTOCOL__STATUS__WRONG_APPEND_OFFSET);
+		gaz__append_respond_status(a, PROTOCOL__STATUS__WRONG_APPEND_OFFSET);
 		return 0;
 	}
 	if (q->offset != 0 && end != max_off) {
@@ -169,7 +144,7 @@ static int preconditions(struct append_ctx *a, int64_t *roll_to)
 		break;
 	case SUSPEND(NO_RESUME):
 		if (level != LEVEL(NONE)) {
-			finish_status(a, PROTOCOL__STATUS__SUSPENDED);
+			gaz__append_respond_status(a, PROTOCOL__STATUS__SUSPENDED);
 			return 0;
 		}
 		break;
@@ -266,16 +241,16 @@ static int stream_content(struct append_ctx *a, EVP_MD_CTX *sha)
 		if (rc == GAZ_EOF) {
 			if (intent)
 				return 0;
-			finish_error(a, GAZ_GRPC_UNKNOWN, "unexpected EOF");
+			gaz__append_respond_error(a, GAZ_GRPC_UNKNOWN, "unexpected EOF");
 			return GAZ_EPROTO;
 		}
 		if (rc == GAZ_ETIMEDOUT) {
-			finish_error(a, GAZ_GRPC_UNKNOWN,
+			gaz__append_respond_error(a, GAZ_GRPC_UNKNOWN,
 				     "client stream didn't sustain the minimum append data rate");
 			return rc;
 		}
 		if (rc == GAZ_EPROTO) {
-			finish_error(a, GAZ_GRPC_INVALID_ARGUMENT, "malformed AppendRequest");
+			gaz__append_respond_error(a, GAZ_GRPC_INVALID_ARGUMENT, "malformed AppendRequest");
 			return rc;
 		}
 		if (rc) {
@@ -285,12 +260,12 @@ static int stream_content(struct append_ctx *a, EVP_MD_CTX *sha)
 		}
 		if (intent) {
 			protobuf_c_message_free_unpacked(&m->base, NULL);
-			finish_error(a, GAZ_GRPC_UNKNOWN, "expected EOF after empty Content chunk");
+			gaz__append_respond_error(a, GAZ_GRPC_UNKNOWN, "expected EOF after empty Content chunk");
 			return GAZ_EPROTO;
 		}
 		if (m->journal[0] || gaz_validate_append_request(m, &st)) {
 			protobuf_c_message_free_unpacked(&m->base, NULL);
-			finish_error(a, GAZ_GRPC_INVALID_ARGUMENT,
+			gaz__append_respond_error(a, GAZ_GRPC_INVALID_ARGUMENT,
 				     st.msg[0] ? st.msg : "unexpected Journal in a content chunk");
 			return GAZ_EINVAL;
 		}
@@ -301,7 +276,7 @@ static int stream_content(struct append_ctx *a, EVP_MD_CTX *sha)
 			   a->req->suspend == PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_NOW ||
 			   a->req->suspend == PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_KEEP) {
 			protobuf_c_message_free_unpacked(&m->base, NULL);
-			finish_status(a, PROTOCOL__STATUS__NOT_ALLOWED);
+			gaz__append_respond_status(a, PROTOCOL__STATUS__NOT_ALLOWED);
 			return GAZ_EPERM;
 		} else {
 			int64_t delta = r->spool.delta;
@@ -309,7 +284,7 @@ static int stream_content(struct append_ctx *a, EVP_MD_CTX *sha)
 			if (r->pipeline && gaz__append_replicate_content(a, m->content.data,
 									 m->content.len, delta)) {
 				protobuf_c_message_free_unpacked(&m->base, NULL);
-				finish_error(a, GAZ_GRPC_UNAVAILABLE, "replication to a peer failed");
+				gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, "replication to a peer failed");
 				return GAZ_EUNAVAIL;
 			}
 			while ((rc = gaz_spool_append(&r->spool, m->content.data, m->content.len, &st)) ==
@@ -379,7 +354,7 @@ int gaz__append_local(struct append_ctx *a)
 		a->registers = gaz_labelset_new();
 	if (!sha || !a->registers) {
 		EVP_MD_CTX_free(sha);
-		finish_error(a, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		gaz__append_respond_error(a, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return 0;
 	}
 	rc = preconditions(a, &roll_to);
@@ -390,13 +365,13 @@ int gaz__append_local(struct append_ctx *a)
 	EVP_DigestInit_ex(sha, EVP_sha1(), NULL);
 	if (maybe_roll(a, roll_to)) {
 		EVP_MD_CTX_free(sha);
-		finish_error(a, GAZ_GRPC_INTERNAL, "rolling the spool failed");
+		gaz__append_respond_error(a, GAZ_GRPC_INTERNAL, "rolling the spool failed");
 		return 0;
 	}
 	rc = stream_content(a, sha);
 	if (!rc && r->spool.delta == 0 &&
 	    (a->req->union_registers || a->req->subtract_registers)) {
-		finish_error(a, GAZ_GRPC_UNKNOWN, "register modification requires non-empty Append");
+		gaz__append_respond_error(a, GAZ_GRPC_UNKNOWN, "register modification requires non-empty Append");
 		rc = GAZ_EINVAL;
 	}
 	if (!rc)
@@ -409,7 +384,7 @@ int gaz__append_local(struct append_ctx *a)
 		gaz_spool_rollback(&r->spool);
 		pthread_mutex_unlock(&r->mu);
 		if (!a->finished)
-			finish_error(a, GAZ_GRPC_INTERNAL, "commit failed");
+			gaz__append_respond_error(a, GAZ_GRPC_INTERNAL, "commit failed");
 	} else {
 		gaz__append_respond_commit(a);
 	}
