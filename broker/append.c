@@ -29,10 +29,6 @@
 #include "protocol/labels.h"
 #include "protocol/validate.h"
 
-/* An empty append commits SHA1(""), unlike empty spool fragments (§2.1). */
-static const uint8_t sha1_empty[20] = {0xda, 0x39, 0xa3, 0xee, 0x5e, 0x6b, 0x4b, 0x0d, 0x32, 0x55,
-				       0xbf, 0xef, 0x95, 0x60, 0x18, 0x90, 0xaf, 0xd8, 0x07, 0x09};
-
 void gaz__append_respond_status(struct append_ctx *a, int status)
 {
 	Protocol__AppendResponse resp = PROTOCOL__APPEND_RESPONSE__INIT;
@@ -206,7 +202,9 @@ void gaz__append_respond_commit(struct append_ctx *a)
 	commit.begin = a->commit_begin;
 	commit.end = a->commit_end;
 	commit.compression_codec = a->commit_codec;
-	gaz_sha1sum_to_proto(a->commit_begin == a->commit_end ? sha1_empty : a->commit_sum, &sum);
+	/* The SHA-1 of this append's bytes only: SHA1("") for an empty append,
+	 * unlike empty spool fragments, which carry the zero sum (§2.1). */
+	gaz_sha1sum_to_proto(a->commit_sum, &sum);
 	commit.sum = &sum;
 	resp.status = PROTOCOL__STATUS__OK;
 	resp.header = h;
@@ -314,16 +312,10 @@ void gaz_handle_append(struct gaz_rpc_call *call, void *arg)
 {
 	struct append_ctx a = {.b = arg, .call = call};
 	struct gaz_status st = {0};
-	int rc;
 
 	a.res.route.primary = -1;
-	rc = gaz_rpc_recv(call, &protocol__append_request__descriptor, (ProtobufCMessage **)&a.req,
-			  GAZ_DEADLINE_NEVER);
-	if (rc) {
-		gaz_rpc_finish(call, NULL, rc == GAZ_EPROTO ? GAZ_GRPC_INVALID_ARGUMENT : GAZ_GRPC_CANCELLED,
-			       rc == GAZ_EPROTO ? "malformed AppendRequest" : "expected AppendRequest");
+	if (gaz_recv_request(call, &protocol__append_request__descriptor, (ProtobufCMessage **)&a.req, "AppendRequest"))
 		return;
-	}
 	if (!a.req->journal[0])
 		gaz_status_set(&st, GAZ_EINVAL, "expected first AppendRequest to have a Journal");
 	else

@@ -83,6 +83,19 @@ static int suspend_request(struct append_ctx *a, int64_t index_min, int64_t inde
 	return -1;
 }
 
+static int preconditions(struct append_ctx *a, int64_t *roll_to);
+
+/* Rolls the spool forward to `to`, then checks the preconditions again.
+ * A roll that fails answers the append, so the check cannot loop. */
+static int roll_and_recheck(struct append_ctx *a, int64_t to, int64_t *roll_to)
+{
+	if (maybe_roll(a, to)) {
+		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, "rolling the spool failed");
+		return 0;
+	}
+	return preconditions(a, roll_to);
+}
+
 /* VALIDATE_PRECONDITIONS. Returns 1 to resolve again, 0 when answered, -1
  * to stream content. *roll_to receives the offset to roll to (0 = none). */
 static int preconditions(struct append_ctx *a, int64_t *roll_to)
@@ -119,24 +132,20 @@ static int preconditions(struct append_ctx *a, int64_t *roll_to)
 		gaz__append_respond_status(a, PROTOCOL__STATUS__REGISTER_MISMATCH);
 		return 0;
 	}
-	if (spec->suspend && end < spec->suspend->offset) {
-		maybe_roll(a, spec->suspend->offset);
-		return preconditions(a, roll_to);
-	}
+	if (spec->suspend && end < spec->suspend->offset)
+		return roll_and_recheck(a, spec->suspend->offset, roll_to);
 	if (end != max_off && q->offset == 0 && gaz_journal_may_write(spec->flags)) {
 		gaz__append_respond_status(a, PROTOCOL__STATUS__INDEX_HAS_GREATER_OFFSET);
 		return 0;
 	}
 	if (q->offset != 0 && q->offset != max_off) {
-		gaz_info("wrong append offset", "journal=%s offset=%lld write_head=%lld spool_end=%lld index_end=%lld",
+		gaz_debug("wrong append offset", "journal=%s offset=%lld write_head=%lld spool_end=%lld index_end=%lld",
 			 r->journal, (long long)q->offset, (long long)max_off, (long long)end, (long long)imax);
 		gaz__append_respond_status(a, PROTOCOL__STATUS__WRONG_APPEND_OFFSET);
 		return 0;
 	}
-	if (q->offset != 0 && end != max_off) {
-		maybe_roll(a, max_off);
-		return preconditions(a, roll_to);
-	}
+	if (q->offset != 0 && end != max_off)
+		return roll_and_recheck(a, max_off, roll_to);
 	switch (q->suspend) {
 	case SUSPEND(RESUME):
 		if (level != LEVEL(NONE))

@@ -136,6 +136,15 @@ bool gaz_broker_is_local(const struct gaz_broker *b, const char *zone, const cha
 
 /* ---- RPC handlers ------------------------------------------------------ */
 
+/* gaz_recv_request receives a handler's first request message into *out
+ * (caller frees with protobuf_c_message_free_unpacked). On failure it ends
+ * the call itself — INVALID_ARGUMENT "malformed <what>" when the bytes do
+ * not unpack, CANCELLED when the client went away or sent nothing — and
+ * returns the gaz_rpc_recv error; the handler then just returns. */
+int gaz_recv_request(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
+		     ProtobufCMessage **out, const char *what);
+
+
 void gaz_handle_append(struct gaz_rpc_call *call, void *arg);
 void gaz_handle_read(struct gaz_rpc_call *call, void *arg);
 void gaz_handle_list(struct gaz_rpc_call *call, void *arg);

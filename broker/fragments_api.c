@@ -184,13 +184,8 @@ void gaz_handle_list_fragments(struct gaz_rpc_call *call, void *arg)
 	struct gaz_status st = {0};
 	int rc;
 
-	rc = gaz_rpc_recv(call, &protocol__fragments_request__descriptor, (ProtobufCMessage **)&q,
-			  GAZ_DEADLINE_NEVER);
-	if (rc) {
-		gaz_rpc_finish(call, NULL, rc == GAZ_EPROTO ? GAZ_GRPC_INVALID_ARGUMENT : GAZ_GRPC_CANCELLED,
-			       "expected FragmentsRequest");
+	if (gaz_recv_request(call, &protocol__fragments_request__descriptor, (ProtobufCMessage **)&q, "FragmentsRequest"))
 		return;
-	}
 	if (gaz_validate_fragments_request(q, &st)) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
 		goto out;
@@ -242,12 +237,8 @@ void gaz_handle_store_health(struct gaz_rpc_call *call, void *arg)
 	struct gaz_store *s = NULL;
 	int rc;
 
-	rc = gaz_rpc_recv(call, &protocol__fragment_store_health_request__descriptor,
-			  (ProtobufCMessage **)&q, GAZ_DEADLINE_NEVER);
-	if (rc) {
-		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, "expected FragmentStoreHealthRequest");
+	if (gaz_recv_request(call, &protocol__fragment_store_health_request__descriptor, (ProtobufCMessage **)&q, "FragmentStoreHealthRequest"))
 		return;
-	}
 	if (gaz_validate_store_health_request(q, &st)) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
 		protobuf_c_message_free_unpacked(&q->base, NULL);

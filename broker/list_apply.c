@@ -168,13 +168,8 @@ void gaz_handle_list(struct gaz_rpc_call *call, void *arg)
 	struct gaz_status st = {0};
 	int rc;
 
-	rc = gaz_rpc_recv(call, &protocol__list_request__descriptor, (ProtobufCMessage **)&req,
-			  GAZ_DEADLINE_NEVER);
-	if (rc) {
-		gaz_rpc_finish(call, NULL, rc == GAZ_EPROTO ? GAZ_GRPC_INVALID_ARGUMENT : GAZ_GRPC_CANCELLED,
-			       rc == GAZ_EPROTO ? "malformed ListRequest" : "cancelled");
+	if (gaz_recv_request(call, &protocol__list_request__descriptor, (ProtobufCMessage **)&req, "ListRequest"))
 		return;
-	}
 	if (gaz_validate_list_request(req, &st)) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
 	} else {
@@ -312,13 +307,8 @@ void gaz_handle_apply(struct gaz_rpc_call *call, void *arg)
 	int status = 0, rc;
 	int64_t revision = 0;
 
-	rc = gaz_rpc_recv(call, &protocol__apply_request__descriptor, (ProtobufCMessage **)&req,
-			  GAZ_DEADLINE_NEVER);
-	if (rc) {
-		gaz_rpc_finish(call, NULL, rc == GAZ_EPROTO ? GAZ_GRPC_INVALID_ARGUMENT : GAZ_GRPC_CANCELLED,
-			       rc == GAZ_EPROTO ? "malformed ApplyRequest" : "cancelled");
+	if (gaz_recv_request(call, &protocol__apply_request__descriptor, (ProtobufCMessage **)&req, "ApplyRequest"))
 		return;
-	}
 	if (apply_validate(req, &st)) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
 	} else if ((rc = apply_run(b, call, req, &status, &revision, &st))) {

@@ -405,7 +405,7 @@ int main(int argc, char **argv)
 	if (argc < 2 || (strcmp(argv[1], "serve") && strcmp(argv[1], "print-config"))) {
 		fprintf(stderr, "Usage: gazette <serve|print-config> [OPTIONS]\n"
 				"gazette-c broker, wire-compatible with Gazette.\n");
-		return argc < 2 ? 1 : 1;
+		return 1;
 	}
 	if (gaz_flags_find_ini("gazette.ini", ini, sizeof(ini)) == 0)
 		f.ini_path = ini;

@@ -100,10 +100,7 @@ static int encode(struct gaz_broker *b, const struct job *j, int *fd, int64_t *l
 	if ((out = mkstemp(tmpl)) < 0)
 		return gaz_status_set(st, GAZ_EIO, "creating %s: %m", tmpl);
 	unlink(tmpl);
-	int codec = f->codec == PROTOCOL__COMPRESSION_CODEC__GZIP_OFFLOAD_DECOMPRESSION
-			    ? PROTOCOL__COMPRESSION_CODEC__GZIP_OFFLOAD_DECOMPRESSION
-			    : f->codec;
-	if ((rc = gaz_codec_compress_file(codec, j->done.file->fd, out, st))) {
+	if ((rc = gaz_codec_compress_file(f->codec, j->done.file->fd, out, st))) {
 		close(out);
 		return rc;
 	}

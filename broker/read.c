@@ -229,13 +229,8 @@ void gaz_handle_read(struct gaz_rpc_call *call, void *arg)
 	struct gaz_status st = {0};
 	int rc;
 
-	rc = gaz_rpc_recv(call, &protocol__read_request__descriptor, (ProtobufCMessage **)&c.req,
-			  GAZ_DEADLINE_NEVER);
-	if (rc) {
-		gaz_rpc_finish(call, NULL, rc == GAZ_EPROTO ? GAZ_GRPC_INVALID_ARGUMENT : GAZ_GRPC_CANCELLED,
-			       rc == GAZ_EPROTO ? "malformed ReadRequest" : "expected ReadRequest");
+	if (gaz_recv_request(call, &protocol__read_request__descriptor, (ProtobufCMessage **)&c.req, "ReadRequest"))
 		return;
-	}
 	if (gaz_validate_read_request(c.req, &st)) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
 		goto out;

@@ -185,13 +185,8 @@ void gaz_handle_replicate(struct gaz_rpc_call *call, void *arg)
 	struct gaz_status st = {0};
 	int rc;
 
-	rc = gaz_rpc_recv(call, &protocol__replicate_request__descriptor, (ProtobufCMessage **)&m,
-			  GAZ_DEADLINE_NEVER);
-	if (rc) {
-		gaz_rpc_finish(call, NULL, rc == GAZ_EPROTO ? GAZ_GRPC_INVALID_ARGUMENT : GAZ_GRPC_CANCELLED,
-			       "expected ReplicateRequest");
+	if (gaz_recv_request(call, &protocol__replicate_request__descriptor, (ProtobufCMessage **)&m, "ReplicateRequest"))
 		return;
-	}
 	if (!m->header || !m->proposal || gaz_validate_replicate_request(m, &st)) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT,
 			       st.msg[0] ? st.msg : "expected first ReplicateRequest to have Header");

@@ -37,6 +37,19 @@ int gaz_wait_revision(struct gaz_broker *b, struct gaz_rpc_call *call, int64_t r
 	return rc;
 }
 
+int gaz_recv_request(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
+		     ProtobufCMessage **out, const char *what)
+{
+	char msg[96];
+	int rc = gaz_rpc_recv(call, desc, out, GAZ_DEADLINE_NEVER);
+
+	if (rc == 0)
+		return 0;
+	snprintf(msg, sizeof(msg), "%s %s", rc == GAZ_EPROTO ? "malformed" : "expected", what);
+	gaz_rpc_finish(call, NULL, rc == GAZ_EPROTO ? GAZ_GRPC_INVALID_ARGUMENT : GAZ_GRPC_CANCELLED, msg);
+	return rc;
+}
+
 bool gaz_broker_is_local(const struct gaz_broker *b, const char *zone, const char *suffix)
 {
 	return !strcmp(zone, b->cfg.zone) && !strcmp(suffix, b->cfg.id);

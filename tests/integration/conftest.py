@@ -28,7 +28,6 @@ GO_GAZCTL = os.path.join(GO_DIR, "gazctl")
 ETCD_DIR = subprocess.check_output([os.path.join(ROOT, "scripts/deps.sh"), "--etcd-dir"], text=True).strip()
 ETCD_BIN = os.path.join(ETCD_DIR, "etcd")
 ETCDCTL_BIN = os.path.join(ETCD_DIR, "etcdctl")
-SANITIZED = "san" in BUILD
 
 _PB_DIR = tempfile.mkdtemp(prefix="gaz-pb-")
 subprocess.check_call(["protoc", "--python_out=" + _PB_DIR, "-I" + os.path.join(ROOT, "proto"),

@@ -104,7 +104,7 @@ def test_both_gazctls_print_the_same(cluster, tmp_path):
 def test_gazctl_apply_rejects_bad_yaml(cluster, tmp_path, yaml_text, needle):
     b = cluster.start()
     f = tmp_path / "bad.yaml"
-    f.write_text(yaml_text.replace("\\n", "\n"))
+    f.write_text(yaml_text)
     p = gazctl(GAZCTL, b.address, "journals", "apply", "--specs", str(f), check=False)
     assert p.returncode != 0
     assert needle.lower() in p.stderr.decode().lower(), p.stderr.decode()
