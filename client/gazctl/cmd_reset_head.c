@@ -84,16 +84,7 @@ static int reset_head(struct gaz_client *c, const char *journal, struct gaz_stat
 
 static int run(struct gaz_client *c, struct gaz_status *st)
 {
-	Protocol__ListResponse *list;
-	int rc;
-
-	if ((rc = gazctl_list_selector(c, selector, &list, st)))
-		return rc;
-	for (size_t i = 0; !rc && i < list->n_journals; i++)
-		if (!gazctl_is_full_suspended(list->journals[i]))
-			rc = reset_head(c, list->journals[i]->spec->name, st);
-	protobuf_c_message_free_unpacked(&list->base, NULL);
-	return rc;
+	return gazctl_each_unsuspended(c, selector, reset_head, st);
 }
 
 const struct gazctl_cmd gazctl_cmd_reset_head = {

@@ -53,16 +53,7 @@ static int suspend_journal(struct gaz_client *c, const char *journal, struct gaz
 
 static int run(struct gaz_client *c, struct gaz_status *st)
 {
-	Protocol__ListResponse *list;
-	int rc;
-
-	if ((rc = gazctl_list_selector(c, opt.selector, &list, st)))
-		return rc;
-	for (size_t i = 0; !rc && i < list->n_journals; i++)
-		if (!gazctl_is_full_suspended(list->journals[i]))
-			rc = suspend_journal(c, list->journals[i]->spec->name, st);
-	protobuf_c_message_free_unpacked(&list->base, NULL);
-	return rc;
+	return gazctl_each_unsuspended(c, opt.selector, suspend_journal, st);
 }
 
 const struct gazctl_cmd gazctl_cmd_suspend = {

@@ -79,6 +79,14 @@ int gazctl_list_selector(struct gaz_client *c, const char *selector,
  * journals are skipped by read, fragments, reset-head and suspend). */
 bool gazctl_is_full_suspended(const Protocol__ListResponse__Journal *j);
 
+/* gazctl_each_unsuspended lists the journals matching `selector` and calls
+ * fn(c, journal name, st) for each one that is not FULL suspended, in name
+ * order, stopping at the first non-zero return, which it returns (or the
+ * List error). */
+int gazctl_each_unsuspended(struct gaz_client *c, const char *selector,
+			    int (*fn)(struct gaz_client *c, const char *journal, struct gaz_status *st),
+			    struct gaz_status *st);
+
 /* ---- memory --------------------------------------------------------------- */
 
 void *gazctl_xmalloc(size_t n);

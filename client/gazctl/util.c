@@ -72,3 +72,19 @@ bool gazctl_is_full_suspended(const Protocol__ListResponse__Journal *j)
 	return j->spec && j->spec->suspend &&
 	       j->spec->suspend->level == PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__FULL;
 }
+
+int gazctl_each_unsuspended(struct gaz_client *c, const char *selector,
+			    int (*fn)(struct gaz_client *c, const char *journal, struct gaz_status *st),
+			    struct gaz_status *st)
+{
+	Protocol__ListResponse *list;
+	int rc;
+
+	if ((rc = gazctl_list_selector(c, selector, &list, st)))
+		return rc;
+	for (size_t i = 0; !rc && i < list->n_journals; i++)
+		if (!gazctl_is_full_suspended(list->journals[i]))
+			rc = fn(c, list->journals[i]->spec->name, st);
+	protobuf_c_message_free_unpacked(&list->base, NULL);
+	return rc;
+}

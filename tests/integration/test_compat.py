@@ -109,3 +109,29 @@ def test_gazctl_apply_rejects_bad_yaml(cluster, tmp_path, yaml_text, needle):
     assert p.returncode != 0
     assert needle.lower() in p.stderr.decode().lower(), p.stderr.decode()
     assert gazctl(GAZCTL, b.address, "journals", "list", "-o", "json").stdout.count(b'"name"') == 0
+
+
+def test_gazctl_suspend_and_reset_head(cluster):
+    """BR-04 step 4 and BR-07 step 5 through our gazctl: suspend takes an
+    empty journal to FULL, reset-head skips FULL journals and moves a dirty
+    journal's head to the store's end."""
+    from gazpb import Client, spec, wait_assigned
+    import protocol_pb2 as pb
+    b = cluster.start()
+    c = Client(b.address)
+    c.apply(spec("gz/empty"))
+    wait_assigned(c, "gz/empty")
+    gazctl(GAZCTL, b.address, "journals", "suspend", "-l", "name=gz/empty")
+    level = [j.spec.suspend.level for j in c.list() if j.spec.name == "gz/empty"][0]
+    assert level == pb.JournalSpec.Suspend.FULL
+    gazctl(GAZCTL, b.address, "journals", "reset-head", "-l", "name=gz/empty")
+    level = [j.spec.suspend.level for j in c.list() if j.spec.name == "gz/empty"][0]
+    assert level == pb.JournalSpec.Suspend.FULL  # skipped, not resumed
+    # A dirty store: fragments the brokers do not know about.
+    from test_cases import put_fragment
+    put_fragment(cluster.file_root, "gz/dirty", 0, b"d" * 40)
+    c.apply(spec("gz/dirty"))
+    assert c.append("gz/dirty", b"x").status == pb.INDEX_HAS_GREATER_OFFSET
+    gazctl(GAZCTL, b.address, "journals", "reset-head", "-l", "name=gz/dirty")
+    r = c.append("gz/dirty", b"x")
+    assert r.status == pb.OK and r.commit.begin == 40
