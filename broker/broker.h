@@ -126,12 +126,23 @@ int gaz_wait_revision(struct gaz_broker *b, struct gaz_rpc_call *call, int64_t r
 
 /* ---- lifecycle --------------------------------------------------------- */
 
+/* gaz_announce grants the member lease (--etcd.lease), keeps it alive (a
+ * lost lease logs and raises SIGTERM) and puts our BrokerSpec under the
+ * member key if absent, retrying every 10 s while an older process's key
+ * holds it (facts §4.2). Returns 0, or the etcd error (st set). Main
+ * thread, once. */
 int gaz_announce(struct gaz_broker *b, struct gaz_status *st);
+/* gaz_announce_exiting rewrites our BrokerSpec with exiting = true, keeping
+ * its lease, so the allocator moves our journals. Returns 0 or the etcd
+ * error. */
 int gaz_announce_exiting(struct gaz_broker *b, struct gaz_status *st);
-void gaz_allocator_main_loop_start(struct gaz_broker *b);
+/* Thread bodies (arg: the broker); both return once b->stopping is set. */
 void *gaz_allocator_thread(void *arg);
 void *gaz_maintain_thread(void *arg);
-void gaz_broker_kick(struct gaz_broker *b);   /* wake maintenance + allocator */
+/* gaz_broker_kick wakes the maintenance and allocator threads (after a
+ * keyspace change). Thread-safe. */
+void gaz_broker_kick(struct gaz_broker *b);
+/* gaz_broker_is_local: (zone, suffix) names this broker. */
 bool gaz_broker_is_local(const struct gaz_broker *b, const char *zone, const char *suffix);
 
 /* ---- RPC handlers ------------------------------------------------------ */
@@ -145,6 +156,8 @@ int gaz_recv_request(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor
 		     ProtobufCMessage **out, const char *what);
 
 
+/* protocol.Journal handlers (arg: the broker), registered in main.c. Each
+ * validates its request before touching state and ends its call. */
 void gaz_handle_append(struct gaz_rpc_call *call, void *arg);
 void gaz_handle_read(struct gaz_rpc_call *call, void *arg);
 void gaz_handle_list(struct gaz_rpc_call *call, void *arg);
@@ -153,7 +166,8 @@ void gaz_handle_list_fragments(struct gaz_rpc_call *call, void *arg);
 void gaz_handle_store_health(struct gaz_rpc_call *call, void *arg);
 void gaz_handle_replicate(struct gaz_rpc_call *call, void *arg);
 
-/* HTTP/1 connections on the service port (http.c). */
+/* HTTP/1 connections on the service port (http.c): serves the connection
+ * on the caller's thread and closes `fd`; `peer` is borrowed. */
 void gaz_http_conn(int fd, const char *peer, void *arg);
 
 /* ---- peers (proxy.c) ---------------------------------------------------- */
