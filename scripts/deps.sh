@@ -16,9 +16,14 @@ set -euo pipefail
 
 GAZETTE_VERSION=v0.103.0
 ETCD_VERSION=v3.6.14
+# SeaweedFS has no semver tags; this pseudo-version is its 2026-11-09 commit.
+WEED_VERSION=v0.0.0-20261109003541-7506e5f91cd6
+KUBE_VERSION=v1.35.4
 CACHE=${GAZ_CACHE:-$HOME/.cache/gazette-c}
 GAZETTE_DIR=$CACHE/gazette-$GAZETTE_VERSION
 ETCD_DIR=$CACHE/etcd-$ETCD_VERSION
+WEED_DIR=$CACHE/seaweedfs-$WEED_VERSION
+KUBE_DIR=$CACHE/kubernetes-$KUBE_VERSION
 
 PKGS=(build-essential pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
       protobuf-compiler libprotobuf-dev etcd-server etcd-client libssl-dev libzstd-dev
@@ -73,7 +78,81 @@ build_etcd() {
 	rm -rf "$tmp"
 }
 
+build_weed() {
+	# SeaweedFS (Apache-2.0), the S3-compatible server of the suite. Its
+	# go.mod has replace lines, so `go install` refuses it: build through a
+	# throwaway module that copies those replace lines.
+	command -v go >/dev/null || { echo "deps: go is needed to build SeaweedFS" >&2; return 1; }
+	local tmp
+	tmp=$(mktemp -d)
+	echo "deps: building SeaweedFS $WEED_VERSION into $WEED_DIR" >&2
+	(
+		export GOTOOLCHAIN=local GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0
+		export GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache
+		cd "$tmp"
+		go mod init rig.local/weedbuild >/dev/null 2>&1
+		local mod
+		mod=$(go mod download -json github.com/seaweedfs/seaweedfs@$WEED_VERSION |
+			sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+		awk '/^replace [^ ]+ => [^.\/]/ {print $2"="$4"@"$5}' "$mod" |
+			while read -r r; do go mod edit -replace="$r"; done
+		go get github.com/seaweedfs/seaweedfs/weed@$WEED_VERSION
+		go build -trimpath -o "$tmp/weed" github.com/seaweedfs/seaweedfs/weed
+	)
+	mkdir -p "$WEED_DIR"
+	mv "$tmp/weed" "$WEED_DIR/"
+	rm -rf "$tmp"
+}
+
+build_kube() {
+	# kube-apiserver and kubectl for the operator's tests (the envtest way).
+	# k8s.io/kubernetes replaces its staging modules with local paths that
+	# the module zip lacks; a throwaway module replaces each with its
+	# published v0.Y.Z tag, read from the release's own go.mod.
+	command -v go >/dev/null || { echo "deps: go is needed to build kube-apiserver" >&2; return 1; }
+	local tmp minor
+	tmp=$(mktemp -d)
+	minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
+	echo "deps: building kube-apiserver and kubectl $KUBE_VERSION into $KUBE_DIR" >&2
+	(
+		export GOTOOLCHAIN=local GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0
+		export GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache
+		cd "$tmp"
+		go mod init rig.local/kubebuild >/dev/null 2>&1
+		local mod staging
+		mod=$(go mod download -json k8s.io/kubernetes@$KUBE_VERSION |
+			sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+		staging="v0.${KUBE_VERSION#v1.}"
+		for m in $(awk '$2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "$mod"); do
+			go mod edit -replace="$m=$m@$staging"
+		done
+		go get k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION k8s.io/kubernetes/cmd/kubectl@$KUBE_VERSION
+		local ld="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
+		ld="$ld -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+		go build -trimpath -ldflags "$ld" -o "$tmp/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+	)
+	mkdir -p "$KUBE_DIR"
+	mv "$tmp/kube-apiserver" "$tmp/kubectl" "$KUBE_DIR/"
+	rm -rf "$tmp"
+}
+
 case "${1:-}" in
+--weed-dir)
+	echo "$WEED_DIR"
+	exit 0
+	;;
+--kube-dir)
+	echo "$KUBE_DIR"
+	exit 0
+	;;
+--build-weed)
+	build_weed
+	exit 0
+	;;
+--build-kube)
+	build_kube
+	exit 0
+	;;
 --etcd-dir)
 	echo "$ETCD_DIR"
 	exit 0
@@ -88,6 +167,8 @@ case "${1:-}" in
 	[ -z "$m" ] || { echo "deps: missing packages: $m (run: make deps)" >&2; bad=1; }
 	[ -x "$GAZETTE_DIR/gazette" ] || { echo "deps: missing $GAZETTE_DIR/gazette (run: make deps)" >&2; bad=1; }
 	[ -x "$ETCD_DIR/etcd" ] || { echo "deps: missing $ETCD_DIR/etcd (run: make deps)" >&2; bad=1; }
+	[ -x "$WEED_DIR/weed" ] || { echo "deps: missing $WEED_DIR/weed (run: make deps)" >&2; bad=1; }
+	[ -x "$KUBE_DIR/kube-apiserver" ] || { echo "deps: missing $KUBE_DIR/kube-apiserver (run: make deps)" >&2; bad=1; }
 	exit $bad
 	;;
 esac
@@ -106,4 +187,10 @@ if [ ! -x "$GAZETTE_DIR/gazette" ] || [ ! -x "$GAZETTE_DIR/gazctl" ]; then
 fi
 if [ ! -x "$ETCD_DIR/etcd" ] || [ ! -x "$ETCD_DIR/etcdctl" ]; then
 	build_etcd
+fi
+if [ ! -x "$WEED_DIR/weed" ]; then
+	build_weed
+fi
+if [ ! -x "$KUBE_DIR/kube-apiserver" ] || [ ! -x "$KUBE_DIR/kubectl" ]; then
+	build_kube
 fi
