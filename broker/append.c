@@ -23,6 +23,7 @@
 
 #include "broker/append_int.h"
 #include "broker/metrics.h"
+#include "broker/persister.h"
 #include "broker/replica.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -44,14 +45,16 @@ void gaz__append_respond_status(struct append_ctx *a, int status)
 	gaz_rpc_finish(a->call, &resp.base, GAZ_GRPC_OK, NULL);
 	gaz_header_free(h);
 	a->finished = true;
-	gaz_metric_rpc_completed("Append", gaz_status_label(status));
+	if (!gaz_rpc_is_local(a->call)) /* pulses are not client RPCs */
+		gaz_metric_rpc_completed("Append", gaz_status_label(status));
 }
 
 void gaz__append_respond_error(struct append_ctx *a, int code, const char *msg)
 {
 	gaz_rpc_finish(a->call, NULL, code, msg);
 	a->finished = true;
-	gaz_metric_rpc_completed("Append", "error");
+	if (!gaz_rpc_is_local(a->call))
+		gaz_metric_rpc_completed("Append", "error");
 }
 
 /* ---- RESOLVE and the assignment writes ----------------------------------- */
@@ -132,6 +135,33 @@ static int update_assignments(struct append_ctx *a, bool *wrote)
 		gaz_warn("route consistency write failed", "journal=%s err=\"%s\"", a->res.journal,
 			 st.msg);
 	return rc;
+}
+
+/* A broker on its way out lets a journal's new route take effect (the
+ * consistency write after which the allocator removes us and moves the
+ * primary) only once the spool's content is in the store: a member that
+ * joined has none of it, and with replication 1 our disk holds the only
+ * copy. So roll the spool (peers roll with it) and wait for the persister.
+ * Without a pending route write, or while serving, nothing happens. */
+static int persist_before_hand_off(struct append_ctx *a)
+{
+	struct gaz_replica *r = a->res.replica;
+	const struct gaz_route *route = &a->res.route;
+	bool pending = false;
+	int rc;
+
+	if (!atomic_load(&a->b->exiting) || !a->b->persister)
+		return 0;
+	for (size_t i = 0; i < route->n; i++)
+		pending |= !route->consistent[i];
+	if (!pending)
+		return 0;
+	if ((rc = gaz__append_roll(a, r->spool.fragment.end)))
+		return rc;
+	while (gaz_persister_pending_for(a->b->persister, r->journal))
+		if (gaz_rpc_wait(a->call, gaz_deadline_in(20)) == GAZ_ECANCELLED)
+			return GAZ_ECANCELLED;
+	return 0;
 }
 
 /* Writes the item with a new suspension, guarded by the item's and every
@@ -215,7 +245,8 @@ void gaz__append_respond_commit(struct append_ctx *a)
 	gaz_rpc_finish(a->call, &resp.base, GAZ_GRPC_OK, NULL);
 	gaz_header_free(h);
 	a->finished = true;
-	gaz_metric_rpc_completed("Append", "OK");
+	if (!gaz_rpc_is_local(a->call))
+		gaz_metric_rpc_completed("Append", "OK");
 	gaz_metric_write_head(a->res.journal, a->commit_end);
 }
 
@@ -245,6 +276,12 @@ static int as_primary(struct append_ctx *a)
 		if (rc < 0)
 			gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, "replication to the journal's peers failed");
 		return rc > 0;
+	}
+	if ((rc = persist_before_hand_off(a))) {
+		gaz_replica_release(r);
+		a->token = NULL;
+		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, "persisting the spool before hand-off failed");
+		return 0;
 	}
 	rc = update_assignments(a, &wrote);
 	if (rc || wrote) {

@@ -26,6 +26,11 @@ struct append_ctx {
  * held. Returns 1 to resolve again, 0 once answered. */
 int gaz__append_local(struct append_ctx *a);
 
+/* append_local.c: rolls the spool (and, through the pipeline, every
+ * peer's) to an empty fragment at `to`. The token is held. Returns 0 or
+ * an error (the pipeline is closed on failure). */
+int gaz__append_roll(struct append_ctx *a, int64_t to);
+
 /* append.c: suspension write (UPDATE_SUSPEND). */
 int gaz__append_update_suspend(struct append_ctx *a, int level, int64_t offset);
 

@@ -38,22 +38,28 @@ static int64_t roll_target(const struct gaz_replica *r, const Protocol__JournalS
 	return -1;
 }
 
-static int maybe_roll(struct append_ctx *a, int64_t roll_to)
+int gaz__append_roll(struct append_ctx *a, int64_t to)
 {
 	struct gaz_replica *r = a->res.replica;
 	const Protocol__JournalSpec__Fragment *fs = a->res.spec->fragment;
 	struct gaz_status st = {0};
-	int64_t to = roll_target(r, fs, roll_to);
 	int rc;
 
-	if (to < 0 || (to == r->spool.fragment.end && r->spool.fragment.begin == to &&
-		       r->spool.fragment.codec == (int)fs->compression_codec))
+	if (to == r->spool.fragment.end && r->spool.fragment.begin == to &&
+	    r->spool.fragment.codec == (int)fs->compression_codec)
 		return 0;
 	if (r->pipeline) /* peers roll with us */
 		return gaz__append_sync(a, to) == 0 ? 0 : GAZ_EUNAVAIL;
 	if ((rc = gaz_replica_roll(r, to, fs->compression_codec, &st)))
 		gaz_error("rolling the spool failed", "journal=%s err=\"%s\"", r->journal, st.msg);
 	return rc;
+}
+
+static int maybe_roll(struct append_ctx *a, int64_t roll_to)
+{
+	int64_t to = roll_target(a->res.replica, a->res.spec->fragment, roll_to);
+
+	return to < 0 ? 0 : gaz__append_roll(a, to);
 }
 
 /* IF_FLUSHED / NOW suspension (§2.1 step 8). Returns 1 to resolve again,

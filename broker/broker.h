@@ -7,8 +7,9 @@
  *   allocator.c   leader-only assignment of journals to members (§4.7)
  *   resolver.c    journal resolution against the keyspace (§2.0)
  *   replica.c     local replicas: spool, index, registers, lifecycle
- *   maintain.c    the maintenance loop: replica reconcile, index refresh,
- *                 pulses (flush-interval rolls, route consistency writes)
+ *   maintain.c    the maintenance loop: replica reconcile, index refresh
+ *   pulse.c       pulses: an empty append per primary journal that syncs
+ *                 new peers, writes consistent routes, closes idle fragments
  *   persister.c   completed spools to the fragment store
  *   append.c      the Append RPC      read.c  the Read RPC
  *   list_apply.c  List and Apply      fragments_api.c  ListFragments,
@@ -48,6 +49,7 @@ struct gaz_broker_config {
 	int64_t etcd_lease_ns;
 	char *log_level, *log_format;
 	int64_t exit_timeout_ns;   /* bound on a graceful exit (ours; Gazette waits forever) */
+	bool auto_suspend;         /* pulses may suspend idle, fully-persisted journals */
 };
 
 struct gaz_broker {
@@ -74,7 +76,7 @@ struct gaz_broker {
 	atomic_bool exiting;           /* SIGTERM seen; member marked exiting */
 	atomic_bool stopping;          /* replicas are being shut down */
 	atomic_bool lease_lost;
-	pthread_t maintain_thread, alloc_thread;
+	pthread_t maintain_thread, alloc_thread, pulse_thread;
 	bool threads_started;
 };
 
@@ -136,9 +138,10 @@ int gaz_announce(struct gaz_broker *b, struct gaz_status *st);
  * its lease, so the allocator moves our journals. Returns 0 or the etcd
  * error. */
 int gaz_announce_exiting(struct gaz_broker *b, struct gaz_status *st);
-/* Thread bodies (arg: the broker); both return once b->stopping is set. */
+/* Thread bodies (arg: the broker); each returns once b->stopping is set. */
 void *gaz_allocator_thread(void *arg);
 void *gaz_maintain_thread(void *arg);
+void *gaz_pulse_thread(void *arg);
 /* gaz_broker_kick wakes the maintenance and allocator threads (after a
  * keyspace change). Thread-safe. */
 void gaz_broker_kick(struct gaz_broker *b);

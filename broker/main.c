@@ -50,6 +50,7 @@ static const struct gaz_flag flag_table[] = {
 	BROKER_FLAG("max-append-rate", "MAX_APPEND_RATE", GAZ_FLAG_INT64, "0", "Maximum rate (bytes/s) of appends to a journal with a non-zero max_append_rate (0 = none)", &broker.cfg.max_append_rate),
 	BROKER_FLAG("max-grpc-recv-size", "MAX_GRPC_RECV_SIZE", GAZ_FLAG_INT64, "4194304", "Maximum size of inbound gRPC messages", &broker.cfg.max_grpc_recv_size),
 	BROKER_FLAG("watch-delay", "WATCH_DELAY", GAZ_FLAG_DURATION, "30ms", "Delay applied to the application of watched Etcd events", &broker.cfg.watch_delay_ns),
+	BROKER_FLAG("auto-suspend", "AUTO_SUSPEND", GAZ_FLAG_BOOL, "false", "Pulses may suspend idle, fully-persisted journals", &broker.cfg.auto_suspend),
 	BROKER_FLAG("exit-timeout", "EXIT_TIMEOUT", GAZ_FLAG_DURATION, "2m", "Bound on a graceful exit's hand-off before spools are persisted and journals released (gazette-c)", &broker.cfg.exit_timeout_ns),
 	{.name = "etcd.address", .env = "ETCD_ADDRESS", .type = GAZ_FLAG_STRING, .def = "http://localhost:2379", .help = "Etcd service address endpoint", .ptr = &broker.cfg.etcd_address, .group = "Etcd"},
 	{.name = "etcd.prefix", .env = "ETCD_PREFIX", .type = GAZ_FLAG_STRING, .def = "/gazette/cluster", .help = "Etcd base prefix for broker state and coordination", .ptr = &broker.cfg.etcd_prefix, .group = "Etcd"},
@@ -289,6 +290,7 @@ static void graceful_exit(struct gaz_broker *b)
 	if (b->threads_started) {
 		pthread_join(b->maintain_thread, NULL);
 		pthread_join(b->alloc_thread, NULL);
+		pthread_join(b->pulse_thread, NULL);
 	}
 	struct gaz_release_head *heads = NULL;
 	size_t n_heads = 0, left = 0;
@@ -363,6 +365,7 @@ static int serve(struct gaz_broker *b, sigset_t *sigs)
 		goto fail;
 	pthread_create(&b->maintain_thread, NULL, gaz_maintain_thread, b);
 	pthread_create(&b->alloc_thread, NULL, gaz_allocator_thread, b);
+	pthread_create(&b->pulse_thread, NULL, gaz_pulse_thread, b);
 	b->threads_started = true;
 	gaz_broker_kick(b);
 	gaz_info("broker serving", "endpoint=%s id=%s zone=%s", b->endpoint, b->cfg.id, b->cfg.zone);

@@ -63,6 +63,21 @@ void gaz_replica_unref(struct gaz_replica *r)
 	free(r);
 }
 
+size_t gaz_replicas_snapshot(struct gaz_broker *b, struct gaz_replica ***out)
+{
+	size_t n;
+
+	pthread_mutex_lock(&b->mu);
+	n = b->n_replicas;
+	*out = calloc(n + 1, sizeof(**out));
+	for (size_t i = 0; *out && i < n; i++) {
+		(*out)[i] = b->replicas[i];
+		atomic_fetch_add(&b->replicas[i]->refs, 1);
+	}
+	pthread_mutex_unlock(&b->mu);
+	return *out ? n : 0;
+}
+
 struct gaz_replica *gaz_replica_new(struct gaz_broker *b, const char *journal,
 				    int64_t create_revision)
 {

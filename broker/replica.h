@@ -47,12 +47,22 @@ struct gaz_replica {
 	int64_t last_pulse_ns;
 	struct gaz_notifier notifier;
 	struct gaz_pipeline *pipeline; /* primary only; owned by the token holder */
+
+	/* Pulse scheduling (pulse.c); only the pulse thread touches these. */
+	int64_t pulse_next_ns;         /* monotonic; 0 = pulse at once */
+	int64_t pulse_retry_ns;        /* monotonic; after a failed pulse */
+	int pulse_stable_ticks;        /* periodic pulses with no route change */
 };
 
 /* gaz_replica_get returns a new reference to the local replica of `journal`
  * or NULL. Thread-safe. */
 struct gaz_replica *gaz_replica_get(struct gaz_broker *b, const char *journal);
 void gaz_replica_unref(struct gaz_replica *r);
+
+/* gaz_replicas_snapshot stores in *out (free with free) a new reference
+ * to each replica of the broker's table (drop each with
+ * gaz_replica_unref) and returns how many. Thread-safe. */
+size_t gaz_replicas_snapshot(struct gaz_broker *b, struct gaz_replica ***out);
 
 /* gaz_replica_new creates the replica and inserts it into the broker's
  * table (maintain.c). Returns it (table reference only) or NULL. */

@@ -159,6 +159,35 @@ const char *gaz_rpc_peer(struct gaz_rpc_call *call);
  * GAZ_DEADLINE_NEVER. */
 int64_t gaz_rpc_deadline(struct gaz_rpc_call *call);
 
+/* ---- local calls ------------------------------------------------------ */
+
+/* A local call runs a server handler in-process, with no connection: the
+ * broker's pulse is an Append handled exactly as a client's (Gazette's
+ * pulse runs its append FSM on a synthetic request, facts §4.8).
+ *
+ * gaz_rpc_local_new makes a call whose gaz_rpc_recv returns `reqs` in
+ * order (packed here; the messages stay the caller's), then GAZ_EOF;
+ * gaz_rpc_send discards; gaz_rpc_finish records the outcome; and the call
+ * counts as cancelled once `deadline_ns` (monotonic) passes, so every wait
+ * of the handler is bounded by it. Run the handler on the caller's thread
+ * (handler(call, arg)), then read the outcome and free. Returns NULL on
+ * allocation failure. */
+struct gaz_rpc_call *gaz_rpc_local_new(const ProtobufCMessage *const *reqs, size_t n,
+				       int64_t deadline_ns);
+
+/* gaz_rpc_local_result: the gRPC code the handler finished with (-1 if it
+ * has not), *msg its status text (borrowed until gaz_rpc_local_free, may be
+ * NULL) and, when `resp` is non-NULL, the response unpacked with `desc`
+ * (owned by the caller; NULL if none). */
+int gaz_rpc_local_result(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
+			 ProtobufCMessage **resp, const char **msg);
+
+/* gaz_rpc_is_local: whether `call` is a local call. */
+bool gaz_rpc_is_local(const struct gaz_rpc_call *call);
+
+/* gaz_rpc_local_free frees a local call (NULL is ignored). */
+void gaz_rpc_local_free(struct gaz_rpc_call *call);
+
 /* ---- client ----------------------------------------------------------- */
 
 struct gaz_rpc_channel;

@@ -119,6 +119,14 @@ struct gaz_rpc_call {
 	bool cancelled, woken, md_sent, finished, eof;
 	grpc_byte_buffer *recv_bb; /* written by grpc */
 	grpc_slice details;        /* status text; alive until destroy */
+
+	/* A local call (gc == NULL, see gaz_rpc_local_new): its requests,
+	 * consumed in order, then EOF; the outcome is kept for the caller. */
+	grpc_byte_buffer **local_reqs;
+	size_t local_n, local_next;
+	grpc_byte_buffer *local_resp;
+	int local_code;
+	char *local_msg;
 };
 
 static void srv_lock(struct gaz_rpc_server *srv)
@@ -771,6 +779,25 @@ static bool eof_confirmed(struct gaz_rpc_call *c)
 	return c->eof;
 }
 
+static bool local_expired(struct gaz_rpc_call *c);
+
+/* A local call's next request, then EOF; mu not held by the caller. */
+static int local_recv(struct gaz_rpc_call *c, grpc_byte_buffer **bb)
+{
+	int rc = GAZ_EOF;
+
+	pthread_mutex_lock(&c->mu);
+	if (c->finished || local_expired(c))
+		rc = GAZ_ECANCELLED;
+	else if (c->local_next < c->local_n) {
+		*bb = c->local_reqs[c->local_next];
+		c->local_reqs[c->local_next++] = NULL;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
 /* recv_bb receives the next message's byte buffer into *bb (owned by the
  * caller). Returns 0, GAZ_EOF, GAZ_ECANCELLED or GAZ_ETIMEDOUT. */
 static int recv_bb(struct gaz_rpc_call *c, grpc_byte_buffer **bb, int64_t deadline_ns)
@@ -779,6 +806,8 @@ static int recv_bb(struct gaz_rpc_call *c, grpc_byte_buffer **bb, int64_t deadli
 	int ok;
 
 	*bb = NULL;
+	if (!c->gc)
+		return local_recv(c, bb);
 	pthread_mutex_lock(&c->mu);
 	if (c->eof || c->finished) {
 		pthread_mutex_unlock(&c->mu);
@@ -856,6 +885,10 @@ int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
 	pthread_mutex_lock(&call->mu);
 	if (call->finished || call->cancelled)
 		goto out;
+	if (!call->gc) { /* a local call has no reader of streamed responses */
+		ok = !local_expired(call);
+		goto out;
+	}
 	if (!call->md_sent)
 		n = 1; /* initial metadata travels with the first message */
 	call->md_sent = true;
@@ -891,6 +924,13 @@ int gaz_rpc_finish(struct gaz_rpc_call *call, const ProtobufCMessage *resp, int 
 		return GAZ_EINVAL;
 	}
 	call->finished = true;
+	if (!call->gc) {
+		call->local_resp = bb;
+		call->local_code = status_code_of(code);
+		call->local_msg = msg ? strdup(msg) : NULL;
+		pthread_mutex_unlock(&call->mu);
+		return 0;
+	}
 	if (!call->md_sent)
 		n++;
 	call->md_sent = true;
@@ -915,7 +955,7 @@ bool gaz_rpc_cancelled(struct gaz_rpc_call *call)
 	bool c;
 
 	pthread_mutex_lock(&call->mu);
-	c = call->cancelled;
+	c = call->cancelled || (!call->gc && local_expired(call));
 	pthread_mutex_unlock(&call->mu);
 	return c;
 }
@@ -933,8 +973,10 @@ int gaz_rpc_wait(struct gaz_rpc_call *call, int64_t deadline_ns)
 	int rc;
 
 	pthread_mutex_lock(&call->mu);
+	if (!call->gc && call->deadline_ns < deadline_ns)
+		deadline_ns = call->deadline_ns;
 	for (;;) {
-		if (call->cancelled) {
+		if (call->cancelled || (!call->gc && local_expired(call))) {
 			rc = GAZ_ECANCELLED;
 			break;
 		}
@@ -981,4 +1023,76 @@ const char *gaz_rpc_peer(struct gaz_rpc_call *call)
 int64_t gaz_rpc_deadline(struct gaz_rpc_call *call)
 {
 	return call->deadline_ns;
+}
+
+/* ---- local calls ------------------------------------------------------- */
+
+/* A local call's deadline passing is its cancellation. mu held. */
+static bool local_expired(struct gaz_rpc_call *c)
+{
+	if (!c->cancelled && c->deadline_ns != GAZ_DEADLINE_NEVER && gaz_mono_ns() >= c->deadline_ns)
+		c->cancelled = true;
+	return c->cancelled;
+}
+
+struct gaz_rpc_call *gaz_rpc_local_new(const ProtobufCMessage *const *reqs, size_t n,
+				       int64_t deadline_ns)
+{
+	struct gaz_rpc_call *c = calloc(1, sizeof(*c));
+
+	if (!c || !(c->local_reqs = calloc(n + 1, sizeof(*c->local_reqs)))) {
+		free(c);
+		return NULL;
+	}
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	grpc_metadata_array_init(&c->md);
+	c->details = grpc_empty_slice();
+	c->deadline_ns = deadline_ns;
+	c->local_code = -1;
+	c->peer = strdup("local");
+	for (size_t i = 0; i < n; i++)
+		c->local_reqs[c->local_n++] = gaz__rpc_pack(reqs[i]);
+	return c;
+}
+
+int gaz_rpc_local_result(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
+			 ProtobufCMessage **resp, const char **msg)
+{
+	int code;
+
+	if (resp)
+		*resp = NULL;
+	pthread_mutex_lock(&call->mu);
+	code = call->finished ? call->local_code : -1;
+	if (msg)
+		*msg = call->local_msg;
+	if (resp && desc && call->local_resp &&
+	    gaz__rpc_unpack(call->local_resp, desc, resp, NULL) != 0)
+		*resp = NULL;
+	pthread_mutex_unlock(&call->mu);
+	return code;
+}
+
+bool gaz_rpc_is_local(const struct gaz_rpc_call *call)
+{
+	return !call->gc;
+}
+
+void gaz_rpc_local_free(struct gaz_rpc_call *call)
+{
+	if (!call)
+		return;
+	for (size_t i = 0; i < call->local_n; i++)
+		if (call->local_reqs[i])
+			grpc_byte_buffer_destroy(call->local_reqs[i]);
+	free(call->local_reqs);
+	if (call->local_resp)
+		grpc_byte_buffer_destroy(call->local_resp);
+	free(call->local_msg);
+	grpc_metadata_array_destroy(&call->md);
+	pthread_cond_destroy(&call->cv);
+	pthread_mutex_destroy(&call->mu);
+	free(call->peer);
+	free(call);
 }

@@ -1,0 +1,151 @@
+/*
+ * pulse.c - the pulse of each journal this broker is primary of (facts
+ * §4.8): an EMPTY append, run through the very same Append handler as a
+ * client's (a local call, lib/rpc), with do_not_proxy and SUSPEND_NO_RESUME
+ * (SUSPEND_IF_FLUSHED once --broker.auto-suspend finds the journal idle).
+ *
+ * One pulse does what an append does before its content: resolve, take the
+ * append token, open and synchronise the pipeline (so a peer that just
+ * joined the route gets the spool's offset and registers), write the route
+ * into inconsistent assignments (§4.6; only then may the allocator remove
+ * an exiting member or move the primary), and roll the spool when the
+ * flush interval or the first-fragment rule says so (§6.3), across every
+ * replica. So pulses are what make a graceful hand-off synchronised, close
+ * idle fragments on time, and heal routes after a member dies.
+ *
+ * A primary replica pulses: when it starts, whenever its route changes
+ * (its assignments are then inconsistent), when its spool is due for a
+ * flush-interval roll, and every PULSE_PERIOD otherwise. Each pulse is
+ * bounded by PULSE_TIMEOUT; a failed one is retried no sooner than
+ * PULSE_RETRY. One thread runs the pulses of every replica in turn.
+ *
+ * Must not: hold the keyspace lock or a replica's mu across a pulse.
+ */
+#include "broker/broker.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/metrics.h"
+#include "broker/replica.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+#define PULSE_TICK_MS 100
+#define PULSE_PERIOD (60 * GAZ_NS_PER_S)
+#define PULSE_TIMEOUT (30 * GAZ_NS_PER_S)
+#define PULSE_RETRY (GAZ_NS_PER_S / 2)
+#define AUTO_SUSPEND_TICKS 15 /* periodic pulses with an unchanged route */
+
+/* Whether the assignments of `journal` disagree with the route derived
+ * from them: a route change that no pulse has written yet. */
+static bool route_inconsistent(struct gaz_broker *b, const char *journal)
+{
+	struct gaz_route route = {.primary = -1};
+	bool bad = false;
+
+	gaz_keyspace_rlock(b->ks);
+	if (!gaz_route_build(b->ks, b->root, journal, &route))
+		for (size_t i = 0; i < route.n; i++)
+			bad |= !route.consistent[i];
+	gaz_keyspace_runlock(b->ks);
+	gaz_route_release(&route);
+	return bad;
+}
+
+/* Whether the spool holds content from an earlier flush interval. */
+static bool flush_due(struct gaz_broker *b, struct gaz_replica *r)
+{
+	Protocol__JournalSpec *spec = gaz_ks_spec_copy(b->ks, b->root, r->journal);
+	int64_t interval_s = spec && spec->fragment && spec->fragment->flush_interval
+				     ? spec->fragment->flush_interval->seconds : 0;
+	bool due = false;
+
+	if (interval_s > 0) {
+		pthread_mutex_lock(&r->mu);
+		due = r->spool.first_append_ns && r->spool.fragment.end > r->spool.fragment.begin &&
+		      r->spool.first_append_ns / GAZ_NS_PER_S / interval_s !=
+			      gaz_wall_ns() / GAZ_NS_PER_S / interval_s;
+		pthread_mutex_unlock(&r->mu);
+	}
+	if (spec)
+		protobuf_c_message_free_unpacked(&spec->base, NULL);
+	return due;
+}
+
+/* Runs one pulse of `r`. Returns true when it committed (OK). */
+static bool pulse(struct gaz_broker *b, struct gaz_replica *r, bool auto_suspend)
+{
+	Protocol__AppendRequest first = PROTOCOL__APPEND_REQUEST__INIT;
+	Protocol__AppendRequest intent = PROTOCOL__APPEND_REQUEST__INIT;
+	const ProtobufCMessage *reqs[] = {&first.base, &intent.base};
+	Protocol__AppendResponse *resp = NULL;
+	struct gaz_rpc_call *call;
+	const char *msg = NULL;
+	int code, status = -1;
+
+	first.journal = r->journal;
+	first.do_not_proxy = true;
+	first.suspend = auto_suspend ? PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_IF_FLUSHED
+				     : PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_NO_RESUME;
+	if (!(call = gaz_rpc_local_new(reqs, 2, gaz_mono_ns() + PULSE_TIMEOUT)))
+		return false;
+	gaz_handle_append(call, b);
+	code = gaz_rpc_local_result(call, &protocol__append_response__descriptor,
+				    (ProtobufCMessage **)&resp, &msg);
+	if (resp)
+		status = resp->status;
+	if (code != GAZ_GRPC_OK)
+		gaz_warn("journal pulse failed", "journal=%s code=%d err=\"%s\"", r->journal, code,
+			 msg ? msg : "");
+	else if (status != PROTOCOL__STATUS__OK && status != PROTOCOL__STATUS__SUSPENDED)
+		gaz_info("journal pulse not committed", "journal=%s status=%s", r->journal,
+			 gaz_status_label(status));
+	else
+		gaz_debug("journal pulse", "journal=%s status=%s", r->journal, gaz_status_label(status));
+	if (resp)
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	gaz_rpc_local_free(call);
+	return code == GAZ_GRPC_OK && status == PROTOCOL__STATUS__OK;
+}
+
+/* Decides whether `r` pulses now, and runs it. */
+static void maybe_pulse(struct gaz_broker *b, struct gaz_replica *r, int64_t now)
+{
+	bool periodic, changed, ok, auto_suspend;
+
+	if (!r->primary || r->dead || now < r->pulse_retry_ns)
+		return;
+	periodic = now >= r->pulse_next_ns;
+	changed = route_inconsistent(b, r->journal);
+	if (!periodic && !changed && !flush_due(b, r))
+		return;
+	if (changed)
+		r->pulse_stable_ticks = 0;
+	else if (periodic && r->pulse_next_ns)
+		r->pulse_stable_ticks++;
+	auto_suspend = b->cfg.auto_suspend && r->pulse_stable_ticks >= AUTO_SUSPEND_TICKS;
+	ok = pulse(b, r, auto_suspend);
+	now = gaz_mono_ns();
+	r->pulse_retry_ns = ok ? 0 : now + PULSE_RETRY;
+	if (ok || periodic)
+		r->pulse_next_ns = now + PULSE_PERIOD;
+}
+
+void *gaz_pulse_thread(void *arg)
+{
+	struct gaz_broker *b = arg;
+
+	while (!atomic_load(&b->stopping)) {
+		struct gaz_replica **rs = NULL;
+		size_t n = gaz_replicas_snapshot(b, &rs);
+		for (size_t i = 0; i < n; i++) {
+			if (!atomic_load(&b->stopping))
+				maybe_pulse(b, rs[i], gaz_mono_ns());
+			gaz_replica_unref(rs[i]);
+		}
+		free(rs);
+		usleep(PULSE_TICK_MS * 1000);
+	}
+	return NULL;
+}
