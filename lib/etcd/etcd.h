@@ -109,6 +109,24 @@ struct gaz_etcd_watch *gaz_etcd_watch_start(struct gaz_etcd *e, const uint8_t *k
 					    gaz_etcd_watch_end_fn end_fn, void *arg,
 					    struct gaz_status *st);
 
+/* Called on the watch thread when the revision to resume from has been
+ * compacted away: the caller re-reads its state at a current revision
+ * (a Range of the whole watched range) and returns that revision, so the
+ * watch resumes one past it without missing a change; or returns a
+ * negative value to end the watch with GAZ_ERANGE as without it. A watch
+ * that resumed from the compaction revision instead would silently skip
+ * every change made before it (cases BR-17). */
+typedef int64_t (*gaz_etcd_watch_resync_fn)(void *arg);
+
+/* gaz_etcd_watch_start_resync is gaz_etcd_watch_start with a resync
+ * callback for compactions (may be NULL). */
+struct gaz_etcd_watch *gaz_etcd_watch_start_resync(struct gaz_etcd *e, const uint8_t *key,
+						   size_t key_len, const uint8_t *range_end,
+						   size_t range_end_len, int64_t start_revision,
+						   gaz_etcd_watch_fn fn, gaz_etcd_watch_end_fn end_fn,
+						   gaz_etcd_watch_resync_fn resync, void *arg,
+						   struct gaz_status *st);
+
 /* gaz_etcd_watch_stop cancels the watch and joins its thread. Must not be
  * called from the watch callbacks. */
 void gaz_etcd_watch_stop(struct gaz_etcd_watch *w);

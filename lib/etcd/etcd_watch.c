@@ -13,8 +13,10 @@
  *
  * A stream that fails or ends (etcd restart, connection loss, leader
  * change) is re-opened with Gazette's KeySpace backoff (etcd_int.h), reset
- * by each `created` answer. The watch ends for good, with one end_fn call,
- * on compaction past next_rev (GAZ_ERANGE), a cancellation by etcd for
+ * by each `created` answer. On compaction past next_rev the resync
+ * callback, if any, re-reads the caller's state and the watch resumes after
+ * it. The watch ends for good, with one end_fn call, on compaction past
+ * next_rev without a resync (GAZ_ERANGE), a cancellation by etcd for
  * another reason (GAZ_ERPC), fn returning non-zero or gaz_etcd_watch_stop
  * (GAZ_ECANCELLED). Streams use wait_for_ready, so while etcd is down the
  * thread waits in grpc instead of spinning; stop cancels that wait. etcd
@@ -47,6 +49,7 @@ struct gaz_etcd_watch {
 	int64_t next_rev;               /* thread only; see the invariant */
 	gaz_etcd_watch_fn fn;
 	gaz_etcd_watch_end_fn end_fn;   /* may be NULL */
+	gaz_etcd_watch_resync_fn resync; /* may be NULL */
 	void *arg;
 	int attempt;                    /* thread only: failed opens in a row */
 	int end_code;                   /* thread only: for end_fn */
@@ -82,15 +85,28 @@ static struct gaz_rpc_stream *watch_open(struct gaz_etcd_watch *w)
 	return s;
 }
 
-/* watch_answer handles one response: W_GO_ON or W_END (end_code set). */
+/* watch_answer handles one response: W_GO_ON, W_RETRY (re-read after a
+ * compaction; re-open at the new next_rev) or W_END (end_code set). */
 static int watch_answer(struct gaz_etcd_watch *w, const Etcdserverpb__WatchResponse *r)
 {
 	const Etcdserverpb__Event *last;
 
 	if (r->compact_revision != 0) {
+		int64_t rev = -1;
 		w->end_code = GAZ_ERANGE;
 		snprintf(w->why, sizeof(w->why), "watch from revision %lld failed: compacted "
 			 "through %lld", (long long)w->next_rev, (long long)r->compact_revision);
+		if (w->resync && (rev = w->resync(w->arg)) >= 0) {
+			gaz_warn("etcd watch fell behind a compaction; state re-read",
+				 "from=%lld compacted=%lld resumed=%lld", (long long)w->next_rev,
+				 (long long)r->compact_revision, (long long)rev + 1);
+			w->next_rev = rev + 1;
+			w->attempt = 0;
+			w->end_code = GAZ_ECANCELLED;
+			snprintf(w->why, sizeof(w->why), "resuming after a re-read at revision %lld",
+				 (long long)rev);
+			return W_RETRY;
+		}
 		return W_END;
 	}
 	if (r->canceled) {
@@ -194,6 +210,17 @@ struct gaz_etcd_watch *gaz_etcd_watch_start(struct gaz_etcd *e, const uint8_t *k
 					    gaz_etcd_watch_end_fn end_fn, void *arg,
 					    struct gaz_status *st)
 {
+	return gaz_etcd_watch_start_resync(e, key, key_len, range_end, range_end_len,
+					   start_revision, fn, end_fn, NULL, arg, st);
+}
+
+struct gaz_etcd_watch *gaz_etcd_watch_start_resync(struct gaz_etcd *e, const uint8_t *key,
+						   size_t key_len, const uint8_t *range_end,
+						   size_t range_end_len, int64_t start_revision,
+						   gaz_etcd_watch_fn fn, gaz_etcd_watch_end_fn end_fn,
+						   gaz_etcd_watch_resync_fn resync, void *arg,
+						   struct gaz_status *st)
+{
 	struct gaz_etcd_watch *w;
 
 	if (!e || !fn || start_revision < 0) {
@@ -213,6 +240,7 @@ struct gaz_etcd_watch *gaz_etcd_watch_start(struct gaz_etcd *e, const uint8_t *k
 	w->next_rev = start_revision;
 	w->fn = fn;
 	w->end_fn = end_fn;
+	w->resync = resync;
 	w->arg = arg;
 	w->key = dup_bytes(key, key_len);
 	w->range_end = dup_bytes(range_end, range_end_len);

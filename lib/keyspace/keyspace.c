@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -257,6 +258,24 @@ static void on_watch_end(void *arg, int code, const char *why)
 	}
 }
 
+/* The watch fell behind a compaction: re-read the whole prefix at the
+ * current revision (observers see every difference as one change) and
+ * resume from there. Runs on the watch thread. */
+static int64_t on_watch_compacted(void *arg)
+{
+	struct gaz_keyspace *ks = arg;
+	struct gaz_status st = {0};
+
+	for (int attempt = 0; attempt < 5; attempt++) {
+		if (gaz_keyspace_load(ks, 0, &st) == 0)
+			return ks->revision;
+		gaz_warn("keyspace re-read failed", "prefix=\"%s\" err=\"%s\"", ks->prefix, st.msg);
+		gaz_status_clear(&st);
+		usleep(200000);
+	}
+	return -1;
+}
+
 int gaz_keyspace_watch(struct gaz_keyspace *ks, struct gaz_status *st)
 {
 	size_t plen = strlen(ks->prefix);
@@ -265,8 +284,9 @@ int gaz_keyspace_watch(struct gaz_keyspace *ks, struct gaz_status *st)
 	if (!end)
 		return gaz_status_set(st, GAZ_ENOMEM, "keyspace watch: out of memory");
 	gaz_etcd_prefix_end((const uint8_t *)ks->prefix, plen, end);
-	ks->watch = gaz_etcd_watch_start(ks->etcd, (const uint8_t *)ks->prefix, plen, end, plen,
-					 ks->revision + 1, on_watch, on_watch_end, ks, st);
+	ks->watch = gaz_etcd_watch_start_resync(ks->etcd, (const uint8_t *)ks->prefix, plen, end,
+						plen, ks->revision + 1, on_watch, on_watch_end,
+						on_watch_compacted, ks, st);
 	free(end);
 	return ks->watch ? 0 : (st && st->code ? st->code : GAZ_EUNAVAIL);
 }

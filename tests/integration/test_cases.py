@@ -158,3 +158,46 @@ def test_BR04_suspension_modes_single_replica(cluster):
     assert c.append("sus/empty", b"back").status == pb.OK
     se = [j.spec for j in c.list() if j.spec.name == "sus/empty"][0]
     assert se.suspend.level == pb.JournalSpec.Suspend.NONE
+
+
+def test_BR17_watch_behind_a_compaction_rereads_the_keyspace(cluster):
+    """Broker B loses etcd for 3 s (less than its lease). Meanwhile j1 is
+    deleted, j6 created, j2's labels changed, and etcd compacted past
+    everything B saw. Afterwards B's view is current: it must re-read the
+    keyspace rather than give up its watch or resume past the changes."""
+    import json
+    from tcpproxy import TcpProxy
+    host, port = cluster.etcd.endpoint.replace("http://", "").split(":")
+    proxy = TcpProxy(host, int(port))
+    a = cluster.start()
+    b = cluster.start(etcd_endpoint=proxy.endpoint, extra=["--etcd.lease", "20s"])
+    ca, cb = Client(a.address), Client(b.address)
+    names = ["cmp/j%d" % i for i in range(1, 6)]
+    ca.apply(*[spec(n) for n in names])
+    for n in names:
+        wait_assigned(cb, n)
+    mod = {j.spec.name: j.mod_revision for j in ca.list()}
+    proxy.block()
+    t0 = time.time()
+    ca.apply(spec("cmp/j6"), deletes=[("cmp/j1", mod["cmp/j1"])])
+    ca.apply(spec("cmp/j2", labels=[("color", "blue")]), expect=mod["cmp/j2"])
+    rev = json.loads(cluster.etcd.ctl("get", "cmp-none", "-w", "json"))["header"]["revision"]
+    cluster.etcd.ctl("compact", str(rev))
+    time.sleep(max(0.0, 3.0 - (time.time() - t0)))
+    proxy.unblock()
+
+    def current():
+        js = {j.spec.name: j for j in cb.list()}
+        labels = {(l.name, l.value) for l in js["cmp/j2"].spec.labels.labels} if "cmp/j2" in js else set()
+        return "cmp/j1" not in js and "cmp/j6" in js and ("color", "blue") in labels
+    deadline = time.time() + 10
+    while not current():
+        assert time.time() < deadline, "broker B kept a stale keyspace:\n" + b.logtail()
+        time.sleep(0.1)
+    assert cb.read("cmp/j1", do_not_proxy=True)[0].status == pb.JOURNAL_NOT_FOUND
+    for n in names[1:] + ["cmp/j6"]:
+        assert cb.append(n, b"after\n").status == pb.OK, n
+    assert b.proc.poll() is None, "broker B exited"
+    assert "re-read" in open(b.logpath).read()
+    cluster.stop_all()  # while B still reaches etcd through the proxy
+    proxy.close()

@@ -127,3 +127,61 @@ def test_rolling_restart_under_load_at_replication_3(cluster):
     data, _ = Client(brokers[0].address).read_bytes("roll/j")
     for rec, begin, end in acked:
         assert data[begin:end] == rec, "acknowledged append lost at [%d,%d)" % (begin, end)
+
+
+@pytest.mark.parametrize("leaving", ["gazette", "gazette-c"])
+def test_sigterm_hands_journals_between_kinds(cluster, leaving):
+    """One broker of one kind is stopped with SIGTERM while appends run;
+    the journals it serves (replication 1 and 2) move to two brokers of the
+    other kind. No append fails (the writer retries as Gazette's client
+    does), no acknowledged byte is lost, and the leaving broker exits."""
+    import threading
+    go_leaves = leaving == "gazette"
+    leaver = cluster.start(go=go_leaves)
+    stayers = [cluster.start(go=not go_leaves) for _ in range(2)]
+    c = Client(stayers[0].address)
+    names = ["hx/r1-%d" % i for i in range(3)] + ["hx/r2-%d" % i for i in range(3)]
+    c.apply(*[spec(n, replication=1 if "r1" in n else 2, length=4096) for n in names])
+    held = [n for n in names
+            if leaver.id in [m.suffix for m in wait_route(c, n, 1 if "r1" in n else 2).members]]
+    assert held, "the leaving broker serves none of the journals"
+    acked, failed, stop = [], [], threading.Event()
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            n, rec = names[i % len(names)], b"<%06d>" % i
+            i += 1
+            for attempt in range(400):
+                try:
+                    r = Client(stayers[attempt % 2].address).append(n, rec, timeout=10)
+                except Exception:
+                    time.sleep(0.05)
+                    continue
+                if r.status == pb.OK:
+                    acked.append((n, rec, r.commit.begin, r.commit.end))
+                    break
+                time.sleep(0.05)
+            else:
+                failed.append((n, rec))
+    t = threading.Thread(target=writer)
+    t.start()
+    time.sleep(1.5)
+    t0 = time.time()
+    rc = leaver.stop(timeout=90, lone=False)
+    handoff_s = time.time() - t0
+    time.sleep(1.0)
+    stop.set()
+    t.join(60)
+    print("%s hand-off took %.2fs (exit %s); journals held: %d; acked: %d" %
+          (leaving, handoff_s, rc, len(held), len(acked)))
+    assert rc == 0, "the leaving broker exited with %s" % rc
+    assert not failed, "appends failed: %s" % failed[:5]
+    for n in names:
+        route = wait_route(c, n, 1 if "r1" in n else 2)
+        assert leaver.id not in [m.suffix for m in route.members], (n, route)
+    for n in names:
+        data, _ = c.read_bytes(n, block=False)
+        for jn, rec, begin, end in acked:
+            if jn == n:
+                assert data[begin:end] == rec, "acknowledged append lost in %s at [%d,%d)" % (n, begin, end)

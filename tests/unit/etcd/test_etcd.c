@@ -14,6 +14,7 @@
 #include <ftw.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -828,6 +829,17 @@ static void watch_restart(struct etcd_proc *p, struct gaz_etcd *e)
 	assert_int_equal(r.end_code, GAZ_ECANCELLED);
 }
 
+static atomic_int g_resyncs;
+static int64_t g_resync_rev;
+
+/* A resync that "re-read" state at g_resync_rev. */
+static int64_t resync_fn(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&g_resyncs, 1);
+	return g_resync_rev;
+}
+
 static void watch_compacted(struct etcd_proc *p, struct gaz_etcd *e)
 {
 	struct gaz_status st = {0};
@@ -852,6 +864,28 @@ static void watch_compacted(struct etcd_proc *p, struct gaz_etcd *e)
 	g_priv_w = NULL;
 	assert_int_equal(r.ends, 1);
 	assert_int_equal(r.n, 0);
+
+	/* With a resync callback the watch re-reads and resumes after the
+	 * revision it returns: later changes arrive, earlier ones are the
+	 * re-read's business, and the watch does not end. */
+	rec_init(&r);
+	g_resync_rev = put(e, "/c/b", "3");
+	g_resyncs = 0;
+	w = gaz_etcd_watch_start_resync(e, (const uint8_t *)"/c/", 3, (const uint8_t *)"/c0", 3, r1,
+					rec_fn, rec_end, resync_fn, &r, &st);
+	g_priv_w = w;
+	assert_non_null(w);
+	while (atomic_load(&g_resyncs) == 0 && !rec_wait(&r, -1, 50))
+		;
+	put(e, "/c/d", "4");
+	assert_true(rec_wait(&r, 1, 10000));
+	gaz_etcd_watch_stop(w);
+	g_priv_w = NULL;
+	assert_int_equal(atomic_load(&g_resyncs), 1);
+	assert_int_equal(r.ends, 1); /* only the stop */
+	assert_int_equal(r.end_code, GAZ_ECANCELLED);
+	assert_int_equal(r.n, 1);
+	expect_event(&r, 0, ETCDSERVERPB__EVENT__EVENT_TYPE__PUT, "/c/d", 0);
 }
 
 /* Its own etcd: it restarts etcd and compacts the history. */

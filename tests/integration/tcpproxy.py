@@ -1,0 +1,78 @@
+"""A loopback TCP proxy the tests can cut: `block()` drops every
+connection and refuses new ones until `unblock()`. It stands in for a
+network partition between one process and etcd (no iptables needed)."""
+import socket
+import threading
+
+
+class TcpProxy:
+    def __init__(self, target_host, target_port):
+        self.target = (target_host, target_port)
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        self.blocked = False
+        self.conns = []
+        self.mu = threading.Lock()
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def endpoint(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            with self.mu:
+                if self.blocked:
+                    c.close()
+                    continue
+                try:
+                    u = socket.create_connection(self.target)
+                except OSError:
+                    c.close()
+                    continue
+                self.conns += [c, u]
+            threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
+            threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
+
+    def _pump(self, src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def block(self):
+        with self.mu:
+            self.blocked = True
+            conns, self.conns = self.conns, []
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+
+    def unblock(self):
+        with self.mu:
+            self.blocked = False
+
+    def close(self):
+        self.closed = True
+        self.block()
+        self.lsock.close()
