@@ -44,6 +44,15 @@ static void on_lease_lost(void *arg, const char *why)
 	kill(getpid(), SIGTERM);
 }
 
+bool gaz_broker_lease_valid(struct gaz_broker *b)
+{
+	if (atomic_load(&b->lease_lost))
+		return false;
+	if (!atomic_load(&b->announced) || !b->keepalive)
+		return true; /* nothing is assigned to an unannounced broker */
+	return gaz_mono_ns() < gaz_etcd_keepalive_valid_until(b->keepalive);
+}
+
 /* One attempt: put the member key if absent, else check it is ours.
  * Returns 0 when announced, GAZ_EEXIST when another lease holds it. */
 static int announce_once(struct gaz_broker *b, const uint8_t *val, size_t len,

@@ -328,6 +328,12 @@ static int commit(struct append_ctx *a, EVP_MD_CTX *sha)
 	unsigned int n = 0;
 	int rc = 0;
 
+	if (!gaz_broker_lease_valid(a->b)) {
+		gaz_warn("append not committed: member lease expired", "journal=%s", r->journal);
+		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE,
+					  "broker's etcd lease expired; the journal may have moved");
+		return GAZ_EUNAVAIL;
+	}
 	a->commit_begin = r->spool.fragment.end;
 	a->commit_end = r->spool.fragment.end + r->spool.delta;
 	a->commit_codec = r->spool.fragment.codec;

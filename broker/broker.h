@@ -138,6 +138,12 @@ int gaz_announce(struct gaz_broker *b, struct gaz_status *st);
  * its lease, so the allocator moves our journals. Returns 0 or the etcd
  * error. */
 int gaz_announce_exiting(struct gaz_broker *b, struct gaz_status *st);
+/* gaz_broker_lease_valid: whether our member lease is surely still alive
+ * (the last keep-alive answer is younger than the TTL, with a margin). A
+ * primary commits only while it holds: a broker paused past its lease has
+ * had its journals moved, and must not acknowledge anything on waking
+ * before it notices (cases BR-18). Thread-safe. */
+bool gaz_broker_lease_valid(struct gaz_broker *b);
 /* Thread bodies (arg: the broker); each returns once b->stopping is set. */
 void *gaz_allocator_thread(void *arg);
 void *gaz_maintain_thread(void *arg);

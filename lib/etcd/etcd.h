@@ -78,6 +78,14 @@ struct gaz_etcd_keepalive *gaz_etcd_keepalive_start(struct gaz_etcd *e, int64_t 
 						    void *arg, struct gaz_status *st);
 void gaz_etcd_keepalive_stop(struct gaz_etcd_keepalive *ka);
 
+/* gaz_etcd_keepalive_valid_until: the monotonic ns until which the lease
+ * is surely alive: the last keep-alive answer's arrival plus the TTL, less
+ * a tenth of the TTL for the answer's travel time. Monotonic time runs on
+ * while the process is stopped, so after a SIGSTOP longer than the TTL
+ * this is already in the past before the keep-alive thread notices
+ * (cases BR-18). Thread-safe. */
+int64_t gaz_etcd_keepalive_valid_until(struct gaz_etcd_keepalive *ka);
+
 /* ---- watch ------------------------------------------------------------- */
 
 struct gaz_etcd_watch;

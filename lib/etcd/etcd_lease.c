@@ -16,6 +16,7 @@
  * Lock order: only the worker's mutex is taken.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@ struct gaz_etcd_keepalive {
 	int64_t interval_ns;          /* ttl / 3 */
 	gaz_etcd_lease_lost_fn lost;  /* may be NULL */
 	void *arg;
-	int64_t last_ok_ns;           /* thread only: last answer with TTL > 0 */
+	_Atomic int64_t last_ok_ns;   /* last answer with TTL > 0; written by the thread */
 	pthread_t th;
 };
 
@@ -200,4 +201,9 @@ void gaz_etcd_keepalive_stop(struct gaz_etcd_keepalive *ka)
 	pthread_join(ka->th, NULL);
 	gaz__etcd_worker_destroy(&ka->w);
 	free(ka);
+}
+
+int64_t gaz_etcd_keepalive_valid_until(struct gaz_etcd_keepalive *ka)
+{
+	return atomic_load(&ka->last_ok_ns) + ka->ttl_ns - ka->ttl_ns / 10;
 }

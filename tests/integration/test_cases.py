@@ -20,6 +20,32 @@ def put_fragment(root, journal, begin, content, ext=".raw"):
         f.write(content)
 
 
+def read_replica(c, journal, file_root):
+    """Everything one broker holds of `journal` without proxying: its own
+    spools and fragments, and persisted fragments read from the file store
+    through the URLs it answers with (Gazette's do_not_proxy reads)."""
+    data, offset = bytearray(), 0
+    while True:
+        rs = c.read(journal, offset=offset, do_not_proxy=True)
+        progressed = False
+        for r in rs:
+            if r.content:
+                assert r.offset == offset
+                data += r.content
+                offset += len(r.content)
+                progressed = True
+            elif r.fragment_url and r.status == pb.OK:
+                path = os.path.join(file_root, r.fragment_url[len("file:///"):])
+                with open(path, "rb") as f:
+                    body = f.read()
+                data += body[offset - r.fragment.begin:]
+                offset = r.fragment.end
+                progressed = True
+                break
+        if not progressed:
+            return bytes(data)
+
+
 def test_BR07_dirty_store_blocks_appends_until_reset_head(cluster):
     b = cluster.start()
     c = Client(b.address)
@@ -201,3 +227,81 @@ def test_BR17_watch_behind_a_compaction_rereads_the_keyspace(cluster):
     assert "re-read" in open(b.logpath).read()
     cluster.stop_all()  # while B still reaches etcd through the proxy
     proxy.close()
+
+
+def test_BR18_paused_primary_past_its_lease_never_commits(cluster):
+    """A is primary of fence/r2 (replication 2) and fence/r1 (replication
+    1). It is paused (SIGSTOP) past its lease, the journals move, and the
+    moment it resumes raw appends of STALE go straight to it. A must not
+    acknowledge them, STALE must never be readable or persisted, and every
+    record the writer had acknowledged on fence/r2 stays readable exactly
+    once in commit order, identical on both live replicas."""
+    import signal
+    a = cluster.start()
+    ca = Client(a.address)
+    ca.apply(spec("fence/r2", replication=2, length=2048), spec("fence/r1", length=2048))
+    others = [cluster.start(), cluster.start()]
+    cw = Client(others[0].address)
+    for n in ("fence/r1", "fence/r2"):
+        j = wait_assigned(cw, n)
+        assert j.route.members[j.route.primary].suffix == a.id, (n, j.route)
+    acked, stop = {"fence/r1": [], "fence/r2": []}, threading.Event()
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            for n in ("fence/r1", "fence/r2"):
+                rec = (b"%08d" % i) * 12 + b"\n" * 4  # 100 bytes
+                try:
+                    r = Client(others[i % 2].address).append(n, rec, timeout=5, retry=False)
+                except grpc.RpcError:
+                    continue
+                if r.status == pb.OK:
+                    acked[n].append((rec, r.commit.begin, r.commit.end))
+            i += 1
+            time.sleep(0.01)
+    t = threading.Thread(target=writer)
+    t.start()
+    time.sleep(1.0)
+    a.proc.send_signal(signal.SIGSTOP)
+    deadline = time.time() + 30
+    while any(a.id in [m.suffix for m in wait_assigned(cw, n).route.members] for n in ("fence/r1", "fence/r2")):
+        assert time.time() < deadline, "journals never moved off the paused broker"
+        time.sleep(0.2)
+    time.sleep(1.0)
+    a.proc.send_signal(signal.SIGCONT)
+    stale = {}
+    for n in ("fence/r1", "fence/r2"):
+        try:
+            stale[n] = ca.append(n, b"STALE", timeout=5, retry=False, do_not_proxy=True)
+        except grpc.RpcError as e:
+            stale[n] = e.code()
+    time.sleep(2.0)
+    stop.set()
+    t.join(30)
+    print("STALE answers:", stale)
+    for n, r in stale.items():
+        assert not (isinstance(r, pb.AppendResponse) and r.status == pb.OK), (n, r)
+    # A exits citing its lease, or stays up and rejoins; either is fine.
+    rc = a.stop(timeout=90)
+    assert rc in (0, 1), rc
+    if rc == 1:
+        assert "lease" in open(a.logpath).read()
+    # fence/r2: every acknowledged record exactly once, in commit order, and
+    # the two live replicas agree byte for byte.
+    route = wait_assigned(cw, "fence/r2").route
+    members = {m.suffix for m in route.members}
+    copies = [read_replica(Client(b.address), "fence/r2", cluster.file_root)
+              for b in others if b.id in members]
+    assert len(copies) == 2 and copies[0] == copies[1], [len(c) for c in copies]
+    data = copies[0]
+    ends = [e for _, _, e in acked["fence/r2"]]
+    assert ends == sorted(ends)
+    for rec, begin, end in acked["fence/r2"]:
+        assert data[begin:end] == rec and data.count(rec) == 1, (begin, end)
+    for n in ("fence/r1", "fence/r2"):
+        assert b"STALE" not in cw.read_bytes(n)[0], n
+    for root, _, files in os.walk(cluster.file_root):
+        for f in files:
+            assert b"STALE" not in open(os.path.join(root, f), "rb").read(), f
+    assert acked["fence/r2"] and acked["fence/r1"]
