@@ -305,3 +305,78 @@ def test_BR18_paused_primary_past_its_lease_never_commits(cluster):
         for f in files:
             assert b"STALE" not in open(os.path.join(root, f), "rb").read(), f
     assert acked["fence/r2"] and acked["fence/r1"]
+
+
+class ScriptedPeer:
+    """A replication peer played by the test: a gRPC server answering
+    Replicate as `answer(proposal_request, n)` says, registered in etcd as a
+    member with its own lease and endpoint, so the allocator routes to it."""
+
+    def __init__(self, cluster, answer, suffix="peer"):
+        from concurrent import futures
+        import subprocess
+        from conftest import ETCDCTL_BIN
+        self.answer, self.proposals = answer, []
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        handler = grpc.method_handlers_generic_handler("protocol.Journal", {
+            "Replicate": grpc.stream_stream_rpc_method_handler(
+                self._replicate, request_deserializer=pb.ReplicateRequest.FromString,
+                response_serializer=pb.ReplicateResponse.SerializeToString)})
+        self.server.add_generic_rpc_handlers((handler,))
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+        env = dict(os.environ, ETCDCTL_API="3")
+        ctl = [ETCDCTL_BIN, "--endpoints", cluster.etcd.endpoint]
+        out = subprocess.run(ctl + ["lease", "grant", "120"], capture_output=True, text=True,
+                             env=env, check=True).stdout
+        lease = out.split()[1]
+        spec_ = pb.BrokerSpec(journal_limit=1024, process_spec=pb.ProcessSpec(
+            id=pb.ProcessSpec.ID(zone="local", suffix=suffix), endpoint="http://127.0.0.1:%d" % port))
+        subprocess.run(ctl + ["put", "--lease=" + lease, "%s/members/local#%s" % (cluster.prefix, suffix)],
+                       input=spec_.SerializeToString(), env=env, check=True, capture_output=True)
+        self.suffix = suffix
+
+    def _replicate(self, requests, context):
+        for req in requests:
+            if req.HasField("proposal"):
+                self.proposals.append(req.proposal)
+                resp = self.answer(req, len(self.proposals))
+                if req.acknowledge:
+                    yield resp or pb.ReplicateResponse(status=pb.OK)
+
+    def stop(self):
+        self.server.stop(0)
+
+
+def test_BR06_fresh_primary_rolls_forward_to_a_peer_ahead(cluster):
+    """Our primary's spool is empty ({0,0}); the peer answers the first sync
+    with PROPOSAL_MISMATCH carrying committed bytes [0,123). The primary
+    must roll every member forward to 123 and commit the append at
+    [123,128), with no error and no teardown loop."""
+    p = cluster.start()
+    c = Client(p.address)
+    c.apply(spec("rep/j", replication=2))
+    assert wait_assigned(c, "rep/j").route.members[0].suffix == p.id
+    ahead = pb.Fragment(journal="rep/j", begin=0, end=123,
+                        sum=pb.SHA1Sum(part1=1, part2=2, part3=3))
+
+    def answer(req, n):
+        if n == 1:
+            return pb.ReplicateResponse(status=pb.PROPOSAL_MISMATCH, fragment=ahead,
+                                        registers=pb.LabelSet())
+        return None
+    peer = ScriptedPeer(cluster, answer)
+    try:
+        deadline = time.time() + 20
+        while len(wait_assigned(c, "rep/j").route.members) < 2:
+            assert time.time() < deadline, "the peer never joined the route"
+            time.sleep(0.05)
+        r = c.append("rep/j", b"hello")
+        assert r.status == pb.OK, r
+        assert (r.commit.begin, r.commit.end) == (123, 128), r.commit
+        rolls = [x for x in peer.proposals if x.begin == x.end == 123]
+        assert rolls, "the primary never proposed the roll to 123: %s" % peer.proposals
+        assert "unexpected" not in open(p.logpath).read()
+    finally:
+        cluster.stop_all()
+        peer.stop()
