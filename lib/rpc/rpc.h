@@ -130,8 +130,10 @@ int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg);
  * `code` != OK); for streaming responses pass NULL. `msg` may be NULL.
  * `code` is a GAZ_GRPC_* code; a negative GAZ_E* code is also accepted and
  * mapped with gaz_err_grpc_code.
- * Waits for the batch. Returns 0 or GAZ_ECANCELLED (the client went away;
- * the call is still finished). Must be called exactly once. */
+ * Does not wait for the status to be delivered (the call lives until it
+ * is). Returns 0, GAZ_ECANCELLED (the client is known to be gone, or the
+ * batch could not start; the call is finished either way) or GAZ_EINVAL
+ * (already finished). Must be called exactly once. */
 int gaz_rpc_finish(struct gaz_rpc_call *call, const ProtobufCMessage *resp, int code,
 		   const char *msg);
 

@@ -39,6 +39,8 @@
 #include "rpc/rpc_int.h"
 
 #define REQS_PER_METHOD 8
+#define RECV_AHEAD 4               /* messages a call may receive ahead of its handler */
+#define RECV_AHEAD_BYTES (64 << 10) /* ...while they hold less than this */
 #define IDLE_THREAD_NS (30 * GAZ_NS_PER_S) /* idle pool threads exit after */
 
 struct method {
@@ -119,6 +121,18 @@ struct gaz_rpc_call {
 	bool cancelled, woken, md_sent, finished, eof;
 	grpc_byte_buffer *recv_bb; /* written by grpc */
 	grpc_slice details;        /* status text; alive until destroy */
+	grpc_byte_buffer *fin_bb;  /* the final response, alive until destroy */
+
+	/* Read-ahead: pollers keep one RECV_MESSAGE in flight and queue what
+	 * arrives (at most RECV_AHEAD messages), so a handler busy elsewhere
+	 * (waiting for a journal's append token) finds its next messages
+	 * ready instead of a round trip through a poller for each. Bounded
+	 * in bytes too, so large messages keep grpc's flow control. */
+	grpc_byte_buffer *ahead[RECV_AHEAD];
+	int n_ahead;
+	size_t ahead_bytes;
+	bool recv_end;             /* a receive completed without a message */
+	int recv_end_ok;           /* ...with this ok (1: half-close or cancel) */
 
 	/* A local call (gc == NULL, see gaz_rpc_local_new): its requests,
 	 * consumed in order, then EOF; the outcome is kept for the caller. */
@@ -155,6 +169,10 @@ static void call_destroy(struct gaz_rpc_call *c)
 	grpc_metadata_array_destroy(&c->md);
 	if (c->recv_bb)
 		grpc_byte_buffer_destroy(c->recv_bb);
+	for (int i = 0; i < c->n_ahead; i++)
+		grpc_byte_buffer_destroy(c->ahead[i]);
+	if (c->fin_bb)
+		grpc_byte_buffer_destroy(c->fin_bb);
 	grpc_slice_unref(c->details);
 	grpc_call_unref(c->gc);
 	pthread_cond_destroy(&c->cv);
@@ -177,6 +195,40 @@ static void call_unref_locked(struct gaz_rpc_call *c)
 		call_destroy(c);
 }
 
+static int call_start(struct gaz_rpc_call *c, struct optag *o, const grpc_op *ops, size_t n);
+
+/* recv_start keeps one RECV_MESSAGE in flight (c->mu held). */
+static int recv_start(struct gaz_rpc_call *c)
+{
+	grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
+
+	op.data.recv_message.recv_message = &c->recv_bb;
+	return call_start(c, &c->recv_op, &op, 1);
+}
+
+/* recv_arrived queues a completed receive (c->mu held, on a poller) and
+ * starts the next one while the queue has room. */
+static void recv_arrived(struct gaz_rpc_call *c)
+{
+	grpc_byte_buffer *bb = c->recv_bb;
+
+	c->recv_bb = NULL;
+	c->recv_op.done = false; /* consumed into the queue */
+	if (!c->recv_op.ok || !bb) {
+		c->recv_end = true;
+		c->recv_end_ok = c->recv_op.ok;
+		if (bb)
+			grpc_byte_buffer_destroy(bb);
+		return;
+	}
+	c->ahead[c->n_ahead++] = bb;
+	c->ahead_bytes += grpc_byte_buffer_length(bb);
+	if (c->n_ahead < RECV_AHEAD && c->ahead_bytes < RECV_AHEAD_BYTES && !c->finished && !c->cancelled && recv_start(c) != 0) {
+		c->recv_end = true;
+		c->recv_end_ok = 0;
+	}
+}
+
 /* op_cb runs on a poller when a batch of a server call completes. */
 static void op_cb(void *tag, int ok)
 {
@@ -189,6 +241,8 @@ static void op_cb(void *tag, int ok)
 	o->ok = ok;
 	if (o == &c->close_op && (c->close_cancelled || !ok))
 		c->cancelled = true;
+	if (o == &c->recv_op)
+		recv_arrived(c);
 	call_unref_locked(c);
 }
 
@@ -440,6 +494,10 @@ static void accept_registered(struct req *r)
 	pthread_mutex_lock(&c->mu);
 	if (call_start(c, &c->close_op, &op, 1) != 0)
 		c->cancelled = true; /* cannot watch it: treat as gone */
+	/* The first request is on its way already: receive it while the
+	 * handler thread is being dispatched. */
+	else if (recv_start(c) != 0)
+		c->recv_end = true; /* recv_end_ok 0: reads as cancelled */
 	pthread_mutex_unlock(&c->mu);
 	pool_push(c->srv, c);
 }
@@ -799,53 +857,54 @@ static int local_recv(struct gaz_rpc_call *c, grpc_byte_buffer **bb)
 }
 
 /* recv_bb receives the next message's byte buffer into *bb (owned by the
- * caller). Returns 0, GAZ_EOF, GAZ_ECANCELLED or GAZ_ETIMEDOUT. */
+ * caller): from the read-ahead queue when something arrived already, else
+ * starting a receive and waiting for it. Returns 0, GAZ_EOF, GAZ_ECANCELLED
+ * or GAZ_ETIMEDOUT (the receive stays in flight for the next call). */
 static int recv_bb(struct gaz_rpc_call *c, grpc_byte_buffer **bb, int64_t deadline_ns)
 {
-	grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
-	int ok;
+	int rc = 0;
 
 	*bb = NULL;
 	if (!c->gc)
 		return local_recv(c, bb);
 	pthread_mutex_lock(&c->mu);
-	if (c->eof || c->finished) {
-		pthread_mutex_unlock(&c->mu);
-		return c->eof ? GAZ_EOF : GAZ_ECANCELLED;
-	}
-	if (!c->recv_op.pending && !c->recv_op.done) {
-		op.data.recv_message.recv_message = &c->recv_bb;
-		if (c->cancelled || call_start(c, &c->recv_op, &op, 1) != 0) {
-			pthread_mutex_unlock(&c->mu);
-			return GAZ_ECANCELLED;
+	for (;;) {
+		if (c->eof || c->finished) {
+			rc = c->eof ? GAZ_EOF : GAZ_ECANCELLED;
+			break;
 		}
-	}
-	while (!c->recv_op.done) {
-		int rc = 0;
-		/* On cancellation or timeout the receive stays in flight: the
-		 * next gaz_rpc_recv picks up its result. */
-		if (c->cancelled)
+		if (c->n_ahead) {
+			*bb = c->ahead[0];
+			memmove(c->ahead, c->ahead + 1, (size_t)--c->n_ahead * sizeof(*c->ahead));
+			c->ahead_bytes -= grpc_byte_buffer_length(*bb);
+			if (!c->recv_op.pending && !c->recv_end && !c->cancelled && recv_start(c) != 0) {
+				c->recv_end = true;
+				c->recv_end_ok = 0;
+			}
+			break;
+		}
+		if (c->recv_end) {
+			rc = c->recv_end_ok && eof_confirmed(c) ? GAZ_EOF : GAZ_ECANCELLED;
+			break;
+		}
+		if (c->cancelled) {
 			rc = GAZ_ECANCELLED;
-		else if (gaz__rpc_timedwait(&c->cv, &c->mu, deadline_ns) && !c->recv_op.done)
+			break;
+		}
+		if (!c->recv_op.pending) {
+			if (recv_start(c) != 0) {
+				rc = GAZ_ECANCELLED;
+				break;
+			}
+			continue; /* mu was dropped: it may have arrived already */
+		}
+		if (gaz__rpc_timedwait(&c->cv, &c->mu, deadline_ns) && !c->n_ahead && !c->recv_end) {
 			rc = GAZ_ETIMEDOUT;
-		if (rc) {
-			pthread_mutex_unlock(&c->mu);
-			return rc;
+			break;
 		}
 	}
-	ok = call_await(c, &c->recv_op);
-	*bb = c->recv_bb;
-	c->recv_bb = NULL;
-	if (ok && !*bb)
-		ok = eof_confirmed(c);
 	pthread_mutex_unlock(&c->mu);
-	if (!ok) {
-		if (*bb)
-			grpc_byte_buffer_destroy(*bb);
-		*bb = NULL;
-		return GAZ_ECANCELLED;
-	}
-	return *bb ? 0 : GAZ_EOF;
+	return rc;
 }
 
 int gaz_rpc_recv(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
@@ -942,11 +1001,12 @@ int gaz_rpc_finish(struct gaz_rpc_call *call, const ProtobufCMessage *resp, int 
 	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
 	ops[n].data.send_status_from_server.status = status_code_of(code);
 	ops[n++].data.send_status_from_server.status_details = msg ? &call->details : NULL;
-	if (call_start(call, &call->fin_op, ops, n) == 0)
-		ok = call_await(call, &call->fin_op);
+	/* The status goes out without waiting for the batch: the handler is
+	 * done, and the batch's reference keeps the call (and the response,
+	 * freed with it) alive until grpc completes it. */
+	call->fin_bb = bb;
+	ok = call_start(call, &call->fin_op, ops, n) == 0 && !call->cancelled;
 	pthread_mutex_unlock(&call->mu);
-	if (bb)
-		grpc_byte_buffer_destroy(bb);
 	return ok ? 0 : GAZ_ECANCELLED;
 }
 
