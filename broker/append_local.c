@@ -369,6 +369,7 @@ int gaz__append_local(struct append_ctx *a)
 	struct gaz_replica *r = a->res.replica;
 	EVP_MD_CTX *sha = EVP_MD_CTX_new();
 	int64_t roll_to = 0;
+	bool replicated;
 	int rc;
 
 	if (!a->registers)
@@ -395,16 +396,22 @@ int gaz__append_local(struct append_ctx *a)
 		gaz__append_respond_error(a, GAZ_GRPC_UNKNOWN, "register modification requires non-empty Append");
 		rc = GAZ_EINVAL;
 	}
+	replicated = r->pipeline != NULL; /* read while the token is held */
 	if (!rc)
 		rc = commit(a, sha);
-	if (rc) {
+	if (rc && a->token) { /* else: committed locally, a peer failed after */
 		if (r->pipeline)
 			gaz__append_pipeline_fail(a, "append rolled back");
 		pthread_mutex_lock(&r->mu);
 		gaz_metric_spool_rollback(r->spool.delta);
 		gaz_spool_rollback(&r->spool);
 		pthread_mutex_unlock(&r->mu);
-		if (!a->finished)
+	}
+	if (rc) {
+		if (!a->finished && replicated)
+			gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE,
+						  "replication to a peer failed; the append may have committed");
+		else if (!a->finished)
 			gaz__append_respond_error(a, GAZ_GRPC_INTERNAL, "commit failed");
 	} else {
 		gaz__append_respond_commit(a);

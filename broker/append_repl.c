@@ -10,8 +10,10 @@
  * pipeline: peers roll back what was not committed when their stream ends,
  * and the next append opens and synchronises a new pipeline.
  *
- * Appends are not yet pipelined (one in flight per journal): the token is
- * held until every peer acknowledged the commit.
+ * Appends are pipelined: an append proposes its commit with the token
+ * held, lets go of the token, and only then waits (in proposal order) for
+ * its acknowledgements, so the next append streams meanwhile. A failed
+ * gather marks the pipeline failed; the next token holder rebuilds it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -72,25 +74,41 @@ static void judge(struct append_ctx *a, Protocol__ReplicateResponse *const *resp
 	}
 }
 
-/* Sends `proposal` with acknowledgement, applies it locally and gathers. */
+/* Sends `proposal` (acknowledged), applies it locally and gathers the
+ * peers' answers into *v. With `release` (a commit), the token is let go
+ * between the local apply and the gather, and any answer but OK fails. */
 static int propose_acked(struct append_ctx *a, const Protocol__Fragment *proposal,
-			 const Protocol__LabelSet *regs, struct sync_verdict *v, struct gaz_status *st)
+			 const Protocol__LabelSet *regs, bool release, struct sync_verdict *v,
+			 struct gaz_status *st)
 {
 	struct gaz_replica *r = a->res.replica;
-	size_t n = gaz_pipeline_peers(r->pipeline);
+	struct gaz_pipeline *p = r->pipeline;
+	size_t n = gaz_pipeline_peers(p);
 	Protocol__ReplicateResponse **resp = calloc(n + 1, sizeof(*resp));
+	uint64_t ticket = 0;
+	bool released = false;
 	int rc, local;
 
 	if (!resp)
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
-	rc = gaz_pipeline_propose(r->pipeline, proposal, regs, true, st);
+	rc = gaz_pipeline_propose(p, proposal, regs, &ticket, st);
 	local = rc ? -1 : gaz_replica_apply_proposal(r, proposal, regs, st);
 	if (!rc && local != PROTOCOL__STATUS__OK)
 		rc = gaz_status_set(st, GAZ_EIO, "local spool refused the proposal");
+	if (!rc && release) {
+		gaz_pipeline_ref(p);
+		gaz_replica_release(r);
+		a->token = NULL;
+		released = true;
+	}
 	if (!rc)
-		rc = gaz_pipeline_gather(r->pipeline, resp, st);
-	if (!rc)
+		rc = gaz_pipeline_gather(p, ticket, resp, st);
+	for (size_t i = 0; !rc && released && i < n; i++)
+		v->failed |= resp[i]->status != PROTOCOL__STATUS__OK;
+	if (!rc && !released)
 		judge(a, resp, n, v);
+	if (released)
+		gaz_pipeline_unref(p);
 	for (size_t i = 0; i < n; i++)
 		if (resp[i])
 			protobuf_c_message_free_unpacked(&resp[i]->base, NULL);
@@ -125,7 +143,7 @@ int gaz__append_sync(struct append_ctx *a, int64_t roll_to)
 		int rc;
 		sync_proposal(a, roll_to, &f);
 		gaz_fragment_to_proto(&f, &pf, &sum);
-		rc = propose_acked(a, &pf, r->registers, &v, &st);
+		rc = propose_acked(a, &pf, r->registers, false, &v, &st);
 		gaz_fragment_release(&f);
 		if (rc || v.failed) {
 			gaz__append_pipeline_fail(a, rc ? st.msg : "a peer refused the sync");
@@ -152,7 +170,8 @@ int gaz__append_start_pipeline(struct append_ctx *a)
 	struct gaz_replica *r = a->res.replica;
 	struct gaz_status st = {0};
 
-	if (r->pipeline && gaz_pipeline_matches(r->pipeline, &a->res.route))
+	if (r->pipeline && gaz_pipeline_matches(r->pipeline, &a->res.route) &&
+	    !gaz_pipeline_failed(r->pipeline))
 		return 0;
 	gaz_pipeline_close(r->pipeline);
 	r->pipeline = NULL;
@@ -199,14 +218,16 @@ int gaz__append_replicate_commit(struct append_ctx *a)
 		rc = gaz_spool_next(&r->spool, &next, &st);
 	if (!rc) {
 		gaz_fragment_to_proto(&next, &pf, &sum);
-		rc = propose_acked(a, &pf, regs, &v, &st);
+		rc = propose_acked(a, &pf, regs, true, &v, &st);
 	}
-	if (!rc && (v.failed || v.roll_to || v.read_through))
+	if (!rc && v.failed)
 		rc = gaz_status_set(&st, GAZ_EPROTO, "a peer did not acknowledge the commit");
-	if (rc)
+	if (rc && a->token)
 		gaz__append_pipeline_fail(a, st.msg[0] ? st.msg : gaz_err_str(rc));
+	else if (rc) /* the next token holder rebuilds the failed pipeline */
+		gaz_warn("replication pipeline failed", "journal=%s err=\"%s\"", r->journal, st.msg);
 	else
-		gaz_labelset_copy(a->registers, r->registers);
+		gaz_labelset_copy(a->registers, regs);
 	gaz_fragment_release(&next);
 	gaz_labelset_free(regs);
 	return rc;

@@ -1,5 +1,13 @@
 /* pipeline.c - Replicate streams from a primary to its peers. See
- * pipeline.h. */
+ * pipeline.h.
+ *
+ * Sends come from the holder of the replica's append token; gathers come
+ * in ticket order from whichever thread proposed (an append that released
+ * the token after proposing its commit, or the token holder). So several
+ * appends may be in flight: the next one streams while the previous one
+ * awaits its acknowledgements (facts §6.4's ordered read barrier).
+ * Lock order: only `mu` (never held across stream I/O).
+ */
 #include "broker/pipeline.h"
 
 #include <stdlib.h>
@@ -22,6 +30,14 @@ struct gaz_pipeline {
 	char *journal;
 	struct peer *peers;
 	size_t n;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;           /* a gather done, failure, or a ref dropped */
+	int refs;                    /* the owner's, and one per gatherer without the token */
+	uint64_t sent;               /* acknowledged proposals sent (next ticket) */
+	uint64_t gathered;           /* tickets gathered, in order */
+	bool failed;                 /* a gather failed: later ones fail at once */
+	bool gathering;              /* some thread is receiving from the peers */
 };
 
 size_t gaz_pipeline_peers(const struct gaz_pipeline *p) { return p->n; }
@@ -49,10 +65,8 @@ static int route_copy(struct gaz_route *dst, const struct gaz_route *src)
 	return 0;
 }
 
-void gaz_pipeline_close(struct gaz_pipeline *p)
+static void pipeline_free(struct gaz_pipeline *p)
 {
-	if (!p)
-		return;
 	for (size_t i = 0; i < p->n; i++) {
 		struct peer *pe = &p->peers[i];
 		if (pe->s) {
@@ -70,7 +84,55 @@ void gaz_pipeline_close(struct gaz_pipeline *p)
 	free(p->peers);
 	gaz_route_release(&p->route);
 	free(p->journal);
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mu);
 	free(p);
+}
+
+void gaz_pipeline_close(struct gaz_pipeline *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	/* Appends already proposed get their acknowledgements first; after a
+	 * failure, a gather still receiving is cut short. */
+	while (p->gathered != p->sent && !p->failed)
+		pthread_cond_wait(&p->cv, &p->mu);
+	p->failed = true;
+	if (p->gathering)
+		for (size_t i = 0; i < p->n; i++)
+			if (p->peers[i].s)
+				gaz_rpc_stream_cancel(p->peers[i].s);
+	pthread_cond_broadcast(&p->cv);
+	while (p->refs > 1)
+		pthread_cond_wait(&p->cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+	pipeline_free(p);
+}
+
+void gaz_pipeline_ref(struct gaz_pipeline *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->refs++;
+	pthread_mutex_unlock(&p->mu);
+}
+
+void gaz_pipeline_unref(struct gaz_pipeline *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->refs--;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+bool gaz_pipeline_failed(struct gaz_pipeline *p)
+{
+	bool f;
+
+	pthread_mutex_lock(&p->mu);
+	f = p->failed;
+	pthread_mutex_unlock(&p->mu);
+	return f;
 }
 
 int gaz_pipeline_open(struct gaz_broker *b, const struct gaz_resolution *res,
@@ -79,7 +141,12 @@ int gaz_pipeline_open(struct gaz_broker *b, const struct gaz_resolution *res,
 	struct gaz_pipeline *p = calloc(1, sizeof(*p));
 	int rc = 0;
 
-	if (!p || route_copy(&p->route, &res->route) || !(p->journal = strdup(res->journal)) ||
+	if (!p)
+		return gaz_status_set(st, GAZ_ENOMEM, "pipeline: out of memory");
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	p->refs = 1;
+	if (route_copy(&p->route, &res->route) || !(p->journal = strdup(res->journal)) ||
 	    !(p->peers = calloc(res->route.n + 1, sizeof(*p->peers)))) {
 		gaz_pipeline_close(p);
 		return gaz_status_set(st, GAZ_ENOMEM, "pipeline: out of memory");
@@ -117,14 +184,14 @@ int gaz_pipeline_open(struct gaz_broker *b, const struct gaz_resolution *res,
 }
 
 int gaz_pipeline_propose(struct gaz_pipeline *p, const Protocol__Fragment *proposal,
-			 const Protocol__LabelSet *registers, bool acknowledge, struct gaz_status *st)
+			 const Protocol__LabelSet *registers, uint64_t *ticket, struct gaz_status *st)
 {
 	for (size_t i = 0; i < p->n; i++) {
 		Protocol__ReplicateRequest m = PROTOCOL__REPLICATE_REQUEST__INIT;
 		struct peer *pe = &p->peers[i];
 		m.proposal = (Protocol__Fragment *)proposal;
 		m.registers = (Protocol__LabelSet *)registers;
-		m.acknowledge = acknowledge || !pe->sent_first;
+		m.acknowledge = true;
 		if (!pe->sent_first) {
 			m.header = pe->header;
 			m.deprecated_journal = p->journal;
@@ -134,6 +201,9 @@ int gaz_pipeline_propose(struct gaz_pipeline *p, const Protocol__Fragment *propo
 					      pe->header->process_id->zone, pe->header->process_id->suffix);
 		pe->sent_first = true;
 	}
+	pthread_mutex_lock(&p->mu);
+	*ticket = p->sent++;
+	pthread_mutex_unlock(&p->mu);
 	return 0;
 }
 
@@ -153,19 +223,34 @@ int gaz_pipeline_content(struct gaz_pipeline *p, const uint8_t *data, size_t len
 	return 0;
 }
 
-int gaz_pipeline_gather(struct gaz_pipeline *p, Protocol__ReplicateResponse **resp,
-			struct gaz_status *st)
+int gaz_pipeline_gather(struct gaz_pipeline *p, uint64_t ticket,
+			Protocol__ReplicateResponse **resp, struct gaz_status *st)
 {
 	int rc = 0;
 
-	for (size_t i = 0; i < p->n; i++) {
+	for (size_t i = 0; i < p->n; i++)
 		resp[i] = NULL;
-		if (!rc && gaz_rpc_stream_recv(p->peers[i].s, &protocol__replicate_response__descriptor,
-					       (ProtobufCMessage **)&resp[i],
-					       gaz_deadline_in(GATHER_TIMEOUT_MS)))
+	pthread_mutex_lock(&p->mu);
+	while (p->gathered != ticket && !p->failed)
+		pthread_cond_wait(&p->cv, &p->mu);
+	if (p->failed)
+		rc = gaz_status_set(st, GAZ_EUNAVAIL, "replication pipeline failed");
+	p->gathering = !rc;
+	pthread_mutex_unlock(&p->mu);
+	for (size_t i = 0; i < p->n && !rc; i++) {
+		if (gaz_rpc_stream_recv(p->peers[i].s, &protocol__replicate_response__descriptor,
+					(ProtobufCMessage **)&resp[i], gaz_deadline_in(GATHER_TIMEOUT_MS)))
 			rc = gaz_status_set(st, GAZ_EUNAVAIL, "no acknowledgement from %s#%s",
 					    p->peers[i].header->process_id->zone,
 					    p->peers[i].header->process_id->suffix);
 	}
+	pthread_mutex_lock(&p->mu);
+	if (p->gathering) {
+		p->gathering = false;
+		p->gathered++;
+		p->failed |= rc != 0;
+	}
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
 	return rc;
 }

@@ -18,26 +18,42 @@ struct gaz_pipeline;
 int gaz_pipeline_open(struct gaz_broker *b, const struct gaz_resolution *res,
 		      struct gaz_pipeline **out, struct gaz_status *st);
 
-/* gaz_pipeline_close half-closes every stream, drains them and frees. */
+/* gaz_pipeline_close waits for the gathers of proposals already sent
+ * (cutting a gather short only after a failure), half-closes every stream,
+ * drains them and frees. Token holder only. */
 void gaz_pipeline_close(struct gaz_pipeline *p);
+
+/* gaz_pipeline_ref / _unref: an append that lets go of the token before
+ * gathering its commit's acknowledgements holds a reference meanwhile, so
+ * that a close by the next token holder waits for it. */
+void gaz_pipeline_ref(struct gaz_pipeline *p);
+void gaz_pipeline_unref(struct gaz_pipeline *p);
+
+/* gaz_pipeline_failed: a gather failed; the pipeline must be rebuilt. */
+bool gaz_pipeline_failed(struct gaz_pipeline *p);
 
 /* gaz_pipeline_matches: built for a route equivalent to `route`. */
 bool gaz_pipeline_matches(const struct gaz_pipeline *p, const struct gaz_route *route);
 
-/* gaz_pipeline_propose scatters a proposal. The first message of each
- * stream also carries its peer's Header and the deprecated journal field. */
+/* gaz_pipeline_propose scatters a proposal, always acknowledged, and
+ * stores in *ticket its place in the order of gathers. The first message
+ * of each stream also carries its peer's Header and the deprecated journal
+ * field. Token holder only. Returns 0 or GAZ_EUNAVAIL. */
 int gaz_pipeline_propose(struct gaz_pipeline *p, const Protocol__Fragment *proposal,
-			 const Protocol__LabelSet *registers, bool acknowledge, struct gaz_status *st);
+			 const Protocol__LabelSet *registers, uint64_t *ticket, struct gaz_status *st);
 
 /* gaz_pipeline_content scatters a content chunk at `delta`. */
 int gaz_pipeline_content(struct gaz_pipeline *p, const uint8_t *data, size_t len, int64_t delta,
 			 struct gaz_status *st);
 
-/* gaz_pipeline_gather receives one response per peer into resp[i]
- * (caller frees each with protobuf_c_message_free_unpacked); resp has
- * gaz_pipeline_peers(p) slots. Returns 0 or the first stream error. */
-int gaz_pipeline_gather(struct gaz_pipeline *p, Protocol__ReplicateResponse **resp,
-			struct gaz_status *st);
+/* gaz_pipeline_gather waits until every earlier ticket was gathered, then
+ * receives one response per peer into resp[i] (caller frees each with
+ * protobuf_c_message_free_unpacked); resp has gaz_pipeline_peers(p)
+ * slots. Any thread may gather: the token holder, or an append holding a
+ * reference (gaz_pipeline_ref). Returns 0, or
+ * GAZ_EUNAVAIL when a peer failed now or an earlier gather failed. */
+int gaz_pipeline_gather(struct gaz_pipeline *p, uint64_t ticket,
+			Protocol__ReplicateResponse **resp, struct gaz_status *st);
 
 size_t gaz_pipeline_peers(const struct gaz_pipeline *p);
 
