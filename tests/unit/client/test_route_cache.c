@@ -36,8 +36,8 @@ static void mkroute(struct proute *p, const char *zones, int primary, bool endpo
 	for (size_t i = 0; i < n; i++) {
 		protocol__process_spec__id__init(&p->ids[i]);
 		snprintf(p->zones[i], sizeof(p->zones[i]), "z%c", zones[i]);
-		snprintf(p->suffixes[i], sizeof(p->suffixes[i]), "b%zu", i);
-		snprintf(p->eps[i], sizeof(p->eps[i]), "http://b%zu", i);
+		snprintf(p->suffixes[i], sizeof(p->suffixes[i]), "b%c", (char)('0' + i));
+		snprintf(p->eps[i], sizeof(p->eps[i]), "http://b%c", (char)('0' + i));
 		p->ids[i].zone = p->zones[i];
 		p->ids[i].suffix = p->suffixes[i];
 		p->idp[i] = &p->ids[i];
