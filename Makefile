@@ -44,12 +44,14 @@ GAZETTE   = $(BUILD)/bin/gazette
 GAZCTL    = $(BUILD)/bin/gazctl
 UNIT_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 BENCH_BIN = $(if $(BENCH_SRCS),$(BUILD)/bin/gazbench)
+# A program over the client library that the integration suite drives.
+TOOL_BINS = $(BUILD)/bin/client-probe
 
 # Generated sources are kept between builds.
 .SECONDARY: $(GEN_C) $(GEN_H)
 
 .PHONY: all test unit integration demo bench deps clean format
-all: $(GAZETTE) $(GAZCTL) $(UNIT_BINS) $(BENCH_BIN)
+all: $(GAZETTE) $(GAZCTL) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
@@ -91,6 +93,11 @@ $(GAZCTL): $(call obj,$(GAZCTL_SRCS)) $(LIBCLIENT) $(LIBGAZ)
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bin/gazbench: $(call obj,$(BENCH_SRCS)) $(LIBCLIENT) $(LIBGAZ)
+	@mkdir -p $(dir $@)
+	@echo "  LD $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/client-probe: $(call obj,tests/tools/client_probe.c) $(LIBCLIENT) $(LIBGAZ)
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

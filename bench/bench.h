@@ -41,6 +41,8 @@ struct bench_append_result {
 	int status;          /* Protocol__Status of the response, or -1 if none */
 	int64_t commit_end;  /* commit.end offset when status is OK */
 	int64_t acked_ns;    /* monotonic time the response arrived */
+	char primary[128];   /* endpoint of the primary named by the response
+	                      * header's route, or "" */
 };
 
 /* bench_append runs one Append RPC on `ch`: the request naming `journal`,
@@ -67,9 +69,10 @@ int bench_append_retry(struct gaz_rpc_channel *ch, const char *journal, const ui
 struct bench_spec {
 	const char *name;       /* journal name, borrowed */
 	int64_t fragment_len;   /* fragment.length, bytes */
+	int replication;        /* 0 = 1 */
 };
 
-/* bench_apply upserts `n` journal specs (replication 1, compression NONE,
+/* bench_apply upserts `n` journal specs (their replication, compression NONE,
  * stores ["file:///"], refresh_interval 30 s, expect_mod_revision -1) in one
  * Apply RPC. Returns 0, GAZ_ERPC (grpc error or a non-OK status, in *st). */
 int bench_apply(struct gaz_rpc_channel *ch, const struct bench_spec *specs, size_t n,
@@ -126,8 +129,9 @@ struct bench_cpu {
 	int64_t wall_ns;
 };
 
-/* bench_cpu_take samples both (broker_pid <= 0: not sampled). */
-void bench_cpu_take(struct bench_cpu *c, int broker_pid);
+/* bench_cpu_take samples both; the broker's figure is the sum over the
+ * `npids` broker processes (npids 0: not sampled). */
+void bench_cpu_take(struct bench_cpu *c, const int *pids, int npids);
 
 /* bench_cpu_cores: CPU cores used between two samples (self or broker). */
 double bench_cpu_cores(const struct bench_cpu *a, const struct bench_cpu *b, bool broker);

@@ -85,6 +85,17 @@ static int send_append(struct gaz_rpc_stream *s, const char *journal, const uint
 	return gaz_rpc_stream_close_send(s);
 }
 
+/* note_primary records the endpoint of the primary the header's route
+ * names, if it names one with an endpoint. */
+static void note_primary(const Protocol__Header *h, struct bench_append_result *res)
+{
+	const Protocol__Route *rt = h ? h->route : NULL;
+
+	if (rt && rt->primary >= 0 && (size_t)rt->primary < rt->n_members &&
+	    rt->n_endpoints == rt->n_members && rt->endpoints[rt->primary])
+		snprintf(res->primary, sizeof(res->primary), "%s", rt->endpoints[rt->primary]);
+}
+
 /* finish_append reads the response and the stream's end; fills res. */
 static int finish_append(struct gaz_rpc_stream *s, const char *journal, int64_t deadline_ns,
 			 struct bench_append_result *res, struct gaz_status *st)
@@ -99,6 +110,7 @@ static int finish_append(struct gaz_rpc_stream *s, const char *journal, int64_t 
 		res->status = (int)r->status;
 		if (r->commit)
 			res->commit_end = r->commit->end;
+		note_primary(r->header, res);
 		protobuf_c_message_free_unpacked(&r->base, NULL);
 		/* Read the end of the stream, as Gazette's client does. */
 		if (gaz_rpc_stream_recv(s, &protocol__append_response__descriptor, &extra,
@@ -132,6 +144,7 @@ int bench_append(struct gaz_rpc_channel *ch, const char *journal, const uint8_t 
 	res->status = -1;
 	res->commit_end = 0;
 	res->acked_ns = 0;
+	res->primary[0] = '\0';
 	if (!(s = gaz_rpc_stream_open(ch, APPEND_PATH, deadline_ns, true, NULL, st)))
 		return GAZ_ERPC;
 	/* A failed send means the broker ended the call: its status says why. */
@@ -195,7 +208,7 @@ int bench_apply(struct gaz_rpc_channel *ch, const struct bench_spec *specs, size
 		fr[i].stores = stores;
 		fr[i].refresh_interval = &refresh;
 		js[i].name = (char *)specs[i].name;
-		js[i].replication = 1;
+		js[i].replication = specs[i].replication > 0 ? specs[i].replication : 1;
 		js[i].fragment = &fr[i];
 		chg[i].expect_mod_revision = -1;
 		chg[i].upsert = &js[i];

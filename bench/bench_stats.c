@@ -106,14 +106,18 @@ static int64_t proc_cpu_ns(int pid)
 	return (int64_t)((ut + st) * (GAZ_NS_PER_S / (hz > 0 ? hz : 100)));
 }
 
-void bench_cpu_take(struct bench_cpu *c, int broker_pid)
+void bench_cpu_take(struct bench_cpu *c, const int *pids, int npids)
 {
 	struct rusage ru;
 
 	getrusage(RUSAGE_SELF, &ru);
 	c->self_ns = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * GAZ_NS_PER_S +
 		     (int64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
-	c->broker_ns = broker_pid > 0 ? proc_cpu_ns(broker_pid) : -1;
+	c->broker_ns = npids > 0 ? 0 : -1;
+	for (int i = 0; i < npids && c->broker_ns >= 0; i++) {
+		int64_t ns = pids[i] > 0 ? proc_cpu_ns(pids[i]) : -1;
+		c->broker_ns = ns < 0 ? -1 : c->broker_ns + ns;
+	}
 	c->wall_ns = gaz_mono_ns();
 }
 

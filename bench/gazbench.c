@@ -3,9 +3,9 @@
  * workloads against any Gazette-protocol broker (ours or Gazette's), one
  * result file per run, and the side-by-side report (bench/README.md).
  *
- *   gazbench run --broker URL --prefix bench/x --out FILE [--broker-pid PID]
+ *   gazbench run --broker URL --prefix bench/x --out FILE [--broker-pid PID,..]
  *                [--secs 4] [--warmup 1] [--only KEY,KEY] [--chunk BYTES]
- *                [--verbose]   (echo every metric written to FILE)
+ *                [--replication N] [--verbose]   (echo every metric written to FILE)
  *   gazbench report NAME_A FILE[,FILE..] NAME_B FILE[,FILE..]
  *
  * Workloads (perf.md Part C, sized for a 2-core machine, RF=1):
@@ -18,6 +18,10 @@
  *                       and times delivery of each record
  *   read_spool_r<R>     R readers each re-read a 64 MiB journal held in its
  *                       live spool (fragment 128 MiB), MB/s summed
+ *   rf3_<size>          (only with --replication > 1, and only these) open
+ *                       loop at a fixed rate, appends of 1 MiB / 64 KiB /
+ *                       1 KiB sent to the journal's primary; p50/p99
+ *                       latency from the scheduled send time
  *
  * Invariants: every RPC has a deadline; every phase ends by its wall-clock
  * bound; every journal a run creates is named under --prefix and deleted
@@ -47,7 +51,9 @@
 struct run {
 	const char *broker;       /* endpoint URL, borrowed from argv */
 	const char *prefix;       /* journal name prefix */
-	int broker_pid;           /* for CPU accounting; 0 = unknown */
+	int broker_pids[8];       /* for CPU accounting (summed) */
+	int npids;                /* 0 = unknown */
+	int replication;          /* of every journal; > 1 runs the rf workloads */
 	double secs, warmup_s;    /* measured window and warm-up per workload */
 	size_t chunk;             /* content bytes per Append message */
 	const char *only;         /* comma list of workload keys, or NULL */
@@ -139,12 +145,13 @@ static void put_lat(struct run *r, const char *key, const char *what, struct ben
 }
 
 /* make_journals applies `n` journals named <prefix>/<key>-<i> and waits
- * (retrying appends of nothing) until each accepts appends; heads[i] (if
- * heads is non-NULL) gets each write head. names[0..n) are set in every
+ * (retrying appends of nothing) until each accepts appends; first[i] (if
+ * first is non-NULL) gets that empty append's result: the write head and
+ * the primary's endpoint. names[0..n) are set in every
  * case (malloc'd: free with free_names) and copied to r->journals for the
  * final delete. Returns 0 or a GAZ_E* code. */
 static int make_journals(struct run *r, const char *key, size_t n, char **names,
-			 int64_t *heads)
+			 struct bench_append_result *first)
 {
 	struct bench_spec specs[MAX_JOURNALS] = {{0}};
 	struct gaz_status st = {0};
@@ -154,7 +161,8 @@ static int make_journals(struct run *r, const char *key, size_t n, char **names,
 	for (size_t i = 0; i < n; i++) {
 		names[i] = bench_xmalloc(strlen(r->prefix) + strlen(key) + 16);
 		sprintf(names[i], "%s/%s-%zu", r->prefix, key, i);
-		specs[i] = (struct bench_spec){.name = names[i], .fragment_len = FRAGMENT_LEN};
+		specs[i] = (struct bench_spec){.name = names[i], .fragment_len = FRAGMENT_LEN,
+					       .replication = r->replication};
 		if (r->n_journals < sizeof(r->journals) / sizeof(r->journals[0]))
 			r->journals[r->n_journals++] = strcpy(bench_xmalloc(strlen(names[i]) + 1),
 							      names[i]);
@@ -173,8 +181,8 @@ static int make_journals(struct run *r, const char *key, size_t n, char **names,
 			fprintf(stderr, "gazbench: journal not ready: %s\n", st.msg);
 			return rc;
 		}
-		if (heads)
-			heads[i] = res.commit_end;
+		if (first)
+			first[i] = res;
 	}
 	return 0;
 }
@@ -299,9 +307,9 @@ static int run_tput(struct run *r, const struct tput_def *d)
 		pthread_create(&ap[i].tid, NULL, appender_main, &ap[i]);
 	}
 	sleep_until(start_ns);
-	bench_cpu_take(&c0, r->broker_pid);
+	bench_cpu_take(&c0, r->broker_pids, r->npids);
 	sleep_until(ap[0].end_ns);
-	bench_cpu_take(&c1, r->broker_pid);
+	bench_cpu_take(&c1, r->broker_pids, r->npids);
 	for (int i = 0; i < d->appenders; i++)
 		pthread_join(ap[i].tid, NULL);
 	tput_report(r, d, ap, &c0, &c1);
@@ -319,18 +327,32 @@ struct lat_def {
 	const char *key;
 	int rate;       /* appends per second, on a fixed schedule */
 	double secs;    /* length of the schedule */
+	size_t size;    /* bytes per append */
+	bool tail;      /* a tail reader times delivery (REC_LEN records only) */
 };
 
 static const struct lat_def lat_defs[] = {
-	{"lat_1k_500", 500, 6},
-	{"lat_1k_1000", 1000, 4},
-	{"lat_1k_2000", 2000, 3},
+	{"lat_1k_500", 500, 6, REC_LEN, true},
+	{"lat_1k_1000", 1000, 4, REC_LEN, true},
+	{"lat_1k_2000", 2000, 3, REC_LEN, true},
+};
+
+/* Replication 3 (run with --replication 3): open-loop appends of each size
+ * at a fixed offered rate, sent to the journal's primary as a client with
+ * a route cache does; the append latency is the figure. Rates are sized so
+ * that three brokers, etcd and gazbench share 2 cores without saturating. */
+static const struct lat_def rf_defs[] = {
+	{"rf3_1m", 16, 6, 1 << 20, false},
+	{"rf3_64k", 100, 6, 64 << 10, false},
+	{"rf3_1k", 500, 6, REC_LEN, false},
 };
 
 #define LAT_WORKERS 32  /* senders; more than rate x latency ever needs */
 
 struct lat_run {
 	struct run *r;
+	struct gaz_rpc_channel *ch; /* where appends go */
+	size_t size;               /* bytes per append */
 	const char *journal;
 	int64_t t0_ns, period_ns;  /* append i is due at t0 + i * period */
 	size_t total;
@@ -365,14 +387,19 @@ static void *lat_worker(void *arg)
 
 	for (size_t i; (i = atomic_fetch_add(&L->next, 1)) < L->total;) {
 		int64_t due = L->t0_ns + (int64_t)i * L->period_ns, t;
+		const uint8_t *data = rec;
 		struct bench_append_result res;
 		struct gaz_status st = {0};
 		int rc;
 
-		fill_record(rec, L->r->payload, i);
+		if (L->size == REC_LEN)
+			fill_record(rec, L->r->payload, i);
+		else /* a slice of the payload: no copy of large appends */
+			data = L->r->payload + (i * 4099u * 64u) % (PAYLOAD_LEN - L->size);
 		sleep_until(due);
 		t = gaz_mono_ns();
-		rc = bench_append(L->r->ch, L->journal, rec, REC_LEN, REC_LEN,
+		rc = bench_append(L->ch, L->journal, data, L->size,
+				  L->size < L->r->chunk ? L->size : L->r->chunk,
 				  t + OP_TIMEOUT_MS * GAZ_NS_PER_MS, &res, &st);
 		L->lag[i] = t - due;
 		L->ack_lat[i] = rc ? -1 : res.acked_ns - due;
@@ -472,17 +499,21 @@ static void lat_report(struct run *r, const struct lat_def *d, struct lat_run *L
 	put_lat(r, d->key, "", &ack);
 	put(r, d->key, "rate_done", (double)ack.n / ((double)(last_ack - first_due) / 1e9));
 	put(r, d->key, "send_lag_p99_us", (double)bench_samples_pct(&lag, 0.99) / 1e3);
-	put(r, d->key, "read_p50_us", (double)bench_samples_pct(&del, 0.5) / 1e3);
-	put(r, d->key, "read_p99_us", (double)bench_samples_pct(&del, 0.99) / 1e3);
-	put(r, d->key, "read_missing", (double)(L->total - L->skip - del.n));
+	if (d->tail) {
+		put(r, d->key, "read_p50_us", (double)bench_samples_pct(&del, 0.5) / 1e3);
+		put(r, d->key, "read_p99_us", (double)bench_samples_pct(&del, 0.99) / 1e3);
+		put(r, d->key, "read_missing", (double)(L->total - L->skip - del.n));
+	}
 	put(r, d->key, "broker_cpu", bench_cpu_cores(c0, c1, true));
 	put(r, d->key, "client_cpu", bench_cpu_cores(c0, c1, false));
 	put(r, d->key, "errors", (double)atomic_load(&L->errors));
-	printf("  %zu appends: p50 %.0f us, p99 %.0f us, p99.9 %.0f us; tail read p50 %.0f us, "
-	       "p99 %.0f us; cores: broker %.2f, gazbench %.2f; errors %ld\n", ack.n,
+	printf("  %zu appends: p50 %.0f us, p99 %.0f us, p99.9 %.0f us", ack.n,
 	       (double)bench_samples_pct(&ack, 0.5) / 1e3, (double)bench_samples_pct(&ack, 0.99) / 1e3,
-	       (double)bench_samples_pct(&ack, 0.999) / 1e3, (double)bench_samples_pct(&del, 0.5) / 1e3,
-	       (double)bench_samples_pct(&del, 0.99) / 1e3, bench_cpu_cores(c0, c1, true),
+	       (double)bench_samples_pct(&ack, 0.999) / 1e3);
+	if (d->tail)
+		printf("; tail read p50 %.0f us, p99 %.0f us", (double)bench_samples_pct(&del, 0.5) / 1e3,
+		       (double)bench_samples_pct(&del, 0.99) / 1e3);
+	printf("; cores: broker %.2f, gazbench %.2f; errors %ld\n", bench_cpu_cores(c0, c1, true),
 	       bench_cpu_cores(c0, c1, false), (long)atomic_load(&L->errors));
 	bench_samples_release(&ack);
 	bench_samples_release(&lag);
@@ -497,7 +528,7 @@ static void lat_drive(struct run *r, const struct lat_def *d, struct lat_run *L,
 	struct bench_cpu c0, c1;
 	int64_t end_ns = L->t0_ns + (int64_t)L->total * L->period_ns;
 
-	tt.ch = gaz_rpc_channel_new(r->broker, NULL);
+	tt.ch = d->tail ? gaz_rpc_channel_new(r->broker, NULL) : NULL;
 	/* The last append may take up to its own deadline to commit. */
 	tt.deadline_ns = end_ns + OP_TIMEOUT_MS * GAZ_NS_PER_MS;
 	if (tt.ch)
@@ -505,9 +536,9 @@ static void lat_drive(struct run *r, const struct lat_def *d, struct lat_run *L,
 	for (int i = 0; i < LAT_WORKERS; i++)
 		pthread_create(&w[i], NULL, lat_worker, L);
 	sleep_until(L->t0_ns + (int64_t)L->skip * L->period_ns);
-	bench_cpu_take(&c0, r->broker_pid);
+	bench_cpu_take(&c0, r->broker_pids, r->npids);
 	sleep_until(end_ns);
-	bench_cpu_take(&c1, r->broker_pid);
+	bench_cpu_take(&c1, r->broker_pids, r->npids);
 	for (int i = 0; i < LAT_WORKERS; i++)
 		pthread_join(w[i], NULL);
 	if (tt.ch) {
@@ -523,14 +554,23 @@ static void lat_drive(struct run *r, const struct lat_def *d, struct lat_run *L,
 /* run_lat runs one open-loop latency workload. */
 static int run_lat(struct run *r, const struct lat_def *d)
 {
-	struct lat_run L = {.r = r, .period_ns = GAZ_NS_PER_S / d->rate};
+	struct lat_run L = {.r = r, .period_ns = GAZ_NS_PER_S / d->rate, .size = d->size,
+			    .ch = r->ch};
+	struct bench_append_result first[1];
+	struct gaz_rpc_channel *direct = NULL;
 	char *names[1];
-	int64_t head = 0;
 	int rc;
 
-	printf("%s: 1 KiB appends at %d/s open loop, %.0f s + %.1f s warm-up, %d senders, "
-	       "1 tail reader\n", d->key, d->rate, d->secs, r->warmup_s, LAT_WORKERS);
-	if ((rc = make_journals(r, d->key, 1, names, &head)) == 0) {
+	printf("%s: %zu B appends at %d/s open loop, %.0f s + %.1f s warm-up, %d senders%s\n",
+	       d->key, d->size, d->rate, d->secs, r->warmup_s, LAT_WORKERS,
+	       d->tail ? ", 1 tail reader" : "");
+	if ((rc = make_journals(r, d->key, 1, names, first)) == 0) {
+		/* At replication > 1, straight to the primary (no proxy hop). */
+		if (r->replication > 1 && first[0].primary[0] &&
+		    (direct = gaz_rpc_channel_new(first[0].primary, NULL))) {
+			L.ch = direct;
+			printf("  appending to the primary at %s\n", first[0].primary);
+		}
 		L.journal = names[0];
 		L.skip = (size_t)(d->rate * r->warmup_s);
 		L.total = L.skip + (size_t)(d->rate * d->secs);
@@ -540,11 +580,12 @@ static int run_lat(struct run *r, const struct lat_def *d)
 		/* Start 200 ms out so that the reader is in place; the first
 		 * warm-up seconds of the schedule are sent but not counted. */
 		L.t0_ns = gaz_mono_ns() + 200 * GAZ_NS_PER_MS;
-		lat_drive(r, d, &L, head);
+		lat_drive(r, d, &L, first[0].commit_end);
 		free(L.ack_lat);
 		free(L.lag);
 		free(L.deliver_ns);
 	}
+	gaz_rpc_channel_free(direct);
 	free_names(names, 1);
 	return rc;
 }
@@ -662,9 +703,9 @@ static int run_read(struct run *r, const struct read_def *d, const char *journal
 		pthread_create(&rd[i].tid, NULL, reader_main, &rd[i]);
 	}
 	sleep_until(start_ns);
-	bench_cpu_take(&c0, r->broker_pid);
+	bench_cpu_take(&c0, r->broker_pids, r->npids);
 	sleep_until(rd[0].end_ns);
-	bench_cpu_take(&c1, r->broker_pid);
+	bench_cpu_take(&c1, r->broker_pids, r->npids);
 	for (int i = 0; i < d->readers; i++) {
 		pthread_join(rd[i].tid, NULL);
 		gaz_rpc_channel_free(rd[i].ch);
@@ -707,6 +748,12 @@ static int run_all(struct run *r)
 	struct bench_cpu c;
 	int rc = 0, one;
 
+	if (r->replication > 1) {
+		for (size_t i = 0; i < sizeof(rf_defs) / sizeof(rf_defs[0]) && !r->fatal; i++)
+			if (selected(r, rf_defs[i].key) && (one = run_lat(r, &rf_defs[i])))
+				rc = one;
+		goto done;
+	}
 	for (size_t i = 0; i < sizeof(tput_defs) / sizeof(tput_defs[0]) && !r->fatal; i++)
 		if (selected(r, tput_defs[i].key) && (one = run_tput(r, &tput_defs[i])))
 			rc = one;
@@ -715,7 +762,8 @@ static int run_all(struct run *r)
 			rc = one;
 	if (!r->fatal && (one = run_reads(r)))
 		rc = one;
-	bench_cpu_take(&c, r->broker_pid);
+done:
+	bench_cpu_take(&c, r->broker_pids, r->npids);
 	bench_out_put(&r->out, "run.broker_cpu_s", c.broker_ns < 0 ? -1 : (double)c.broker_ns / 1e9);
 	return rc;
 }
@@ -736,10 +784,28 @@ static void cleanup(struct run *r)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: gazbench run --broker URL --prefix NAME --out FILE [--broker-pid PID]\n"
+		"usage: gazbench run --broker URL --prefix NAME --out FILE [--broker-pid PID[,PID..]]\n"
 		"                    [--secs S] [--warmup S] [--chunk BYTES] [--only KEY,...]\n"
-		"                    [--verbose]\n"
+		"                    [--replication N] [--verbose]\n"
 		"       gazbench report NAME_A FILE[,FILE...] NAME_B FILE[,FILE...]\n");
+}
+
+/* parse_pids reads a comma list of process ids into pids[max]; returns
+ * the count, or -1 for a malformed list. */
+static int parse_pids(const char *list, int *pids, int max)
+{
+	int n = 0;
+
+	for (const char *p = list; *p && n < max;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+
+		if (end == p || v <= 0 || (*end && *end != ','))
+			return -1;
+		pids[n++] = (int)v;
+		p = *end ? end + 1 : end;
+	}
+	return n;
 }
 
 /* parse_run fills r from the options of `gazbench run`. Returns 0 or
@@ -751,16 +817,18 @@ static int parse_run(struct run *r, int argc, char **argv, const char **out)
 		{"out", required_argument, NULL, 'o'},    {"broker-pid", required_argument, NULL, 'P'},
 		{"secs", required_argument, NULL, 's'},   {"warmup", required_argument, NULL, 'w'},
 		{"chunk", required_argument, NULL, 'c'},  {"only", required_argument, NULL, 'O'},
-		{"verbose", no_argument, NULL, 'v'},      {NULL, 0, NULL, 0}};
+		{"verbose", no_argument, NULL, 'v'},      {"replication", required_argument, NULL, 'R'},
+		{NULL, 0, NULL, 0}};
 	int c;
 
-	*r = (struct run){.secs = 4, .warmup_s = 1, .chunk = 1 << 20};
+	*r = (struct run){.secs = 4, .warmup_s = 1, .chunk = 1 << 20, .replication = 1};
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'b': r->broker = optarg; break;
 		case 'p': r->prefix = optarg; break;
 		case 'o': *out = optarg; break;
-		case 'P': r->broker_pid = atoi(optarg); break;
+		case 'P': r->npids = parse_pids(optarg, r->broker_pids, 8); break;
+		case 'R': r->replication = atoi(optarg); break;
 		case 's': r->secs = atof(optarg); break;
 		case 'w': r->warmup_s = atof(optarg); break;
 		case 'c': r->chunk = (size_t)atol(optarg); break;
@@ -770,7 +838,8 @@ static int parse_run(struct run *r, int argc, char **argv, const char **out)
 		}
 	}
 	if (!r->broker || !r->prefix || r->secs <= 0 || r->secs > 60 || r->warmup_s < 0 ||
-	    r->warmup_s > 30 || r->chunk < 1024 || r->chunk > (4u << 20) - 1024)
+	    r->warmup_s > 30 || r->chunk < 1024 || r->chunk > (4u << 20) - 1024 ||
+	    r->replication < 1 || r->replication > 5 || r->npids < 0)
 		return GAZ_EINVAL;
 	return 0;
 }

@@ -4,7 +4,9 @@
 #
 #  1. check the binaries (ours, gazbench, Gazette's gazette, etcd 3.6);
 #  2. start ONE etcd and both brokers, each on its own etcd prefix, with its
-#     own file:// fragment root and spool dir ($TMPDIR), replication 1;
+#     own file:// fragment root and spool dir ($TMPDIR), replication 1; or,
+#     with BENCH_REPLICATION=3, three brokers of each kind (one prefix and
+#     fragment root per kind) and journals at replication 3;
 #  3. run gazbench against each broker in turn, ROUNDS times, alternating
 #     which goes first (ours first in odd rounds) so that neither always
 #     runs on a warmer or a more fragmented machine;
@@ -17,6 +19,9 @@
 #   BENCH_SECS=4          measured seconds per throughput/read workload
 #   BENCH_WARMUP=1        warm-up seconds before each measured window
 #   BENCH_ONLY=k1,k2      only these gazbench workloads (see gazbench.c)
+#   BENCH_REPLICATION=1   1: the RF=1 workloads, one broker of each kind;
+#                         3: the rf3_* workloads (1 MiB, 64 KiB, 1 KiB
+#                         appends at a fixed rate), three brokers of each
 #   BENCH_DIR=/path       where fragments, spools, etcd data and results go
 #                         (default: a new dir under /dev/shm, else $TMPDIR)
 # The full table also lands in $BUILD/bench/last.txt, and each run's raw
@@ -28,6 +33,12 @@ ROUNDS=${BENCH_ROUNDS:-2}
 SECS=${BENCH_SECS:-4}
 WARMUP=${BENCH_WARMUP:-1}
 ONLY=${BENCH_ONLY:-}
+RF=${BENCH_REPLICATION:-1}
+case $RF in
+1) NB=1 ;;
+3) NB=3 ;;
+*) echo "bench: BENCH_REPLICATION must be 1 or 3" >&2; exit 2 ;;
+esac
 
 OURS=$PWD/$BUILD/bin/gazette
 GAZBENCH=$PWD/$BUILD/bin/gazbench
@@ -53,29 +64,43 @@ fi
 etcd_dir=
 declare -A pid port
 
-# stop_broker NAME: SIGTERM, then SIGKILL after a grace (5 s for Gazette's
-# lone broker, which waits forever for a hand-off by design; 30 s for ours,
-# which exits once its spools are persisted).
+# stop_broker KEY: SIGTERM broker KEY (<kind>.<n>), then SIGKILL after a
+# grace (5 s for Gazette's, whose last broker waits forever for a hand-off
+# by design; 30 s for ours, which exits once its spools are persisted).
 stop_broker() {
 	local p=${pid[$1]:-} grace=300 i=0
 	[ -n "$p" ] || return 0
-	[ "$1" = gazette ] && grace=50
+	case $1 in gazette.*) grace=50 ;; esac
 	kill -TERM "$p" 2>/dev/null || true
 	while kill -0 "$p" 2>/dev/null && [ $i -lt $grace ]; do
 		sleep 0.1
 		i=$((i + 1))
 	done
 	if kill -0 "$p" 2>/dev/null; then
-		[ "$1" = gazette ] || echo "bench: $1 did not exit on SIGTERM; killing it" >&2
+		case $1 in gazette.*) ;; *) echo "bench: $1 did not exit on SIGTERM; killing it" >&2 ;; esac
 		kill -KILL "$p" 2>/dev/null || true
 	fi
 	wait "$p" 2>/dev/null || true
 	pid[$1]=
 }
 
+# stop_kind KIND: stop every broker of KIND: all are signalled at once
+# (so a kind's brokers do not hand journals to each other one by one),
+# then each is waited for.
+stop_kind() {
+	local k
+	for k in $(seq "$NB"); do
+		[ -n "${pid[$1.$k]:-}" ] && kill -TERM "${pid[$1.$k]}" 2>/dev/null || true
+	done
+	for k in $(seq "$NB"); do stop_broker "$1.$k"; done
+}
+
 cleanup() {
-	stop_broker gazette-c
-	stop_broker gazette
+	local k
+	for k in $(seq "$NB"); do
+		stop_broker "gazette-c.$k"
+		stop_broker "gazette.$k"
+	done
 	[ -n "$etcd_dir" ] && scripts/etcd-test.sh stop "$etcd_dir" >/dev/null 2>&1 || true
 	if [ -z "${BENCH_DIR:-}" ]; then rm -rf "$work"; fi
 }
@@ -86,30 +111,43 @@ freeport() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# start_broker NAME EXE: start a broker on a free port under its own etcd
-# prefix, fragment root and spool dir; wait until it has announced itself.
+# start_broker KIND EXE N: start broker N of KIND on a free port under the
+# kind's etcd prefix and fragment root, with its own spool dir; wait until
+# it has announced itself.
 start_broker() {
-	local name=$1 exe=$2 d=$work/$1
-	mkdir -p "$d/fragments" "$d/spool"
-	port[$name]=$(freeport)
-	env -u BROKER_ADDRESS TMPDIR="$d/spool" "$exe" serve \
-		--broker.port "${port[$name]}" --broker.host 127.0.0.1 \
-		--broker.id "bench-$name" --broker.zone local \
+	local kind=$1 exe=$2 n=$3 d=$work/$1 key=$1.$3
+	mkdir -p "$d/fragments" "$d/spool$n"
+	port[$key]=$(freeport)
+	env -u BROKER_ADDRESS TMPDIR="$d/spool$n" "$exe" serve \
+		--broker.port "${port[$key]}" --broker.host 127.0.0.1 \
+		--broker.id "bench-$kind-$n" --broker.zone local \
 		--broker.file-root "$d/fragments" \
-		--etcd.address "$etcd" --etcd.prefix "/gazbench/$name" \
-		--log.level warn >"$d/broker.log" 2>&1 </dev/null &
-	pid[$name]=$!
+		--etcd.address "$etcd" --etcd.prefix "/gazbench/$kind" \
+		--log.level warn >"$d/broker$n.log" 2>&1 </dev/null &
+	pid[$key]=$!
 	for _ in $(seq 300); do
 		if ETCDCTL_API=3 "$ETCD_DIR/etcdctl" --endpoints "$etcd" get --keys-only \
-			"/gazbench/$name/members/local#bench-$name" 2>/dev/null | grep -q .; then
+			"/gazbench/$kind/members/local#bench-$kind-$n" 2>/dev/null | grep -q .; then
 			return 0
 		fi
-		kill -0 "${pid[$name]}" 2>/dev/null || break
+		kill -0 "${pid[$key]}" 2>/dev/null || break
 		sleep 0.1
 	done
-	echo "bench: $name broker did not start; log tail:" >&2
-	tail -n 20 "$d/broker.log" >&2
+	echo "bench: $key broker did not start; log tail:" >&2
+	tail -n 20 "$d/broker$n.log" >&2
 	return 1
+}
+
+start_kind() {
+	local k
+	for k in $(seq "$NB"); do start_broker "$1" "$2" "$k"; done
+}
+
+# pids_of KIND: the kind's broker pids, comma-separated.
+pids_of() {
+	local k out=
+	for k in $(seq "$NB"); do out=${out:+$out,}${pid[$1.$k]}; done
+	echo "$out"
 }
 
 # bench_one NAME ROUND: one gazbench run against broker NAME; its result
@@ -117,10 +155,10 @@ start_broker() {
 bench_one() {
 	local name=$1 round=$2 out=$PWD/$BUILD/bench/result-$1-$2.txt
 	echo
-	echo "=== round $round: $name (pid ${pid[$name]}, port ${port[$name]})"
-	if ! "$GAZBENCH" run --broker "http://127.0.0.1:${port[$name]}" \
-		--prefix "bench/r$round" --out "$out" --broker-pid "${pid[$name]}" \
-		--secs "$SECS" --warmup "$WARMUP" ${ONLY:+--only "$ONLY"}; then
+	echo "=== round $round: $name (pids $(pids_of "$name"), port ${port[$name.1]})"
+	if ! "$GAZBENCH" run --broker "http://127.0.0.1:${port[$name.1]}" \
+		--prefix "bench/r$round" --out "$out" --broker-pid "$(pids_of "$name")" \
+		--replication "$RF" --secs "$SECS" --warmup "$WARMUP" ${ONLY:+--only "$ONLY"}; then
 		echo "bench: gazbench against $name failed in round $round" >&2
 	fi
 	# The run deleted its journals: drop their persisted fragments too, so
@@ -141,16 +179,22 @@ rm -f "$BUILD"/bench/result-*.txt
 {
 	echo "gazbench: gazette-c ($OURS) vs Gazette $(basename "$(dirname "$GO_GAZETTE")")"
 	machine
-	echo "rounds: $ROUNDS, ${SECS} s measured + ${WARMUP} s warm-up per workload," \
-		"fragment.length 128 MiB, compression NONE, replication 1"
+	if [ "$RF" = 1 ]; then
+		echo "rounds: $ROUNDS, ${SECS} s measured + ${WARMUP} s warm-up per workload," \
+			"fragment.length 128 MiB, compression NONE, replication 1"
+	else
+		echo "rounds: $ROUNDS, 6 s schedule + ${WARMUP} s warm-up per workload," \
+			"fragment.length 128 MiB, compression NONE, replication $RF ($NB brokers of each kind)"
+	fi
 } | tee "$BUILD/bench/last.txt"
 
 out=$(scripts/etcd-test.sh start)
 etcd=$(echo "$out" | sed -n 1p)
 etcd_dir=$(echo "$out" | sed -n 2p)
-start_broker gazette-c "$OURS"
-start_broker gazette "$GO_GAZETTE"
-echo "etcd $etcd; gazette-c on :${port[gazette-c]}, gazette on :${port[gazette]}"
+start_kind gazette-c "$OURS"
+start_kind gazette "$GO_GAZETTE"
+echo "etcd $etcd; gazette-c on :${port[gazette-c.1]}, gazette on :${port[gazette.1]}" \
+	"(and $((NB - 1)) more of each)"
 
 declare -A files
 for round in $(seq "$ROUNDS"); do
@@ -163,8 +207,8 @@ for round in $(seq "$ROUNDS"); do
 	fi
 done
 
-stop_broker gazette-c
-stop_broker gazette
+stop_kind gazette-c
+stop_kind gazette
 {
 	"$GAZBENCH" report gazette-c "${files[gazette-c]}" gazette "${files[gazette]}"
 	echo "loadavg after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -14,9 +14,10 @@
  * start (Gazette keeps re-evaluating it).
  *
  * With --broker.cache.size > 0 reads are do_not_proxy, as Gazette's:
- * they reach a replica (redirected by the route a non-member broker
- * answers with) and persisted fragments are fetched directly by URL
- * (file:// ones under --file-root). There is no route cache otherwise.
+ * they go to a replica named by the route cache (filled by the listing),
+ * or are redirected by the route a non-member broker answers with, and
+ * persisted fragments are fetched directly by URL (file:// ones under
+ * --file-root). Without it, every read goes to --broker.address.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -35,8 +35,8 @@ struct gazctl_global {
 	char *broker_address;
 	char *cert_file, *cert_key_file, *trusted_ca_file;
 	char *auth_keys, *auth_token;
-	int64_t cache_size;   /* accepted; no route cache yet */
-	int64_t cache_ttl_ns; /* accepted; no route cache yet */
+	int64_t cache_size;   /* route cache entries; <= 0: none */
+	int64_t cache_ttl_ns; /* route cache entry lifetime */
 };
 
 extern struct gazctl_global gazctl_cfg;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "client/gazctl/gazctl.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "rpc/rpc.h"
 
@@ -214,6 +215,11 @@ static int setup(const struct gazctl_cmd *cmd, struct gaz_client **c, struct gaz
 	o.zone = gazctl_cfg.zone;
 	o.auth_token = gazctl_cfg.auth_token;
 	o.file_root = cmd == &gazctl_cmd_read ? gazctl_read_file_root : NULL;
+	/* Gazette's gazctl: no route cache unless --broker.cache.size > 0. */
+	o.route_cache_size = gazctl_cfg.cache_size > 0 ? gazctl_cfg.cache_size : -1;
+	o.route_cache_ttl_ms = gazctl_cfg.cache_ttl_ns > 0
+				       ? (gazctl_cfg.cache_ttl_ns + GAZ_NS_PER_MS - 1) / GAZ_NS_PER_MS
+				       : 0;
 	return gaz_client_new(&o, c, st);
 }
 

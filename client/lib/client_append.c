@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "client/lib/client_int.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "protocol/validate.h"
 
@@ -58,6 +59,7 @@ int gaz_appender_begin(struct gaz_client *c, const struct gaz_append_opts *o,
 {
 	Protocol__AppendRequest req = PROTOCOL__APPEND_REQUEST__INIT;
 	struct gaz_status vst = {0};
+	struct gaz__dispatch d;
 	struct gaz_appender *a;
 	int rc;
 
@@ -73,8 +75,12 @@ int gaz_appender_begin(struct gaz_client *c, const struct gaz_append_opts *o,
 	a->c = c;
 	a->progress = o->progress;
 	a->progress_arg = o->progress_arg;
-	rc = gaz__client_open(c, gaz__client_channel(c, NULL), APPEND_PATH, false, &a->call, st);
+	/* Straight to the primary when its route is cached (facts §7.4). */
+	gaz__client_dispatch(c, a->journal, true, NULL, &d);
+	rc = gaz__client_open(c, &d, APPEND_PATH, GAZ_DEADLINE_NEVER, false, &a->call, st);
 	if (rc) {
+		if (rc == GAZ_ERPC)
+			gaz_status_prefix(st, "append to \"%s\": ", a->journal);
 		appender_free(a);
 		return rc;
 	}
@@ -135,7 +141,19 @@ static int recv_response(struct gaz_appender *a, Protocol__AppendResponse **resp
 	return 0;
 }
 
-/* check_response validates `r` and maps a non-OK status to an error. */
+/* is_routing_status: the broker says the route we used is not (or no
+ * longer) right; a cached route for the journal is dropped. */
+static bool is_routing_status(int status)
+{
+	return status == PROTOCOL__STATUS__NOT_JOURNAL_PRIMARY_BROKER ||
+	       status == PROTOCOL__STATUS__NO_JOURNAL_PRIMARY_BROKER ||
+	       status == PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS ||
+	       status == PROTOCOL__STATUS__NOT_JOURNAL_BROKER;
+}
+
+/* check_response validates `r`, records its route (every valid response's
+ * header, as Gazette's Appender does) and maps a non-OK status to an
+ * error. */
 static int check_response(const struct gaz_appender *a, const Protocol__AppendResponse *r,
 			  struct gaz_status *st)
 {
@@ -144,6 +162,9 @@ static int check_response(const struct gaz_appender *a, const Protocol__AppendRe
 
 	if (gaz_validate_append_response(r, &vst))
 		return gaz__client_invalid(&vst, st);
+	gaz__client_observe(a->c, a->journal, r->header);
+	if (is_routing_status((int)r->status))
+		gaz__client_forget(a->c, a->journal);
 	if (r->status == PROTOCOL__STATUS__OK)
 		return 0;
 	rc = gaz__client_status_fail((int)r->status, a->journal, st);
@@ -167,6 +188,7 @@ int gaz_appender_commit(struct gaz_appender *a, Protocol__AppendResponse **resp,
 	if (!a->failed && gaz_rpc_stream_send(a->call.stream, &commit.base) == 0)
 		gaz_rpc_stream_close_send(a->call.stream);
 	rc = recv_response(a, &r, st);
+	gaz__client_call_failed(a->c, &a->call, rc);
 	if (rc == GAZ_ERPC)
 		gaz_status_prefix(st, "append to \"%s\": ", a->journal);
 	if (!rc)
@@ -230,10 +252,9 @@ static int send_fd(struct gaz_appender *a, int fd, struct gaz_status *st)
 	return rc;
 }
 
-/* append_once runs one attempt: begin, content, commit. */
-static int append_once(struct gaz_client *c, const struct gaz_append_opts *o,
-		       const struct gaz_append_src *src, Protocol__AppendResponse **resp,
-		       struct gaz_status *st)
+int gaz__append_attempt(struct gaz_client *c, const struct gaz_append_opts *o,
+			const struct gaz_append_src *src, Protocol__AppendResponse **resp,
+			struct gaz_status *st)
 {
 	struct gaz_appender *a;
 	int rc;
@@ -255,16 +276,15 @@ static int append_once(struct gaz_client *c, const struct gaz_append_opts *o,
 	return gaz_appender_commit(a, resp, st);
 }
 
-/* retryable: the failures Gazette's client.Append retries (facts §7.4). */
-static bool retryable(int rc, const struct gaz_status *st, const Protocol__AppendResponse *r)
+/* failure_of describes a failed attempt for the retry policies. */
+static struct gaz__failure failure_of(int rc, const struct gaz_status *st,
+				      const Protocol__AppendResponse *r)
 {
-	if (rc == GAZ_ERPC)
-		return st->grpc == GAZ_GRPC_UNAVAILABLE;
-	if (!r)
-		return false;
-	return r->status == PROTOCOL__STATUS__NOT_JOURNAL_PRIMARY_BROKER ||
-	       r->status == PROTOCOL__STATUS__NO_JOURNAL_PRIMARY_BROKER ||
-	       r->status == PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS;
+	struct gaz__failure f = {.rc = rc, .grpc = rc == GAZ_ERPC ? st->grpc : 0, .status = -1};
+
+	if (r)
+		f.status = (int)r->status;
+	return f;
 }
 
 /* rewind_src moves a re-readable fd back to `start`; false if it cannot. */
@@ -273,30 +293,48 @@ static bool rewind_src(const struct gaz_append_src *src, off_t start)
 	return src->fd < 0 || (start >= 0 && lseek(src->fd, start, SEEK_SET) == start);
 }
 
+/* retry_wait logs a failed attempt that will be retried (routing statuses
+ * only from the second attempt on, as Gazette) and sleeps its backoff.
+ * Returns 0, or GAZ_ECANCELLED. */
+static int retry_wait(struct gaz_client *c, const char *journal, const struct gaz__failure *f,
+		      const struct gaz_status *ast, int attempt)
+{
+	if (attempt > 0 || f->status < 0)
+		gaz_warn("append failure (will retry)", "journal=%s err=\"%s\" attempt=%d", journal,
+			 ast->msg, attempt);
+	return gaz__client_sleep(c, gaz_client_backoff_ms(attempt));
+}
+
 int gaz_client_append(struct gaz_client *c, const struct gaz_append_opts *o,
 		      const struct gaz_append_src *src, Protocol__AppendResponse **resp,
 		      struct gaz_status *st)
 {
 	off_t start = src->fd >= 0 ? lseek(src->fd, 0, SEEK_CUR) : 0;
+	struct gaz_status ast;
 	Protocol__AppendResponse *r;
 	int rc;
 
 	for (int attempt = 0;; attempt++) {
-		struct gaz_status ast = {0};
+		struct gaz__failure f;
 
+		gaz_status_clear(&ast);
 		r = NULL;
-		rc = append_once(c, o, src, &r, &ast);
-		if (rc == 0 || !retryable(rc, &ast, r) || !rewind_src(src, start) ||
-		    gaz__client_sleep(c, gaz_client_backoff_ms(attempt))) {
-			gaz_status_set(st, rc, "%s", ast.msg);
-			if (st && rc)
-				st->grpc = ast.grpc;
+		rc = gaz__append_attempt(c, o, src, &r, &ast);
+		f = failure_of(rc, &ast, r);
+		if (rc == 0 || !gaz__append_retryable(&f) || !rewind_src(src, start))
+			break;
+		if (gaz_client_cancelled(c) || retry_wait(c, o->journal, &f, &ast, attempt)) {
+			gaz_status_clear(&ast);
+			rc = gaz_status_set(&ast, GAZ_ECANCELLED, "cancelled");
 			break;
 		}
-		gaz_warn("append failure (will retry)", "journal=%s err=\"%s\" attempt=%d",
-			 o->journal, ast.msg, attempt);
 		if (r)
 			protobuf_c_message_free_unpacked(&r->base, NULL);
+	}
+	if (rc) {
+		gaz_status_set(st, rc, "%s", ast.msg);
+		if (st && st->code == rc)
+			st->grpc = ast.grpc;
 	}
 	if (resp)
 		*resp = r;

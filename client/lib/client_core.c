@@ -1,13 +1,17 @@
 /*
- * client_core.c - the client object: its one channel to the broker
- * address, dispatch (where a route cache will plug in), cancellation of
- * blocked calls, broker Status names and codes, the retry backoff table,
- * and the response checks shared by the RPC files.
+ * client_core.c - the client object: its channel to the broker address
+ * and channels to route members, dispatch by route (cache or hint),
+ * bounded connection waits, cancellation of blocked calls, broker Status
+ * names and codes, the retry backoff table, and the response checks shared
+ * by the RPC files.
  *
  * Invariants: `calls` holds every open streaming call of the client while
  * it may block; gaz_client_cancel sets `cancelled` first and then cancels
  * each listed stream, and gaz__client_open refuses to open after the flag
  * is set, so no stream opened by this client outlives a cancel unnoticed.
+ * A member channel (peers[]) is freed only while no call references it
+ * (refs == 0). Lock order: the route cache's mutex is never held while
+ * `mu` is taken, nor the other way round.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -44,18 +48,36 @@ static int client_strings(struct gaz_client *c, const struct gaz_client_opts *o)
 	return 0;
 }
 
+/* client_routes makes the route cache the options ask for (or none). */
+static int client_routes(struct gaz_client *c, const struct gaz_client_opts *o)
+{
+	int64_t size = o->route_cache_size ? o->route_cache_size : GAZ_CLIENT_ROUTE_CACHE_SIZE;
+	int64_t ttl_ms = o->route_cache_ttl_ms > 0 ? o->route_cache_ttl_ms
+						   : GAZ_CLIENT_ROUTE_CACHE_TTL_MS;
+
+	if (size < 0)
+		return 0;
+	return gaz__route_cache_new((size_t)size, ttl_ms * GAZ_NS_PER_MS, &c->routes);
+}
+
 int gaz_client_new(const struct gaz_client_opts *opts, struct gaz_client **out,
 		   struct gaz_status *st)
 {
 	struct gaz_client_opts none = {0};
 	struct gaz_rpc_channel_opts co = {0};
 	struct gaz_client *c = calloc(1, sizeof(*c));
+	int rc;
 
 	if (!opts)
 		opts = &none;
 	if (!c || client_strings(c, opts)) {
 		gaz_client_free(c);
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory creating client");
+	}
+	if ((rc = client_routes(c, opts))) {
+		gaz_client_free(c);
+		return gaz_status_set(st, rc, "cannot create a route cache of %lld journals",
+				      (long long)opts->route_cache_size);
 	}
 	co.max_recv_bytes = opts->max_recv_bytes > 0 ? opts->max_recv_bytes
 						     : GAZ_CLIENT_MAX_RECV_BYTES;
@@ -65,6 +87,8 @@ int gaz_client_new(const struct gaz_client_opts *opts, struct gaz_client **out,
 		return GAZ_EINVAL;
 	}
 	c->rpc_timeout_ms = opts->rpc_timeout_ms;
+	c->connect_timeout_ms = opts->connect_timeout_ms ? opts->connect_timeout_ms
+							 : GAZ_CLIENT_CONNECT_TIMEOUT_MS;
 	pthread_mutex_init(&c->mu, NULL);
 	c->calls.next = c->calls.prev = &c->calls;
 	atomic_init(&c->cancelled, 0);
@@ -76,14 +100,16 @@ void gaz_client_free(struct gaz_client *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->npeers; i++) {
-		gaz_rpc_channel_free(c->peers[i].chan);
+	for (size_t i = 0; i < GAZ__CLIENT_PEERS_MAX; i++) {
+		if (c->peers[i].chan)
+			gaz_rpc_channel_free(c->peers[i].chan);
 		free(c->peers[i].endpoint);
 	}
 	if (c->chan) {
 		gaz_rpc_channel_free(c->chan);
 		pthread_mutex_destroy(&c->mu);
 	}
+	gaz__route_cache_free(c->routes);
 	free(c->address);
 	free(c->zone);
 	free(c->auth);
@@ -105,58 +131,208 @@ bool gaz_client_cancelled(const struct gaz_client *c)
 	return atomic_load(&((struct gaz_client *)c)->cancelled) != 0;
 }
 
-/* ---- dispatch and calls --------------------------------------------------- */
+/* ---- member channels (c->mu held) ------------------------------------------- */
 
-struct gaz_rpc_channel *gaz__client_channel(struct gaz_client *c, const Protocol__Route *route)
+static struct gaz__client_peer *peer_find(struct gaz_client *c, const char *endpoint)
 {
-	(void)route; /* no route cache yet: the broker address proxies */
-	return c->chan;
+	for (size_t i = 0; i < GAZ__CLIENT_PEERS_MAX; i++)
+		if (c->peers[i].endpoint && !strcmp(c->peers[i].endpoint, endpoint))
+			return &c->peers[i];
+	return NULL;
 }
 
-/* pick_member: the index of the member to dispatch to, or -1. */
-static int pick_member(const struct gaz_client *c, const Protocol__Route *rt)
+/* peer_slot returns a free slot, closing the least recently used idle
+ * channel if every slot is taken, or NULL when all are in use. */
+static struct gaz__client_peer *peer_slot(struct gaz_client *c)
 {
-	int any = -1;
+	struct gaz__client_peer *lru = NULL;
 
-	for (size_t i = 0; i < rt->n_members; i++) {
-		const char *ep = rt->endpoints[i], *zone = rt->members[i]->zone;
-		if (!ep || !*ep)
-			continue;
-		if (zone && !strcmp(zone, c->zone))
-			return (int)i;
-		if (any < 0 || (int32_t)i == rt->primary)
-			any = (int)i;
+	for (size_t i = 0; i < GAZ__CLIENT_PEERS_MAX; i++) {
+		struct gaz__client_peer *p = &c->peers[i];
+		if (!p->endpoint)
+			return p;
+		if (p->refs == 0 && (!lru || p->last_used_ns < lru->last_used_ns))
+			lru = p;
 	}
-	return any;
+	if (lru) {
+		gaz_rpc_channel_free(lru->chan);
+		free(lru->endpoint);
+		memset(lru, 0, sizeof(*lru));
+	}
+	return lru;
 }
 
-struct gaz_rpc_channel *gaz__client_member_channel(struct gaz_client *c,
-						   const Protocol__Route *route)
+/* peer_sweep closes channels nobody used for GAZ__CLIENT_PEER_IDLE_MS. */
+static void peer_sweep(struct gaz_client *c, int64_t now_ns)
 {
-	struct gaz_rpc_channel *ch = c->chan;
-	const char *ep;
-	int m;
-
-	if (!route || route->n_endpoints != route->n_members || (m = pick_member(c, route)) < 0)
-		return c->chan;
-	ep = route->endpoints[m];
-	pthread_mutex_lock(&c->mu);
-	for (size_t i = 0; i < c->npeers; i++)
-		if (!strcmp(c->peers[i].endpoint, ep))
-			ch = c->peers[i].chan;
-	if (ch == c->chan && c->npeers < GAZ__CLIENT_PEERS_MAX) {
-		struct gaz_rpc_channel_opts co = {.max_recv_bytes = GAZ_CLIENT_MAX_RECV_BYTES};
-		struct gaz__client_peer *p = &c->peers[c->npeers];
-		if ((p->endpoint = strdup(ep)) && (p->chan = gaz_rpc_channel_new(ep, &co))) {
-			ch = p->chan;
-			c->npeers++;
-		} else {
+	for (size_t i = 0; i < GAZ__CLIENT_PEERS_MAX; i++) {
+		struct gaz__client_peer *p = &c->peers[i];
+		if (p->endpoint && p->refs == 0 &&
+		    now_ns - p->last_used_ns > GAZ__CLIENT_PEER_IDLE_MS * GAZ_NS_PER_MS) {
+			gaz_rpc_channel_free(p->chan);
 			free(p->endpoint);
-			p->endpoint = NULL;
+			memset(p, 0, sizeof(*p));
 		}
 	}
+}
+
+/* peer_get returns a referenced channel to `endpoint`, or NULL. */
+static struct gaz__client_peer *peer_get(struct gaz_client *c, const char *endpoint, int64_t now_ns)
+{
+	struct gaz_rpc_channel_opts co = {.max_recv_bytes = GAZ_CLIENT_MAX_RECV_BYTES};
+	struct gaz__client_peer *p = peer_find(c, endpoint);
+
+	if (!p && (p = peer_slot(c))) {
+		if (!(p->endpoint = strdup(endpoint)) ||
+		    !(p->chan = gaz_rpc_channel_new(endpoint, &co))) {
+			free(p->endpoint);
+			p->endpoint = NULL;
+			return NULL;
+		}
+	}
+	if (p) {
+		p->refs++;
+		p->last_used_ns = now_ns;
+	}
+	return p;
+}
+
+/* member_states fills failed[i] / ready[i] from the channels we hold to
+ * each member's endpoint (members without a channel: neither). */
+static void member_states(struct gaz_client *c, const struct gaz__route *r, bool *failed,
+			  bool *ready)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		struct gaz__client_peer *p = *r->m[i].endpoint ? peer_find(c, r->m[i].endpoint) : NULL;
+		enum gaz_rpc_conn_state s = p ? gaz_rpc_channel_state(p->chan, false)
+					      : GAZ_RPC_CONN_IDLE;
+		failed[i] = s == GAZ_RPC_CONN_TRANSIENT_FAILURE;
+		ready[i] = s == GAZ_RPC_CONN_READY;
+	}
+}
+
+/* ---- dispatch ------------------------------------------------------------------ */
+
+static void dispatch_default(struct gaz_client *c, struct gaz__dispatch *d)
+{
+	d->ch = c->chan;
+	d->target = c->address;
+	d->peer = NULL;
+	d->journal = NULL;
+}
+
+/* Routes up to this many members have their connection states consulted
+ * (replication is at most 5). */
+#define ROUTE_STATES_MAX 16
+
+/* dispatch_route picks a member of `r` and references its channel; false
+ * when none is usable (the cache entry, if r came from it, is dropped). */
+static bool dispatch_route(struct gaz_client *c, const char *journal, bool primary,
+			   const struct gaz__route *r, bool cached, struct gaz__dispatch *d)
+{
+	bool failed[ROUTE_STATES_MAX], ready[ROUTE_STATES_MAX], known = r->n <= ROUTE_STATES_MAX;
+	int64_t now = gaz_mono_ns();
+	int m;
+
+	pthread_mutex_lock(&c->mu);
+	peer_sweep(c, now);
+	if (known)
+		member_states(c, r, failed, ready);
+	m = gaz__route_pick(r, primary, c->zone, known ? failed : NULL, known ? ready : NULL);
+	if (m >= 0 && (d->peer = peer_get(c, r->m[m].endpoint, now))) {
+		d->ch = d->peer->chan;
+		d->target = d->peer->endpoint;
+		d->journal = cached ? journal : NULL;
+	}
 	pthread_mutex_unlock(&c->mu);
-	return ch;
+	if (m < 0 && cached && r->n > 0 && (!primary || r->primary >= 0))
+		gaz__client_forget(c, journal); /* its choice is unusable right now */
+	return d->peer != NULL;
+}
+
+void gaz__client_dispatch(struct gaz_client *c, const char *journal, bool primary,
+			  const Protocol__Route *hint, struct gaz__dispatch *d)
+{
+	struct gaz__route *r = NULL;
+	bool cached = false;
+
+	dispatch_default(c, d);
+	if (!journal)
+		return;
+	if (hint && hint->n_members > 0)
+		r = gaz__route_from_proto(hint, 0);
+	else if (c->routes && (r = gaz__route_cache_get(c->routes, journal, gaz_mono_ns())))
+		cached = true;
+	if (r && !dispatch_route(c, journal, primary, r, cached, d))
+		dispatch_default(c, d);
+	free(r);
+}
+
+void gaz__client_undispatch(struct gaz_client *c, struct gaz__dispatch *d)
+{
+	if (!d->peer)
+		return;
+	pthread_mutex_lock(&c->mu);
+	d->peer->refs--;
+	d->peer->last_used_ns = gaz_mono_ns();
+	pthread_mutex_unlock(&c->mu);
+	d->peer = NULL;
+}
+
+void gaz__client_observe(struct gaz_client *c, const char *journal, const Protocol__Header *h)
+{
+	if (!c->routes || !h || !journal)
+		return;
+	gaz__route_cache_update(c->routes, journal, h->route, h->etcd ? h->etcd->revision : 0,
+				gaz_mono_ns());
+}
+
+void gaz__client_forget(struct gaz_client *c, const char *journal)
+{
+	if (c->routes && journal)
+		gaz__route_cache_invalidate(c->routes, journal);
+}
+
+void gaz__client_call_failed(struct gaz_client *c, const struct gaz__client_call *call, int rc)
+{
+	if (rc == GAZ_ERPC && call->d.journal)
+		gaz__client_forget(c, call->d.journal);
+}
+
+/* ---- connections and calls ---------------------------------------------------------- */
+
+int gaz__client_connect(struct gaz_client *c, const struct gaz__dispatch *d, bool wait_for_ready,
+			struct gaz_status *st)
+{
+	int64_t start = gaz_mono_ns(), limit = c->connect_timeout_ms;
+	int64_t deadline = limit < 0 ? GAZ_DEADLINE_NEVER : start + limit * GAZ_NS_PER_MS;
+	enum gaz_rpc_conn_state s = gaz_rpc_channel_state(d->ch, true);
+
+	/* Wait in slices, so gaz_client_cancel is honoured within a poll. A
+	 * fail-fast call stops at the first failed connection attempt. */
+	while (s != GAZ_RPC_CONN_READY &&
+	       (wait_for_ready || s != GAZ_RPC_CONN_TRANSIENT_FAILURE)) {
+		int64_t now = gaz_mono_ns(), slice = now + GAZ__CLIENT_POLL_MS * GAZ_NS_PER_MS;
+
+		if (gaz_client_cancelled(c))
+			return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
+		if (now >= deadline)
+			break;
+		if (gaz_rpc_channel_wait_ready(d->ch, slice < deadline ? slice : deadline, &s) == 0)
+			return 0;
+	}
+	if (s == GAZ_RPC_CONN_READY)
+		return 0;
+	if (st && !st->code)
+		st->grpc = GAZ_GRPC_UNAVAILABLE;
+	if (s == GAZ_RPC_CONN_TRANSIENT_FAILURE && !wait_for_ready)
+		return gaz_status_set(st, GAZ_ERPC, "broker \"%s\" unreachable: connection failed",
+				      d->target);
+	return gaz_status_set(st, GAZ_ERPC,
+			      "broker \"%s\" unreachable: no connection within %.1fs (%s)", d->target,
+			      (double)limit / 1000.0,
+			      s == GAZ_RPC_CONN_TRANSIENT_FAILURE ? "connection failed"
+								  : gaz_rpc_conn_state_name(s));
 }
 
 int64_t gaz__client_deadline(const struct gaz_client *c)
@@ -164,19 +340,46 @@ int64_t gaz__client_deadline(const struct gaz_client *c)
 	return c->rpc_timeout_ms > 0 ? gaz_deadline_in(c->rpc_timeout_ms) : GAZ_DEADLINE_NEVER;
 }
 
-int gaz__client_open(struct gaz_client *c, struct gaz_rpc_channel *ch, const char *path,
-		     bool wait_for_ready, struct gaz__client_call *call, struct gaz_status *st)
+int gaz__client_unary(struct gaz_client *c, const struct gaz__dispatch *d, const char *path,
+		      const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
+		      ProtobufCMessage **resp, bool wait_for_ready, struct gaz_status *st)
+{
+	int rc;
+
+	*resp = NULL;
+	if (gaz_client_cancelled(c))
+		return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
+	if (!(rc = gaz__client_connect(c, d, wait_for_ready, st)))
+		rc = gaz_rpc_unary(d->ch, path, req, resp_desc, resp, gaz__client_deadline(c),
+				   wait_for_ready, c->auth, st);
+	if (rc == GAZ_ERPC && d->journal)
+		gaz__client_forget(c, d->journal);
+	return rc;
+}
+
+int gaz__client_open(struct gaz_client *c, struct gaz__dispatch *d, const char *path,
+		     int64_t deadline_ns, bool wait_for_ready, struct gaz__client_call *call,
+		     struct gaz_status *st)
 {
 	struct gaz_status ost = {0};
-	struct gaz_rpc_stream *s;
+	struct gaz_rpc_stream *s = NULL;
+	int rc;
 
 	call->stream = NULL;
 	call->next = call->prev = call;
+	call->d = *d;
+	d->peer = NULL; /* the call owns it now */
 	if (gaz_client_cancelled(c))
-		return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
-	if (!(s = gaz_rpc_stream_open(ch, path, GAZ_DEADLINE_NEVER, wait_for_ready, c->auth,
-				       &ost)))
-		return gaz_status_set(st, ost.code ? ost.code : GAZ_ERPC, "%s", ost.msg);
+		rc = gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
+	else if ((rc = gaz__client_connect(c, &call->d, wait_for_ready, st)) == 0 &&
+		 !(s = gaz_rpc_stream_open(call->d.ch, path, deadline_ns, wait_for_ready, c->auth,
+					   &ost)))
+		rc = gaz_status_set(st, ost.code ? ost.code : GAZ_ERPC, "%s", ost.msg);
+	if (rc) {
+		gaz__client_call_failed(c, call, rc);
+		gaz__client_undispatch(c, &call->d);
+		return rc;
+	}
 	pthread_mutex_lock(&c->mu);
 	call->stream = s;
 	call->next = c->calls.next;
@@ -200,6 +403,7 @@ void gaz__client_close(struct gaz_client *c, struct gaz__client_call *call)
 	pthread_mutex_unlock(&c->mu);
 	gaz_rpc_stream_free(call->stream);
 	call->stream = NULL;
+	gaz__client_undispatch(c, &call->d);
 }
 
 int gaz__client_recv(struct gaz_client *c, struct gaz_rpc_stream *s,

@@ -7,6 +7,9 @@
  *   client_append.c  Appender and the one-shot Append
  *   client_read.c    Reader and RetryReader
  *   client_fetch.c   direct fragment reads (file:// and http(s) via curl)
+ *   route_cache.c    routes remembered per journal; member choice
+ *   retry.c          which failures are retried (pure policy)
+ *   append_service.c asynchronous, batched, ordered appends
  *
  * Only client_fetch.c calls libcurl; only lib/rpc talks to grpc.
  */
@@ -16,26 +19,46 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "client/lib/route_cache.h"
 #include "gazette/client.h"
 #include "rpc/rpc.h"
 
 /* How often blocked receives wake to look at the cancel flag. */
 #define GAZ__CLIENT_POLL_MS 100
 
-/* A streaming call registered with its client, so gaz_client_cancel can
- * cancel it while a send blocks on flow control. */
-struct gaz__client_call {
-	struct gaz_rpc_stream *stream;
-	struct gaz__client_call *prev, *next;
+/* Most member endpoints a client keeps channels to at once. */
+#define GAZ__CLIENT_PEERS_MAX 32
+/* A member channel unused this long is closed when room is needed
+ * (Gazette's dispatcher sweeps unused connections every 30 s). */
+#define GAZ__CLIENT_PEER_IDLE_MS 30000
+
+/* A channel to a broker's advertised endpoint (route.endpoints[i]).
+ * `refs` counts open calls using it; it is freed only at zero. */
+struct gaz__client_peer {
+	char *endpoint;              /* NULL: the slot is free */
+	struct gaz_rpc_channel *chan;
+	int refs;
+	int64_t last_used_ns;        /* monotonic */
 };
 
-/* Most member endpoints a client keeps channels to. */
-#define GAZ__CLIENT_PEERS_MAX 16
+/* Where one RPC goes (gaz__client_dispatch). */
+struct gaz__dispatch {
+	struct gaz_rpc_channel *ch;     /* the channel to call on */
+	const char *target;             /* its address, for messages (borrowed
+	                                 * from the client or the peer) */
+	struct gaz__client_peer *peer;  /* a referenced member channel, or NULL
+	                                 * for the broker address */
+	const char *journal;            /* when the member came from the route
+	                                 * cache: the journal to invalidate if
+	                                 * the call fails (borrowed), else NULL */
+};
 
-/* A channel to a broker's advertised endpoint (route.endpoints[i]). */
-struct gaz__client_peer {
-	char *endpoint;
-	struct gaz_rpc_channel *chan;
+/* A streaming call registered with its client, so gaz_client_cancel can
+ * cancel it while a send blocks on flow control. It owns its dispatch. */
+struct gaz__client_call {
+	struct gaz_rpc_stream *stream;
+	struct gaz__dispatch d;
+	struct gaz__client_call *prev, *next;
 };
 
 struct gaz_client {
@@ -44,41 +67,80 @@ struct gaz_client {
 	char *auth;                  /* "Bearer <token>" or NULL */
 	char *file_root;             /* NULL = file:// URLs refused */
 	int64_t rpc_timeout_ms;
+	int64_t connect_timeout_ms;  /* < 0: wait for connections forever */
 	struct gaz_rpc_channel *chan; /* to `address` */
+	struct gaz__route_cache *routes; /* NULL: no route cache */
 	atomic_int cancelled;
 	pthread_mutex_t mu;          /* guards `calls` and `peers` */
 	struct gaz__client_call calls; /* list head (sentinel) */
 	struct gaz__client_peer peers[GAZ__CLIENT_PEERS_MAX];
-	size_t npeers;
 };
 
-/* gaz__client_channel is the channel an RPC for a journal with `route`
- * (NULL = unknown) goes to. Without a route cache: always the broker
- * address. Borrowed from the client. */
-struct gaz_rpc_channel *gaz__client_channel(struct gaz_client *c, const Protocol__Route *route);
+/* gaz__client_dispatch chooses where an RPC for `journal` goes, as
+ * Gazette's dispatcher does with a route (facts §7.1): `hint` (a route the
+ * caller saw itself, e.g. a reader's last response header; may be NULL),
+ * else the route cache's entry. `primary` (appends) picks the primary;
+ * otherwise a member in our zone is preferred (reads, fragments). Members
+ * whose connection is in transient failure are skipped; when the route's
+ * choice is unusable the cache entry is invalidated. Without a usable
+ * member (no route, no endpoints, no free peer slot) the RPC goes to the
+ * broker address, which proxies. Never fails; release *d with
+ * gaz__client_undispatch unless it is handed to gaz__client_open. */
+void gaz__client_dispatch(struct gaz_client *c, const char *journal, bool primary,
+			  const Protocol__Route *hint, struct gaz__dispatch *d);
 
-/* gaz__client_member_channel is the channel to a member of `route`, for
- * reads that must reach a replica themselves (do_not_proxy): the first
- * member in our zone with an endpoint, else the primary, else any member
- * with one (Gazette's dispatcher prefers the zone too). Falls back to the
- * broker address when the route names no endpoints or GAZ__CLIENT_PEERS_MAX
- * channels exist. Borrowed from the client. Thread-safe. */
-struct gaz_rpc_channel *gaz__client_member_channel(struct gaz_client *c,
-						   const Protocol__Route *route);
+/* gaz__client_undispatch releases the dispatch's peer reference. */
+void gaz__client_undispatch(struct gaz_client *c, struct gaz__dispatch *d);
+
+/* gaz__client_observe records the route of a response header for
+ * `journal` (Append and Read responses, listings) in the route cache.
+ * NULL header or no cache: nothing. */
+void gaz__client_observe(struct gaz_client *c, const char *journal, const Protocol__Header *h);
+
+/* gaz__client_forget invalidates `journal`'s cached route (NULL ok). */
+void gaz__client_forget(struct gaz_client *c, const char *journal);
+
+/* gaz__client_connect waits until d's channel is connected, for at most
+ * the client's connect timeout, so no call waits forever on an unreachable
+ * address. Without `wait_for_ready` (a fail-fast call, as gRPC's default)
+ * it gives up at the first failed connection attempt instead. Returns 0,
+ * GAZ_ECANCELLED, or GAZ_ERPC with st->grpc = UNAVAILABLE and
+ * "broker \"<target>\" unreachable: ...". */
+int gaz__client_connect(struct gaz_client *c, const struct gaz__dispatch *d, bool wait_for_ready,
+			struct gaz_status *st);
 
 /* gaz__client_deadline: the monotonic deadline of a unary call now. */
 int64_t gaz__client_deadline(const struct gaz_client *c);
 
-/* gaz__client_open opens a streaming call on `ch` and registers it in
- * `call` (call->stream). `wait_for_ready` waits for a connection (Go's
- * grpc.WaitForReady, used by listings) instead of failing fast with
- * UNAVAILABLE. Returns 0, GAZ_ECANCELLED, or the error of
- * gaz_rpc_stream_open; call->stream is NULL on failure. */
-int gaz__client_open(struct gaz_client *c, struct gaz_rpc_channel *ch, const char *path,
-		     bool wait_for_ready, struct gaz__client_call *call, struct gaz_status *st);
+/* gaz__client_unary performs one unary call on dispatch `d` (borrowed):
+ * connect (bounded), then gaz_rpc_unary with the client's RPC deadline
+ * and authorization. Returns as gaz_rpc_unary, plus gaz__client_connect's
+ * errors. A transport failure invalidates the cached route that chose d. */
+int gaz__client_unary(struct gaz_client *c, const struct gaz__dispatch *d, const char *path,
+		      const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
+		      ProtobufCMessage **resp, bool wait_for_ready, struct gaz_status *st);
 
-/* gaz__client_close unregisters and frees the call's stream (NULL ok). */
+/* gaz__client_open connects (bounded by the connect timeout) and opens a
+ * streaming call on dispatch *d, which it takes over (released by
+ * gaz__client_close, or here on failure), and registers it in `call`.
+ * `deadline_ns` bounds the whole call (GAZ_DEADLINE_NEVER for none).
+ * `wait_for_ready` waits for a connection (Go's grpc.WaitForReady, used
+ * by listings) instead of failing fast with UNAVAILABLE. Returns 0,
+ * GAZ_ECANCELLED, GAZ_ERPC, or the error of gaz_rpc_stream_open;
+ * call->stream is NULL on failure. */
+int gaz__client_open(struct gaz_client *c, struct gaz__dispatch *d, const char *path,
+		     int64_t deadline_ns, bool wait_for_ready, struct gaz__client_call *call,
+		     struct gaz_status *st);
+
+/* gaz__client_close unregisters and frees the call's stream and releases
+ * its dispatch (no stream: nothing). */
 void gaz__client_close(struct gaz_client *c, struct gaz__client_call *call);
+
+/* gaz__client_call_failed is told that `call` failed with `rc`: a
+ * transport failure (GAZ_ERPC) of a call dispatched by the route cache
+ * invalidates the journal's entry, as Gazette's dispatcher does on
+ * UNAVAILABLE. */
+void gaz__client_call_failed(struct gaz_client *c, const struct gaz__client_call *call, int rc);
 
 /* gaz__client_recv receives the next message of a registered stream,
  * waking every GAZ__CLIENT_POLL_MS to honour cancellation. Returns 0,
@@ -106,6 +168,56 @@ int gaz__client_invalid(const struct gaz_status *vst, struct gaz_status *st);
  * requested `req_offset` ("invalid ReadResponse offset"). 0 or GAZ_EPROTO. */
 int gaz__check_read_response(const Protocol__ReadResponse *r, int64_t req_offset,
 			     struct gaz_status *st);
+
+/* gaz__append_attempt runs ONE append transaction (no retry): begin,
+ * the content of `src`, commit; a stream the broker ended is asked why.
+ * Returns as gaz_appender_commit (*resp handed out on a status). */
+int gaz__append_attempt(struct gaz_client *c, const struct gaz_append_opts *o,
+			const struct gaz_append_src *src, Protocol__AppendResponse **resp,
+			struct gaz_status *st);
+
+/* ---- retry policies (retry.c; pure) --------------------------------------- */
+
+/* One failed attempt, as the retry policies see it. */
+struct gaz__failure {
+	int rc;     /* the attempt's GAZ_E* code */
+	int grpc;   /* gRPC status code when rc == GAZ_ERPC, else 0 */
+	int status; /* the broker Status of the response, or -1 for none */
+};
+
+/* gaz__append_retryable: whether the one-shot Append retries (Gazette's
+ * client.Append, facts §7.4): gRPC UNAVAILABLE (transport failures,
+ * connection timeouts), and the routing statuses NOT_JOURNAL_PRIMARY_BROKER,
+ * NO_JOURNAL_PRIMARY_BROKER and INSUFFICIENT_JOURNAL_BROKERS. Also a gRPC
+ * CANCELLED the broker sent (our own cancellation is GAZ_ECANCELLED, never
+ * GAZ_ERPC): gazette-c's broker reports a proxy hop that lost its upstream
+ * that way, where Gazette's relays the upstream's UNAVAILABLE. */
+bool gaz__append_retryable(const struct gaz__failure *f);
+
+/* gaz__service_retryable: whether AppendService retries a failed batch.
+ * Everything is retried except the terminal failures of Gazette's
+ * AppendService: cancellation, FRAGMENT_STORE_UNHEALTHY,
+ * INDEX_HAS_GREATER_OFFSET, JOURNAL_NOT_FOUND, NOT_ALLOWED,
+ * REGISTER_MISMATCH, WRONG_APPEND_OFFSET; with `check_registers` set only
+ * cancellation is terminal (Gazette retries fenced appends forever). A
+ * request this client refuses to send (GAZ_EINVAL) is terminal too. */
+bool gaz__service_retryable(const struct gaz__failure *f, bool check_registers);
+
+/* Results of gaz__read_policy. */
+enum gaz__read_verdict {
+	GAZ__READ_SURFACE,      /* return the failure to the caller */
+	GAZ__READ_RETRY,        /* restart the read, logging a warning */
+	GAZ__READ_RETRY_QUIET,  /* restart without a warning (routine) */
+};
+
+/* gaz__read_policy is Gazette's RetryReader decision (facts §7.2) after
+ * failure `rc` of attempt *attempt with broker `status` (-1 none) on a
+ * `block`ing read: cancellation, GAZ_EINVAL (a fragment URL this client
+ * cannot read), SUSPENDED, the tail of a non-blocking read, and
+ * JOURNAL_NOT_FOUND after attempt 3 surface; a stream's clean end restarts
+ * quietly and resets *attempt to -1; everything else restarts. The caller
+ * handles a reached end_offset before asking. */
+enum gaz__read_verdict gaz__read_policy(int rc, int status, bool block, int *attempt);
 
 /* ---- direct fragment reads (client_fetch.c) ----------------------------- */
 

@@ -89,6 +89,19 @@ static int list_rest(struct gaz_client *c, struct gaz_rpc_stream *s, Protocol__L
 	return rc == GAZ_EOF ? gaz_rpc_stream_finish(s, st) : rc;
 }
 
+/* observe_routes records each listed journal's route in the route cache,
+ * as ListAllJournals does, at the listing's etcd revision. */
+static void observe_routes(struct gaz_client *c, const Protocol__ListResponse *resp)
+{
+	Protocol__Header h = PROTOCOL__HEADER__INIT;
+
+	h.etcd = resp->header ? resp->header->etcd : NULL;
+	for (size_t i = 0; i < resp->n_journals; i++) {
+		h.route = resp->journals[i]->route;
+		gaz__client_observe(c, resp->journals[i]->spec->name, &h);
+	}
+}
+
 int gaz_client_list(struct gaz_client *c, const Protocol__LabelSelector *sel,
 		    Protocol__ListResponse **out, struct gaz_status *st)
 {
@@ -96,12 +109,14 @@ int gaz_client_list(struct gaz_client *c, const Protocol__LabelSelector *sel,
 	Protocol__LabelSelector none = PROTOCOL__LABEL_SELECTOR__INIT;
 	Protocol__ListResponse *resp = NULL;
 	struct gaz__client_call call;
+	struct gaz__dispatch d;
 	struct gaz_rpc_stream *s;
 	int rc;
 
 	*out = NULL;
 	req.selector = sel ? (Protocol__LabelSelector *)sel : &none;
-	if ((rc = gaz__client_open(c, gaz__client_channel(c, NULL), LIST_PATH, true, &call, st)))
+	gaz__client_dispatch(c, NULL, false, NULL, &d);
+	if ((rc = gaz__client_open(c, &d, LIST_PATH, gaz__client_deadline(c), true, &call, st)))
 		return rc;
 	s = call.stream;
 	if (gaz_rpc_stream_send(s, &req.base) || gaz_rpc_stream_close_send(s))
@@ -115,6 +130,7 @@ int gaz_client_list(struct gaz_client *c, const Protocol__LabelSelector *sel,
 			protobuf_c_message_free_unpacked(&resp->base, NULL);
 		return rc;
 	}
+	observe_routes(c, resp);
 	*out = resp;
 	return 0;
 }
@@ -128,13 +144,14 @@ static int apply_batch(struct gaz_client *c, const Protocol__ApplyRequest *all, 
 	Protocol__ApplyRequest req = PROTOCOL__APPLY_REQUEST__INIT;
 	Protocol__ApplyResponse *resp = NULL;
 	struct gaz_status vst = {0};
+	struct gaz__dispatch d;
 	int rc;
 
 	req.n_changes = n;
 	req.changes = n ? all->changes + from : NULL;
-	rc = gaz_rpc_unary(gaz__client_channel(c, NULL), APPLY_PATH, &req.base,
-			   &protocol__apply_response__descriptor, (ProtobufCMessage **)&resp,
-			   gaz__client_deadline(c), true, c->auth, st);
+	gaz__client_dispatch(c, NULL, false, NULL, &d);
+	rc = gaz__client_unary(c, &d, APPLY_PATH, &req.base, &protocol__apply_response__descriptor,
+			       (ProtobufCMessage **)&resp, true, st);
 	if (rc)
 		return rc;
 	if (gaz_validate_apply_response(resp, &vst))
@@ -174,10 +191,14 @@ static int fragments_page(struct gaz_client *c, const Protocol__FragmentsRequest
 			  Protocol__FragmentsResponse **out, struct gaz_status *st)
 {
 	struct gaz_status vst = {0};
-	int rc = gaz_rpc_unary(gaz__client_channel(c, NULL), FRAGMENTS_PATH, &req->base,
-			       &protocol__fragments_response__descriptor, (ProtobufCMessage **)out,
-			       gaz__client_deadline(c), false, c->auth, st);
+	struct gaz__dispatch d;
+	int rc;
 
+	gaz__client_dispatch(c, req->journal, false, NULL, &d);
+	rc = gaz__client_unary(c, &d, FRAGMENTS_PATH, &req->base,
+			       &protocol__fragments_response__descriptor, (ProtobufCMessage **)out,
+			       false, st);
+	gaz__client_undispatch(c, &d);
 	if (rc)
 		return rc;
 	if (gaz_validate_fragments_response(*out, &vst))

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "client/lib/client_int.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "protocol/validate.h"
 
@@ -139,18 +140,22 @@ static int set_meta(struct gaz_reader *r, const Protocol__ReadResponse *resp, st
 	return 0;
 }
 
-/* open_stream starts the Read RPC. A do_not_proxy read that learnt the
- * journal's route from a response header (a NOT_JOURNAL_BROKER answer, a
- * restart) goes to a member's endpoint, as Gazette's RetryReader
- * dispatches by that route; other reads go to the broker address. */
+/* open_stream starts the Read RPC at a member of the route the last
+ * response header named, when there is one (used once: a restart whose
+ * stream never answered falls back), else of the cached route, else at
+ * the broker address: Gazette's Reader dispatch (facts §7.1, §7.2). A
+ * do_not_proxy read relies on it to reach a replica after a
+ * NOT_JOURNAL_BROKER answer. */
 static int open_stream(struct gaz_reader *r, struct gaz_status *st)
 {
-	struct gaz_rpc_channel *ch = r->req.do_not_proxy && r->hdr
-					     ? gaz__client_member_channel(r->c, r->hdr->route)
-					     : gaz__client_channel(r->c, NULL);
-	int rc = gaz__client_open(r->c, ch, READ_PATH, false, &r->call, st);
+	struct gaz__dispatch d;
+	int rc;
 
-	if (rc)
+	gaz__client_dispatch(r->c, r->journal, false, r->hdr ? r->hdr->route : NULL, &d);
+	if (r->hdr)
+		protobuf_c_message_free_unpacked(&r->hdr->base, NULL);
+	r->hdr = NULL;
+	if ((rc = gaz__client_open(r->c, &d, READ_PATH, GAZ_DEADLINE_NEVER, false, &r->call, st)))
 		return rc;
 	r->last_status = PROTOCOL__STATUS__OK;
 	if (gaz_rpc_stream_send(r->call.stream, &r->req.base) == 0)
@@ -179,11 +184,15 @@ static int on_response(struct gaz_reader *r, Protocol__ReadResponse *resp, struc
 	int rc;
 
 	if (resp->header) {
+		gaz__client_observe(r->c, r->journal, resp->header);
 		if (r->hdr)
 			protobuf_c_message_free_unpacked(&r->hdr->base, NULL);
 		r->hdr = resp->header; /* moved out of the response */
 		resp->header = NULL;
 	}
+	if (resp->status == PROTOCOL__STATUS__NOT_JOURNAL_BROKER ||
+	    resp->status == PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS)
+		gaz__client_forget(r->c, r->journal);
 	if (jump)
 		r->req.offset = resp->offset;
 	r->last_status = (int)resp->status;
@@ -206,6 +215,7 @@ static int on_end(struct gaz_reader *r, struct gaz_status *st)
 {
 	int rc = gaz_rpc_stream_finish(r->call.stream, st);
 
+	gaz__client_call_failed(r->c, &r->call, rc);
 	gaz__client_close(r->c, &r->call);
 	if (rc)
 		return rc;
@@ -293,41 +303,12 @@ static int read_once(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 
 /* ---- RetryReader -------------------------------------------------------- */
 
-/* give_up decides, after failure `rc` of attempt *attempt, whether the
- * RetryReader surfaces it (true) or retries (false; *squelch set when the
- * retry is routine and not worth a warning). */
-static bool give_up(const struct gaz_reader *r, int rc, int *attempt, bool *squelch)
-{
-	*squelch = false;
-	if (rc == GAZ_ECANCELLED || rc == GAZ_EINVAL) /* EINVAL: no file root, bad scheme */
-		return true;
-	if (rc == GAZ_READ_TAIL)
-		return !(*squelch = r->req.block);
-	if (rc == GAZ_EOF) {
-		*attempt = -1;
-		*squelch = true;
-		return false;
-	}
-	switch (r->fail_status) {
-	case PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS:
-	case PROTOCOL__STATUS__NOT_JOURNAL_BROKER:
-		*squelch = *attempt == 0;
-		return false;
-	case PROTOCOL__STATUS__JOURNAL_NOT_FOUND:
-		return *attempt > 3;
-	case PROTOCOL__STATUS__SUSPENDED:
-		return true;
-	default:
-		return false;
-	}
-}
-
 int gaz_reader_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 		    struct gaz_status *st)
 {
 	for (int attempt = 0;; attempt++) {
 		struct gaz_status lst = {0};
-		bool squelch;
+		enum gaz__read_verdict verdict;
 		int rc = read_once(r, buf, cap, n, &lst);
 
 		if (rc == 0 || rc == GAZ_READ_META || rc == GAZ_READ_JUMP)
@@ -338,9 +319,10 @@ int gaz_reader_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 		if (!r->retry || (rc == GAZ_EOF && r->req.end_offset != 0 &&
 				  r->req.offset >= r->req.end_offset))
 			return rc < 0 ? gaz_status_set(st, rc, "%s", lst.msg) : rc;
-		if (give_up(r, rc, &attempt, &squelch))
+		verdict = gaz__read_policy(rc, r->fail_status, r->req.block, &attempt);
+		if (verdict == GAZ__READ_SURFACE)
 			return rc < 0 ? gaz_status_set(st, rc, "%s", lst.msg) : rc;
-		if (!squelch)
+		if (verdict == GAZ__READ_RETRY)
 			gaz_warn("read failure (will retry)", "journal=%s offset=%lld err=\"%s\" attempt=%d",
 				 r->journal, (long long)r->req.offset, lst.msg, attempt);
 		if (gaz__client_sleep(r->c, gaz_client_backoff_ms(attempt)))

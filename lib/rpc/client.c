@@ -109,6 +109,71 @@ void gaz_rpc_channel_free(struct gaz_rpc_channel *ch)
 	free(ch);
 }
 
+enum gaz_rpc_conn_state gaz_rpc_channel_state(struct gaz_rpc_channel *ch, bool try_connect)
+{
+	return (enum gaz_rpc_conn_state)grpc_channel_check_connectivity_state(ch->gc, try_connect);
+}
+
+const char *gaz_rpc_conn_state_name(enum gaz_rpc_conn_state s)
+{
+	static const char *const names[] = {"IDLE", "CONNECTING", "READY", "TRANSIENT_FAILURE",
+					    "SHUTDOWN"};
+
+	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "UNKNOWN";
+}
+
+/* A connectivity watch: completes (on a poller) when the state changed
+ * from the watched one or the watch's deadline passed. */
+struct watch {
+	struct gaz__tag tag;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+};
+
+static void watch_cb(void *tag, int ok)
+{
+	struct watch *w = tag;
+
+	(void)ok; /* 0 = deadline passed: the caller re-reads the state */
+	pthread_mutex_lock(&w->mu);
+	w->done = true;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+int gaz_rpc_channel_wait_ready(struct gaz_rpc_channel *ch, int64_t deadline_ns,
+			       enum gaz_rpc_conn_state *last)
+{
+	struct watch w = {.tag.cb = watch_cb};
+	grpc_connectivity_state s = grpc_channel_check_connectivity_state(ch->gc, 1);
+	int rc = 0;
+
+	pthread_mutex_init(&w.mu, NULL);
+	pthread_cond_init(&w.cv, NULL);
+	while (s != GRPC_CHANNEL_READY) {
+		if (s == GRPC_CHANNEL_SHUTDOWN || gaz_mono_ns() >= deadline_ns) {
+			rc = GAZ_ETIMEDOUT;
+			break;
+		}
+		w.done = false;
+		/* The watch always completes by its deadline, so waiting for it
+		 * keeps `w` alive exactly as long as grpc needs it. */
+		grpc_channel_watch_connectivity_state(ch->gc, s, gaz__rpc_to_gpr(deadline_ns),
+						      gaz__rpc_cq(), &w);
+		pthread_mutex_lock(&w.mu);
+		while (!w.done)
+			pthread_cond_wait(&w.cv, &w.mu);
+		pthread_mutex_unlock(&w.mu);
+		s = grpc_channel_check_connectivity_state(ch->gc, 1);
+	}
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&w.mu);
+	if (last)
+		*last = (enum gaz_rpc_conn_state)s;
+	return rc;
+}
+
 static grpc_call *call_create(struct gaz_rpc_channel *ch, const char *path, int64_t deadline_ns)
 {
 	grpc_slice m = grpc_slice_from_copied_string(path);

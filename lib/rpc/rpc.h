@@ -210,6 +210,32 @@ struct gaz_rpc_channel *gaz_rpc_channel_new(const char *target,
 					    const struct gaz_rpc_channel_opts *opts);
 void gaz_rpc_channel_free(struct gaz_rpc_channel *ch);
 
+/* Connectivity of a channel (grpc_connectivity_state, same values). */
+enum gaz_rpc_conn_state {
+	GAZ_RPC_CONN_IDLE = 0,
+	GAZ_RPC_CONN_CONNECTING = 1,
+	GAZ_RPC_CONN_READY = 2,
+	GAZ_RPC_CONN_TRANSIENT_FAILURE = 3,
+	GAZ_RPC_CONN_SHUTDOWN = 4,
+};
+
+/* gaz_rpc_channel_state returns the channel's connectivity now; with
+ * `try_connect` an idle channel starts connecting. Never blocks.
+ * Thread-safe. */
+enum gaz_rpc_conn_state gaz_rpc_channel_state(struct gaz_rpc_channel *ch, bool try_connect);
+
+/* gaz_rpc_conn_state_name: "READY", "TRANSIENT_FAILURE", ... (static). */
+const char *gaz_rpc_conn_state_name(enum gaz_rpc_conn_state s);
+
+/* gaz_rpc_channel_wait_ready connects the channel if it is idle and waits
+ * until it is READY (returns 0) or until deadline_ns passes (returns
+ * GAZ_ETIMEDOUT, with the last state in *last when non-NULL). A channel to
+ * a closed port keeps retrying its connection with grpc's backoff, so this
+ * is how a caller bounds the wait of a wait-for-ready call. Thread-safe;
+ * blocks the calling thread (the watch completes on a poller). */
+int gaz_rpc_channel_wait_ready(struct gaz_rpc_channel *ch, int64_t deadline_ns,
+			       enum gaz_rpc_conn_state *last);
+
 /* gaz_rpc_unary performs one unary call: packs `req`, waits for the response
  * and unpacks it with `resp_desc` into *resp (caller frees with
  * protobuf_c_message_free_unpacked). `wait_for_ready` waits for a

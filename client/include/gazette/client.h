@@ -4,15 +4,27 @@
  * direct fragment reads), mirroring Gazette's Go package broker/client
  * (gazette-facts §7) on the wire protocol of §1.4.
  *
- * Dispatch. A client dials one broker address (`--broker.address`). There
- * is no route cache yet: RPCs go to that address and the receiving broker
- * proxies to the journal's primary or a replica (facts §7.1, "without a
- * cache"). The one exception is a do_not_proxy read, which must reach a
- * replica itself: once a response header told it the journal's route (a
- * NOT_JOURNAL_BROKER answer), its restarts go to a member's advertised
- * endpoint, zone first, as Gazette's RetryReader does. Internally every RPC
- * asks for its channel with the journal's route in hand, so a route cache
- * can be slotted in later without changing this API.
+ * Dispatch and the route cache (facts §7.1). A client dials one broker
+ * address (`--broker.address`) and remembers, per journal, the route that
+ * the last response header named (Append and Read responses, List
+ * results): an LRU of `route_cache_size` journals whose entries expire
+ * after `route_cache_ttl_ms`. An append then goes straight to the
+ * journal's primary, and a read or fragment listing to a member in our
+ * zone (else any member), over a channel to the member's advertised
+ * endpoint; without a usable route the RPC goes to the broker address,
+ * whose broker proxies. An entry is invalidated when an RPC it chose fails
+ * in transport, when the broker answers with a routing status
+ * (NOT_JOURNAL_PRIMARY_BROKER, NO_JOURNAL_PRIMARY_BROKER,
+ * INSUFFICIENT_JOURNAL_BROKERS, NOT_JOURNAL_BROKER), and replaced by a
+ * header with a newer etcd revision (an older one is ignored). A
+ * do_not_proxy read that learnt the journal's route from a response header
+ * restarts at a member of that route, as Gazette's Reader does.
+ *
+ * Connections. Every call first waits for its channel to connect, for at
+ * most `connect_timeout_ms`, and then fails with GAZ_ERPC / UNAVAILABLE
+ * "broker \"<address>\" unreachable: ..." rather than waiting forever on an
+ * address where nothing listens (retrying calls count that as a
+ * transport failure and retry).
  *
  * Validation. Every broker response is checked with the validators of
  * protocol/validate.h before it is used (facts §2.9, §3.8); a response that
@@ -72,7 +84,21 @@ struct gaz_client_opts {
 	int max_recv_bytes;         /* 0 = GAZ_CLIENT_MAX_RECV_BYTES */
 	int64_t rpc_timeout_ms;     /* deadline of List/Apply/ListFragments
 	                             * calls; 0 = none */
+	int64_t connect_timeout_ms; /* longest wait for a connection before a
+	                             * call fails; 0 = GAZ_CLIENT_CONNECT_TIMEOUT_MS,
+	                             * < 0 = wait forever */
+	int64_t route_cache_size;   /* journals whose routes are remembered;
+	                             * 0 = GAZ_CLIENT_ROUTE_CACHE_SIZE, < 0 = no
+	                             * cache (every RPC goes to broker_address) */
+	int64_t route_cache_ttl_ms; /* lifetime of a remembered route;
+	                             * 0 = GAZ_CLIENT_ROUTE_CACHE_TTL_MS */
 };
+
+/* Defaults of struct gaz_client_opts. The TTL is gazctl's
+ * --broker.cache.ttl default. */
+#define GAZ_CLIENT_CONNECT_TIMEOUT_MS 5000
+#define GAZ_CLIENT_ROUTE_CACHE_SIZE 1024
+#define GAZ_CLIENT_ROUTE_CACHE_TTL_MS 60000
 
 /* gaz_client_new makes a client for `opts` (borrowed; strings are copied).
  * Nothing connects until the first RPC. Returns 0 and *out (free with
@@ -177,8 +203,8 @@ struct gaz_append_opts {
 struct gaz_appender;
 
 /* gaz_appender_begin validates the request (AppendRequest rules of §3.8),
- * opens an Append stream to the broker address and sends the parameters
- * message. The appender must then be ended by exactly one of
+ * opens an Append stream to the journal's primary (cached route) or the
+ * broker address, and sends the parameters message. The appender must then be ended by exactly one of
  * gaz_appender_commit or gaz_appender_abort. Returns 0 and *out,
  * GAZ_EINVAL (invalid request), GAZ_ERPC, GAZ_ENOMEM. */
 int gaz_appender_begin(struct gaz_client *c, const struct gaz_append_opts *o,
@@ -215,14 +241,19 @@ struct gaz_append_src {
 };
 
 /* gaz_client_append appends all of `src` as ONE append transaction, as
- * Gazette's client.Append: begin, chunks, commit. When the content can be
- * read again (a buffer, or an fd that lseek(2)s: a regular file), attempts
- * failing with gRPC UNAVAILABLE or NOT_JOURNAL_PRIMARY_BROKER,
- * NO_JOURNAL_PRIMARY_BROKER, INSUFFICIENT_JOURNAL_BROKERS are retried with
- * the backoff table (gaz_client_backoff_ms), rewinding the input; other
+ * Gazette's client.Append: begin, chunks, commit, sent to the journal's
+ * primary when its route is cached. When the content can be read again (a
+ * buffer, or an fd that lseek(2)s: a regular file), attempts failing with
+ * gRPC UNAVAILABLE (transport failures, an unreachable broker), a gRPC
+ * CANCELLED sent by the broker (how gazette-c's broker reports a proxy hop
+ * that lost the primary), or the statuses NOT_JOURNAL_PRIMARY_BROKER,
+ * NO_JOURNAL_PRIMARY_BROKER, INSUFFICIENT_JOURNAL_BROKERS are retried from
+ * the first byte, with the backoff table (gaz_client_backoff_ms), until
+ * one commits or gaz_client_cancel is called (GAZ_ECANCELLED). Other
  * failures, and any failure of a non-rewindable fd (a pipe), are returned.
- * A read error of the input aborts the append (GAZ_EIO). *resp as for
- * gaz_appender_commit. */
+ * A transport failure can hide a commit, so a retried append may be
+ * written twice (at-least-once, as Gazette). A read error of the input
+ * aborts the append (GAZ_EIO). *resp as for gaz_appender_commit. */
 int gaz_client_append(struct gaz_client *c, const struct gaz_append_opts *o,
 		      const struct gaz_append_src *src, Protocol__AppendResponse **resp,
 		      struct gaz_status *st);

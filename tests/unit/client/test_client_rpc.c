@@ -583,8 +583,9 @@ static void test_read_not_member(void **state)
 	assert_int_equal(drain(r, out, &len, &metas, &st), GAZ_READ_TAIL);
 	assert_string_equal(out, "0123456789");
 	assert_int_equal(S.calls, 3);
-	assert_int_equal(g_client->npeers, 1);
+	assert_non_null(g_client->peers[0].endpoint);
 	assert_string_equal(g_client->peers[0].endpoint, g_endpoint);
+	assert_null(g_client->peers[1].endpoint);
 	gaz_reader_free(r);
 }
 
