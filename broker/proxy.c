@@ -137,21 +137,28 @@ void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__R
 	gaz_rpc_stream_free(s);
 }
 
-/* Relays every further client message to the upstream append. */
-static int relay_chunks(struct append_ctx *a, struct gaz_rpc_stream *s)
+/* Relays every further client message to the upstream append. On an
+ * error, *upstream tells whether the upstream side failed (else the
+ * client's). */
+static int relay_chunks(struct append_ctx *a, struct gaz_rpc_stream *s, bool *upstream)
 {
 	for (;;) {
 		ProtobufCMessage *m = NULL;
 		int rc = gaz_rpc_recv(a->call, &protocol__append_request__descriptor, &m,
 				      GAZ_DEADLINE_NEVER);
-		if (rc == GAZ_EOF)
+		*upstream = false;
+		if (rc == GAZ_EOF) {
+			*upstream = true;
 			return gaz_rpc_stream_close_send(s);
+		}
 		if (rc)
 			return rc;
 		rc = gaz_rpc_stream_send(s, m);
 		protobuf_c_message_free_unpacked(m, NULL);
-		if (rc)
+		if (rc) {
+			*upstream = true;
 			return rc;
+		}
 	}
 }
 
@@ -163,6 +170,7 @@ void gaz__append_proxy(struct append_ctx *a)
 	Protocol__Header *h = gaz_header_build(a->b, &a->res);
 	ProtobufCMessage *resp = NULL;
 	int idx, rc;
+	bool upstream;
 	const char *ep = gaz_proxy_pick(a->b, &a->res, &idx);
 
 	a->finished = true;
@@ -177,9 +185,14 @@ void gaz__append_proxy(struct append_ctx *a)
 	rc = gaz_rpc_stream_send(s, &a->req->base);
 	a->req->header = NULL;
 	gaz_header_free(h);
+	upstream = rc != 0;
 	if (!rc)
-		rc = relay_chunks(a, s);
-	if (rc) {
+		rc = relay_chunks(a, s, &upstream);
+	if (rc && upstream) {
+		/* The primary failed (say, it died): pass its status on, as
+		 * Gazette does, so clients see UNAVAILABLE and retry. */
+		relay_finish(a->call, s, NULL);
+	} else if (rc) {
 		/* The client went away or broke the stream: abort the upstream,
 		 * which rolls the append back. */
 		gaz_rpc_stream_cancel(s);

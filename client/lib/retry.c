@@ -10,7 +10,7 @@
 bool gaz__append_retryable(const struct gaz__failure *f)
 {
 	if (f->rc == GAZ_ERPC)
-		return f->grpc == GAZ_GRPC_UNAVAILABLE || f->grpc == GAZ_GRPC_CANCELLED;
+		return f->grpc == GAZ_GRPC_UNAVAILABLE;
 	switch (f->status) {
 	case PROTOCOL__STATUS__NOT_JOURNAL_PRIMARY_BROKER:
 	case PROTOCOL__STATUS__NO_JOURNAL_PRIMARY_BROKER:

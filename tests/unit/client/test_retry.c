@@ -43,8 +43,8 @@ static void test_append_retryable(void **state)
 	(void)state;
 	f = rpc(GAZ_GRPC_UNAVAILABLE);
 	assert_true(gaz__append_retryable(&f));
-	f = rpc(GAZ_GRPC_CANCELLED); /* a broker's failed proxy hop */
-	assert_true(gaz__append_retryable(&f));
+	f = rpc(GAZ_GRPC_CANCELLED); /* the broker's client went away: not ours */
+	assert_false(gaz__append_retryable(&f));
 	f = rpc(GAZ_GRPC_UNKNOWN); /* e.g. a replica pipeline failure */
 	assert_false(gaz__append_retryable(&f));
 	f = rpc(GAZ_GRPC_INVALID_ARGUMENT);
