@@ -18,10 +18,13 @@
  *                       and times delivery of each record
  *   read_spool_r<R>     R readers each re-read a 64 MiB journal held in its
  *                       live spool (fragment 128 MiB), MB/s summed
- *   rf3_<size>          (only with --replication > 1, and only these) open
- *                       loop at a fixed rate, appends of 1 MiB / 64 KiB /
- *                       1 KiB sent to the journal's primary; p50/p99
- *                       latency from the scheduled send time
+ *   rf3_tput_<size>     (only with --replication > 1, with rf3_<size>) the
+ *                       closed loop of append_<size>_j1, sent to the
+ *                       journal's primary
+ *   rf3_<size>          (only with --replication > 1) open loop at a fixed
+ *                       rate, appends of 1 MiB / 64 KiB / 1 KiB sent to the
+ *                       journal's primary; p50/p99 latency from the
+ *                       scheduled send time
  *
  * Invariants: every RPC has a deadline; every phase ends by its wall-clock
  * bound; every journal a run creates is named under --prefix and deleted
@@ -210,9 +213,17 @@ static const struct tput_def tput_defs[] = {
 	{"append_64k_j4", 64 << 10, 8, 4},
 };
 
+/* The same closed loops at replication > 1, straight to the primary. */
+static const struct tput_def rf_tput_defs[] = {
+	{"rf3_tput_1m", 1 << 20, 4, 1},
+	{"rf3_tput_64k", 64 << 10, 4, 1},
+	{"rf3_tput_1k", 1 << 10, 32, 1},
+};
+
 struct appender {
 	pthread_t tid;
 	struct run *r;
+	struct gaz_rpc_channel *ch;  /* to the broker, or to the primary */
 	const struct tput_def *d;
 	const char *journal;
 	int idx;
@@ -232,7 +243,7 @@ static void *appender_main(void *arg)
 	for (int64_t t; (t = gaz_mono_ns()) < a->end_ns;) {
 		struct bench_append_result res;
 		struct gaz_status st = {0};
-		int rc = bench_append(a->r->ch, a->journal, a->r->payload + off, a->d->size,
+		int rc = bench_append(a->ch, a->journal, a->r->payload + off, a->d->size,
 				      a->r->chunk, t + OP_TIMEOUT_MS * GAZ_NS_PER_MS, &res, &st);
 		int64_t done = res.acked_ns ? res.acked_ns : gaz_mono_ns();
 
@@ -290,17 +301,25 @@ static int run_tput(struct run *r, const struct tput_def *d)
 {
 	struct appender *ap = bench_xcalloc((size_t)d->appenders, sizeof(*ap));
 	char *names[MAX_JOURNALS];
+	struct bench_append_result first[MAX_JOURNALS];
+	struct gaz_rpc_channel *ch = r->ch, *direct = NULL;
 	struct bench_cpu c0, c1;
 	int64_t start_ns;
 	int rc;
 
 	printf("%s: %zu B appends, %d appenders, %d journal(s), %.0f s + %.1f s warm-up\n",
 	       d->key, d->size, d->appenders, d->journals, r->secs, r->warmup_s);
-	if ((rc = make_journals(r, d->key, (size_t)d->journals, names, NULL)))
+	if ((rc = make_journals(r, d->key, (size_t)d->journals, names, first)))
 		goto out;
+	/* At replication > 1, straight to the primary (no proxy hop). */
+	if (r->replication > 1 && d->journals == 1 && first[0].primary[0] &&
+	    (direct = gaz_rpc_channel_new(first[0].primary, NULL))) {
+		ch = direct;
+		printf("  appending to the primary at %s\n", first[0].primary);
+	}
 	start_ns = gaz_mono_ns() + (int64_t)(r->warmup_s * 1e9);
 	for (int i = 0; i < d->appenders; i++) {
-		ap[i] = (struct appender){.r = r, .d = d, .idx = i, .start_ns = start_ns,
+		ap[i] = (struct appender){.r = r, .ch = ch, .d = d, .idx = i, .start_ns = start_ns,
 					  .journal = names[i % d->journals]};
 		ap[i].end_ns = start_ns + (int64_t)(r->secs * 1e9);
 		bench_samples_init(&ap[i].lat, MAX_SAMPLES / (size_t)d->appenders);
@@ -316,6 +335,7 @@ static int run_tput(struct run *r, const struct tput_def *d)
 	for (int i = 0; i < d->appenders; i++)
 		bench_samples_release(&ap[i].lat);
 out:
+	gaz_rpc_channel_free(direct);
 	free_names(names, (size_t)d->journals);
 	free(ap);
 	return rc;
@@ -749,6 +769,9 @@ static int run_all(struct run *r)
 	int rc = 0, one;
 
 	if (r->replication > 1) {
+		for (size_t i = 0; i < sizeof(rf_tput_defs) / sizeof(rf_tput_defs[0]) && !r->fatal; i++)
+			if (selected(r, rf_tput_defs[i].key) && (one = run_tput(r, &rf_tput_defs[i])))
+				rc = one;
 		for (size_t i = 0; i < sizeof(rf_defs) / sizeof(rf_defs[0]) && !r->fatal; i++)
 			if (selected(r, rf_defs[i].key) && (one = run_lat(r, &rf_defs[i])))
 				rc = one;

@@ -93,8 +93,10 @@ static int propose_acked(struct append_ctx *a, const Protocol__Fragment *proposa
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 	rc = gaz_pipeline_propose(p, proposal, regs, &ticket, st);
 	local = rc ? -1 : gaz_replica_apply_proposal(r, proposal, regs, st);
-	if (!rc && local != PROTOCOL__STATUS__OK)
+	if (!rc && local != PROTOCOL__STATUS__OK) {
+		gaz_pipeline_abandon(p); /* the ticket will never be gathered */
 		rc = gaz_status_set(st, GAZ_EIO, "local spool refused the proposal");
+	}
 	if (!rc && release) {
 		gaz_pipeline_ref(p);
 		gaz_replica_release(r);

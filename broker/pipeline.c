@@ -10,6 +10,7 @@
  */
 #include "broker/pipeline.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,9 +95,10 @@ void gaz_pipeline_close(struct gaz_pipeline *p)
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->mu);
-	/* Appends already proposed get their acknowledgements first; after a
-	 * failure, a gather still receiving is cut short. */
-	while (p->gathered != p->sent && !p->failed)
+	/* Appends that let go of the token get their acknowledgements first
+	 * (each gather is bounded); after a failure, a gather still
+	 * receiving is cut short. */
+	while (p->refs > 1 && !p->failed)
 		pthread_cond_wait(&p->cv, &p->mu);
 	p->failed = true;
 	if (p->gathering)
@@ -125,6 +127,14 @@ void gaz_pipeline_unref(struct gaz_pipeline *p)
 	pthread_mutex_unlock(&p->mu);
 }
 
+void gaz_pipeline_abandon(struct gaz_pipeline *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->failed = true;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
 bool gaz_pipeline_failed(struct gaz_pipeline *p)
 {
 	bool f;
@@ -143,8 +153,12 @@ int gaz_pipeline_open(struct gaz_broker *b, const struct gaz_resolution *res,
 
 	if (!p)
 		return gaz_status_set(st, GAZ_ENOMEM, "pipeline: out of memory");
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
+	pthread_cond_init(&p->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	p->refs = 1;
 	if (route_copy(&p->route, &res->route) || !(p->journal = strdup(res->journal)) ||
 	    !(p->peers = calloc(res->route.n + 1, sizeof(*p->peers)))) {
@@ -226,13 +240,20 @@ int gaz_pipeline_content(struct gaz_pipeline *p, const uint8_t *data, size_t len
 int gaz_pipeline_gather(struct gaz_pipeline *p, uint64_t ticket,
 			Protocol__ReplicateResponse **resp, struct gaz_status *st)
 {
+	int64_t turn_deadline = gaz_deadline_in(GATHER_TIMEOUT_MS);
 	int rc = 0;
 
 	for (size_t i = 0; i < p->n; i++)
 		resp[i] = NULL;
 	pthread_mutex_lock(&p->mu);
-	while (p->gathered != ticket && !p->failed)
-		pthread_cond_wait(&p->cv, &p->mu);
+	while (p->gathered != ticket && !p->failed) {
+		struct timespec ts = gaz_abstime_of(turn_deadline);
+		if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT &&
+		    p->gathered != ticket) {
+			p->failed = true; /* an earlier proposal is never gathered */
+			pthread_cond_broadcast(&p->cv);
+		}
+	}
 	if (p->failed)
 		rc = gaz_status_set(st, GAZ_EUNAVAIL, "replication pipeline failed");
 	p->gathering = !rc;

@@ -18,9 +18,9 @@ struct gaz_pipeline;
 int gaz_pipeline_open(struct gaz_broker *b, const struct gaz_resolution *res,
 		      struct gaz_pipeline **out, struct gaz_status *st);
 
-/* gaz_pipeline_close waits for the gathers of proposals already sent
- * (cutting a gather short only after a failure), half-closes every stream,
- * drains them and frees. Token holder only. */
+/* gaz_pipeline_close waits for the appends that let go of the token to
+ * gather their acknowledgements (cutting them short after a failure),
+ * half-closes every stream, drains them and frees. Token holder only. */
 void gaz_pipeline_close(struct gaz_pipeline *p);
 
 /* gaz_pipeline_ref / _unref: an append that lets go of the token before
@@ -28,6 +28,10 @@ void gaz_pipeline_close(struct gaz_pipeline *p);
  * that a close by the next token holder waits for it. */
 void gaz_pipeline_ref(struct gaz_pipeline *p);
 void gaz_pipeline_unref(struct gaz_pipeline *p);
+
+/* gaz_pipeline_abandon marks the pipeline failed (a proposal was sent
+ * that will never be gathered): waiting gathers end. Token holder. */
+void gaz_pipeline_abandon(struct gaz_pipeline *p);
 
 /* gaz_pipeline_failed: a gather failed; the pipeline must be rebuilt. */
 bool gaz_pipeline_failed(struct gaz_pipeline *p);

@@ -76,13 +76,15 @@ const char *gaz_proxy_pick(struct gaz_broker *b, const struct gaz_resolution *re
 
 /* Relays the upstream's status (or transport error) to our client. */
 static void relay_finish(struct gaz_rpc_call *call, struct gaz_rpc_stream *s,
-			 const ProtobufCMessage *resp)
+			 const ProtobufCMessage *resp, bool want_resp)
 {
 	struct gaz_status st = {0};
 	int rc = gaz_rpc_stream_finish(s, &st);
 
 	if (rc && !resp)
 		gaz_rpc_finish(call, NULL, st.grpc ? st.grpc : GAZ_GRPC_UNAVAILABLE, st.msg);
+	else if (!resp && want_resp)
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAVAILABLE, "the upstream ended without a response");
 	else
 		gaz_rpc_finish(call, resp, GAZ_GRPC_OK, NULL);
 }
@@ -129,7 +131,7 @@ void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__R
 		protobuf_c_message_free_unpacked(m, NULL);
 	}
 	if (rc == GAZ_EOF) {
-		relay_finish(call, s, NULL);
+		relay_finish(call, s, NULL, false);
 	} else {
 		gaz_rpc_stream_cancel(s);
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_CANCELLED, "proxied read ended");
@@ -188,19 +190,33 @@ void gaz__append_proxy(struct append_ctx *a)
 	upstream = rc != 0;
 	if (!rc)
 		rc = relay_chunks(a, s, &upstream);
-	if (rc && upstream) {
+	if (!rc) {
+		/* Wait for the primary's answer, or for our client to give up. */
+		while ((rc = gaz_rpc_stream_recv(s, &protocol__append_response__descriptor, &resp,
+						 gaz_deadline_in(500))) == GAZ_ETIMEDOUT &&
+		       !gaz_rpc_cancelled(a->call))
+			;
+		upstream = rc != GAZ_ETIMEDOUT;
+	}
+	if (!rc) {
+		relay_finish(a->call, s, resp, true);
+	} else if (upstream) {
 		/* The primary failed (say, it died): pass its status on, as
-		 * Gazette does, so clients see UNAVAILABLE and retry. */
-		relay_finish(a->call, s, NULL);
-	} else if (rc) {
+		 * Gazette does, so clients see UNAVAILABLE and retry. A primary
+		 * that stopped answering (paused) is given up on. */
+		int r2 = resp ? 0 : gaz_rpc_stream_recv(s, &protocol__append_response__descriptor,
+							 &resp, gaz_deadline_in(2000));
+		if (r2 == GAZ_ETIMEDOUT) {
+			gaz_rpc_stream_cancel(s);
+			gaz_rpc_finish(a->call, NULL, GAZ_GRPC_UNAVAILABLE, "the primary stopped answering");
+		} else {
+			relay_finish(a->call, s, r2 == 0 ? resp : NULL, true);
+		}
+	} else {
 		/* The client went away or broke the stream: abort the upstream,
 		 * which rolls the append back. */
 		gaz_rpc_stream_cancel(s);
 		gaz_rpc_finish(a->call, NULL, GAZ_GRPC_CANCELLED, "proxied append aborted");
-	} else {
-		rc = gaz_rpc_stream_recv(s, &protocol__append_response__descriptor, &resp,
-					 GAZ_DEADLINE_NEVER);
-		relay_finish(a->call, s, rc ? NULL : resp);
 	}
 	if (resp)
 		protobuf_c_message_free_unpacked(resp, NULL);

@@ -323,6 +323,7 @@ struct gaz_rpc_stream {
 	pthread_cond_t cv; /* any op completion */
 	int inflight;
 	struct sop start_op, status_op, send_op, close_op, recv_op;
+	grpc_byte_buffer *send_bb;  /* the send in flight's message, freed once done */
 	bool eof;
 	grpc_metadata auth;
 	grpc_metadata_array init_md, trailing_md;
@@ -445,22 +446,54 @@ struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const cha
 	return s;
 }
 
+/* send_settle (s->mu held) waits for the send in flight, if any, frees
+ * its message and returns whether it went out. grpc allows one send at a
+ * time; the previous one has usually completed by the next send. */
+static bool send_settle(struct gaz_rpc_stream *s)
+{
+	bool ok = true;
+
+	while (s->send_op.pending)
+		pthread_cond_wait(&s->cv, &s->mu);
+	if (s->send_op.done) {
+		s->send_op.done = false;
+		ok = s->send_op.ok;
+	}
+	if (s->send_bb) {
+		grpc_byte_buffer_destroy(s->send_bb);
+		s->send_bb = NULL;
+	}
+	return ok;
+}
+
 int gaz_rpc_stream_send(struct gaz_rpc_stream *s, const ProtobufCMessage *msg)
 {
 	grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
-	int ok;
+	grpc_byte_buffer *bb = gaz__rpc_pack(msg);
+	bool ok;
 
-	op.data.send_message.send_message = gaz__rpc_pack(msg);
-	ok = sop_run(s, &s->send_op, &op, 1);
-	grpc_byte_buffer_destroy(op.data.send_message.send_message);
+	pthread_mutex_lock(&s->mu);
+	ok = send_settle(s);
+	if (ok) {
+		op.data.send_message.send_message = s->send_bb = bb;
+		if (!(ok = sop_start(s, &s->send_op, &op, 1)))
+			s->send_bb = NULL;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (!ok)
+		grpc_byte_buffer_destroy(bb);
 	return ok ? 0 : GAZ_ERPC;
 }
 
 int gaz_rpc_stream_close_send(struct gaz_rpc_stream *s)
 {
 	grpc_op op = {.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT};
+	bool sent;
 
-	return sop_run(s, &s->close_op, &op, 1) ? 0 : GAZ_ERPC;
+	pthread_mutex_lock(&s->mu);
+	sent = send_settle(s);
+	pthread_mutex_unlock(&s->mu);
+	return sop_run(s, &s->close_op, &op, 1) && sent ? 0 : GAZ_ERPC;
 }
 
 /* recv_wait (s->mu held) waits for the in-flight receive; true if done. */
@@ -534,6 +567,8 @@ void gaz_rpc_stream_free(struct gaz_rpc_stream *s)
 	pthread_mutex_unlock(&s->mu);
 	if (s->recv_bb)
 		grpc_byte_buffer_destroy(s->recv_bb);
+	if (s->send_bb)
+		grpc_byte_buffer_destroy(s->send_bb);
 	grpc_metadata_array_destroy(&s->init_md);
 	grpc_metadata_array_destroy(&s->trailing_md);
 	grpc_slice_unref(s->details);

@@ -121,8 +121,10 @@ int gaz_rpc_recv(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *de
  * with free) holds the serialized message of *len bytes. Same returns. */
 int gaz_rpc_recv_raw(struct gaz_rpc_call *call, uint8_t **buf, size_t *len, int64_t deadline_ns);
 
-/* gaz_rpc_send packs and sends one response message; blocks until grpc
- * accepted it (flow control). Returns 0 or GAZ_ECANCELLED. */
+/* gaz_rpc_send packs and sends one response message without waiting for
+ * it to go out: it waits only for the previous send (grpc allows one at a
+ * time), which is the flow control. Returns 0 or GAZ_ECANCELLED (the call
+ * is gone, noticed now or at the previous send's completion). */
 int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg);
 
 /* gaz_rpc_finish ends the call with a status. For a unary or
@@ -255,8 +257,11 @@ struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const cha
 					   int64_t deadline_ns, bool wait_for_ready,
 					   const char *md_auth, struct gaz_status *st);
 
-/* gaz_rpc_stream_send sends one message; blocks for flow control.
- * Returns 0 or GAZ_ERPC (the call ended: gaz_rpc_stream_finish tells why). */
+/* gaz_rpc_stream_send sends one message without waiting for it to go out:
+ * it waits only for the previous send (grpc allows one at a time), which
+ * is the flow control. Returns 0 or GAZ_ERPC (the call ended, noticed at
+ * this send or the previous one's completion: gaz_rpc_stream_finish tells
+ * why). */
 int gaz_rpc_stream_send(struct gaz_rpc_stream *s, const ProtobufCMessage *msg);
 
 /* gaz_rpc_stream_close_send half-closes the sending side. */

@@ -122,6 +122,7 @@ struct gaz_rpc_call {
 	grpc_byte_buffer *recv_bb; /* written by grpc */
 	grpc_slice details;        /* status text; alive until destroy */
 	grpc_byte_buffer *fin_bb;  /* the final response, alive until destroy */
+	grpc_byte_buffer *send_bb; /* the streamed response in flight */
 
 	/* Read-ahead: pollers keep one RECV_MESSAGE in flight and queue what
 	 * arrives (at most RECV_AHEAD messages), so a handler busy elsewhere
@@ -173,6 +174,8 @@ static void call_destroy(struct gaz_rpc_call *c)
 		grpc_byte_buffer_destroy(c->ahead[i]);
 	if (c->fin_bb)
 		grpc_byte_buffer_destroy(c->fin_bb);
+	if (c->send_bb)
+		grpc_byte_buffer_destroy(c->send_bb);
 	grpc_slice_unref(c->details);
 	grpc_call_unref(c->gc);
 	pthread_cond_destroy(&c->cv);
@@ -935,6 +938,26 @@ int gaz_rpc_recv_raw(struct gaz_rpc_call *call, uint8_t **buf, size_t *len, int6
 	return rc;
 }
 
+/* send_settle (c->mu held) waits for the send in flight, if any, frees
+ * its message and returns whether it went out. grpc allows one send at a
+ * time; the previous one has usually completed by the next send. */
+static bool send_settle(struct gaz_rpc_call *c)
+{
+	bool ok = true;
+
+	while (c->send_op.pending)
+		pthread_cond_wait(&c->cv, &c->mu);
+	if (c->send_op.done) {
+		c->send_op.done = false;
+		ok = c->send_op.ok;
+	}
+	if (c->send_bb) {
+		grpc_byte_buffer_destroy(c->send_bb);
+		c->send_bb = NULL;
+	}
+	return ok;
+}
+
 int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
 {
 	grpc_op ops[2] = {{.op = GRPC_OP_SEND_INITIAL_METADATA}, {.op = GRPC_OP_SEND_MESSAGE}};
@@ -948,15 +971,23 @@ int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
 		ok = !local_expired(call);
 		goto out;
 	}
+	if (!send_settle(call)) {
+		call->cancelled = true;
+		goto out;
+	}
 	if (!call->md_sent)
 		n = 1; /* initial metadata travels with the first message */
 	call->md_sent = true;
 	ops[1].data.send_message.send_message = bb;
-	if (call_start(call, &call->send_op, ops + 1 - n, (size_t)n + 1) == 0)
-		ok = call_await(call, &call->send_op);
+	if (call_start(call, &call->send_op, ops + 1 - n, (size_t)n + 1) == 0) {
+		call->send_bb = bb; /* freed once the send completed */
+		bb = NULL;
+		ok = 1;
+	}
 out:
 	pthread_mutex_unlock(&call->mu);
-	grpc_byte_buffer_destroy(bb);
+	if (bb)
+		grpc_byte_buffer_destroy(bb);
 	return ok ? 0 : GAZ_ECANCELLED;
 }
 
@@ -982,6 +1013,8 @@ int gaz_rpc_finish(struct gaz_rpc_call *call, const ProtobufCMessage *resp, int 
 			grpc_byte_buffer_destroy(bb);
 		return GAZ_EINVAL;
 	}
+	if (call->gc)
+		send_settle(call); /* one send at a time, the status after it */
 	call->finished = true;
 	if (!call->gc) {
 		call->local_resp = bb;
