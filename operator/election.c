@@ -56,7 +56,7 @@ static json_t *lease_spec(struct campaign *c, const json_t *old_spec, bool relea
 			 (json_int_t)(release ? 1 : c->op->cfg.lease_duration_ns / GAZ_NS_PER_S),
 			 "acquireTime", changed || !acq ? json_string(now) : json_incref(acq),
 			 "renewTime", now, "leaseTransitions",
-			 (json_int_t)(changed && holder && *holder ? transitions + 1 : transitions));
+			 (json_int_t)(changed && old_spec && !release ? transitions + 1 : transitions));
 }
 
 static int create_lease(struct campaign *c, struct gaz_status *st)

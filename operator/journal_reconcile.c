@@ -383,7 +383,10 @@ static int delete_item(struct recon *r, bool *done, char *why, size_t cap, struc
 	if (!it.exists) {
 		*done = true;
 	} else if (it.spec && level == PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__NONE) {
-		if ((rc = gaz_broker_suspend(r->op, r->journal, st)) == 0)
+		if (!r->op->cfg.broker_address[0])
+			rc = gaz_status_set(st, GAZ_EINVAL, "deletionPolicy Delete needs --broker.address "
+					    "to suspend journal %s before deleting it", r->journal);
+		else if ((rc = gaz_broker_suspend(r->op, r->journal, st)) == 0)
 			snprintf(why, cap, "suspending journal %s", r->journal);
 	} else if (level == PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__PARTIAL && stores &&
 		   ((rc = gaz_broker_fragments(r->op, r->journal, &fs, st)) || fs.unpersisted)) {

@@ -272,11 +272,12 @@ def kube():
 class Operator:
     """One gazette-operator process watching one namespace."""
 
-    def __init__(self, kube, cluster, namespace, broker_address, extra=()):
+    def __init__(self, kube, cluster, namespace, broker_address, extra=(), env=None, in_cluster=False, name=None):
         self.kube, self.cluster, self.namespace = kube, cluster, namespace
         self.port = free_port()
-        self.logpath = os.path.join(cluster.dir, "operator-%s.log" % namespace)
-        self.args = [OPERATOR, "--kubeconfig", kube.kubeconfig, "--namespace", namespace,
+        self.env = env or {}
+        self.logpath = os.path.join(cluster.dir, "operator-%s.log" % (name or namespace))
+        self.args = [OPERATOR, "--kubeconfig", "" if in_cluster else kube.kubeconfig, "--namespace", namespace,
                      "--etcd.address", cluster.etcd.endpoint, "--etcd.prefix", cluster.prefix,
                      "--broker.address", broker_address, "--broker.timeout", "10s", "--resync", "2s",
                      "--http.address", "127.0.0.1:%d" % self.port, "--log.level", "debug"] + list(extra)
@@ -285,10 +286,13 @@ class Operator:
     def start(self, wait=True):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_", "KUBERNETES_"))}
         env["ASAN_OPTIONS"] = os.environ.get("GAZ_BROKER_ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        env.update(self.env)
         self.log = open(self.logpath, "a")
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         if wait:
             wait_for(lambda: self.http("/readyz")[0] == 200, 30, "operator /readyz")
+        else:
+            wait_for(lambda: self.http("/healthz")[0] == 200, 30, "operator /healthz")
         return self
 
     def http(self, path):

@@ -332,3 +332,113 @@ def test_br25_watch_410_gone_relists_and_converges(crds, cluster):
         assert 'gazette_operator_relists_total{resource="journalspecs"}' in text
     finally:
         op.stop()
+
+
+# Least privilege for an operator watching one namespace: what it reads and
+# writes, nothing else (no secrets, no cluster scope).
+RBAC = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: gazette-operator}
+rules:
+- apiGroups: [gazette-c.dev]
+  resources: [journalspecs]
+  verbs: [get, list, watch, patch, update]
+- apiGroups: [gazette-c.dev]
+  resources: [journalspecs/status]
+  verbs: [get, patch, update]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: gazette-operator}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: gazette-operator}
+subjects:
+- {kind: ServiceAccount, name: gazette-operator}
+"""
+
+
+def write_atomically(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.rename(tmp, path)
+
+
+def test_in_cluster_config_rereads_the_token_file(crds, cluster, tmp_path):
+    """In-cluster configuration (KUBERNETES_SERVICE_HOST/PORT and a
+    service-account directory), a least-privilege Role, and a token file
+    that changes under the running operator: a bad token stops it, a fresh
+    one brings it back without a restart."""
+    ns = "sa-" + uuid.uuid4().hex[:8]
+    crds.kubectl("create", "namespace", ns)
+    crds.kubectl("create", "serviceaccount", "gazette-operator", namespace=ns)
+    crds.kubectl("apply", "-f", "-", input=RBAC, namespace=ns)
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    ca = crds.kubectl("config", "view", "--raw", "-o",
+                      "jsonpath={.clusters[0].cluster.certificate-authority-data}").stdout
+    import base64
+    (sa / "ca.crt").write_bytes(base64.b64decode(ca))
+    (sa / "namespace").write_text(ns + "\n")
+    token = lambda: crds.kubectl("create", "token", "gazette-operator", "--duration", "10m", namespace=ns).stdout
+    write_atomically(str(sa / "token"), token())
+    server = crds.kubectl("config", "view", "-o", "jsonpath={.clusters[0].cluster.server}").stdout
+    host, port = server.replace("https://", "").rsplit(":", 1)
+    b = cluster.start()
+    op = Operator(crds, cluster, ns, b.address, in_cluster=True,
+                  extra=["--kube.service-account-dir", str(sa), "--kube.watch-timeout", "2s"],
+                  env={"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}).start()
+    e = Env(crds, cluster, ns, b, op)
+    try:
+        e.apply("one", "k8s/sa/one")
+        wait_for(lambda: e.ready("one"), 20, "Ready with the service account")
+        assert "Created" in e.events("one")  # events: create is allowed
+
+        write_atomically(str(sa / "token"), "not-a-token\n")
+        e.apply("two", "k8s/sa/two")
+        time.sleep(4)
+        assert "k8s/sa/two" not in e.journals()  # unauthorised: nothing written
+        assert "401" in op.logtext() or "Unauthorized" in op.logtext()
+
+        write_atomically(str(sa / "token"), token())
+        wait_for(lambda: e.ready("two"), 30, "Ready after the token was replaced")
+        assert "k8s/sa/two" in e.journals()
+    finally:
+        op.stop()
+
+
+def test_leader_election_hands_over(crds, cluster):
+    ns = "le-" + uuid.uuid4().hex[:8]
+    crds.kubectl("create", "namespace", ns)
+    b = cluster.start()
+    extra = ["--leader-elect", "--lease.namespace", ns, "--lease.duration", "4s",
+             "--lease.renew-deadline", "3s", "--lease.retry-period", "500ms"]
+    first = Operator(crds, cluster, ns, b.address, extra=extra + ["--identity", "op-1"], name="op-1").start()
+    second = Operator(crds, cluster, ns, b.address, extra=extra + ["--identity", "op-2"], name="op-2").start(wait=False)
+    e = Env(crds, cluster, ns, b, first)
+    try:
+        lease = json.loads(crds.kubectl("get", "lease", "gazette-operator", "-o", "json", namespace=ns).stdout)
+        assert lease["spec"]["holderIdentity"] == "op-1"
+        time.sleep(2)
+        assert second.http("/readyz")[0] == 503  # a follower is not ready
+        e.apply("le", "k8s/le/one")
+        wait_for(lambda: e.ready("le"), 20, "Ready")
+        assert "journal spec event" not in second.logtext()  # only the leader acted
+
+        first.stop()  # releases the Lease: no need to wait for it to expire
+        t0 = time.time()
+        wait_for(lambda: second.http("/readyz")[0] == 200, 10, "the follower takes over")
+        assert time.time() - t0 < 4
+        lease = json.loads(crds.kubectl("get", "lease", "gazette-operator", "-o", "json", namespace=ns).stdout)
+        assert lease["spec"]["holderIdentity"] == "op-2" and lease["spec"]["leaseTransitions"] >= 1
+        e.apply("le2", "k8s/le/two")
+        wait_for(lambda: e.ready("le2"), 20, "Ready under the new leader")
+    finally:
+        first.stop()
+        second.stop()
