@@ -121,7 +121,8 @@ static int convert_labels(const json_t *arr, Protocol__LabelSet **out, struct ga
 		if (!(l->name = strdup(name)) || !(l->value = strdup(value ? value : "")))
 			return GAZ_ENOMEM;
 	}
-	qsort(set->labels, set->n_labels, sizeof(*set->labels), label_cmp);
+	if (set->n_labels > 1)
+		qsort(set->labels, set->n_labels, sizeof(*set->labels), label_cmp);
 	size_t w = 0; /* drop exact duplicates */
 	for (size_t r = 0; r < set->n_labels; r++) {
 		if (w && !label_cmp(&set->labels[r], &set->labels[w - 1]))

@@ -65,6 +65,8 @@ class Env:
         return None
 
     def ready(self, name):
+        if self.op.proc.poll() is not None:
+            raise AssertionError("operator exited %s:\n%s" % (self.op.proc.returncode, self.op.logtail()))
         c = self.condition(name, "Ready")
         return c is not None and c["status"] == "True" and \
             c["observedGeneration"] == self.cr(name)["metadata"]["generation"]
@@ -432,6 +434,7 @@ def test_leader_election_hands_over(crds, cluster):
         assert "journal spec event" not in second.logtext()  # only the leader acted
 
         first.stop()  # releases the Lease: no need to wait for it to expire
+        e.op = second
         t0 = time.time()
         wait_for(lambda: second.http("/readyz")[0] == 200, 10, "the follower takes over")
         assert time.time() - t0 < 4
