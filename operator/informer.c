@@ -220,10 +220,13 @@ static void watch_loop(struct gaz_informer *inf)
 
 	while (!atomic_load(&inf->stop)) {
 		struct gaz_status st = {0};
+		int64_t t0 = gaz_mono_ns();
 		int rc = watch_once(inf, &st);
 
-		if (rc == 0) {
+		if (rc == 0) { /* the server ended the watch: resume from the last version */
 			fails = 0;
+			if (gaz_mono_ns() - t0 < GAZ_NS_PER_S)
+				nap(inf, BACKOFF_MIN_MS); /* never spin on a server that ends at once */
 			continue;
 		}
 		if (rc == GAZ_ECANCELLED)

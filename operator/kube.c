@@ -460,6 +460,7 @@ struct watch {
 	void *arg;
 	atomic_bool *stop;
 	int rc;                /* first error or fn's return */
+	bool fn_stopped;       /* rc came from fn, not from framing */
 	long code;             /* HTTP status once known */
 	struct body err;       /* body of a non-2xx answer */
 	struct gaz_status *st;
@@ -475,6 +476,7 @@ static int watch_line(void *arg, const char *line, size_t len)
 		return rc;
 	rc = w->fn(w->arg, &ev);
 	gaz_kube_event_release(&ev);
+	w->fn_stopped = rc != 0;
 	return rc;
 }
 
@@ -519,17 +521,17 @@ int gaz_kube_watch(struct gaz_kube *k, const char *path, int64_t idle_ms, gaz_ku
 	cc = curl_easy_perform(w.c);
 	if (!w.code)
 		curl_easy_getinfo(w.c, CURLINFO_RESPONSE_CODE, &w.code);
-	if (w.rc)
-		rc = w.rc; /* fn's return, or a framing/parse error (st set) */
+	if (w.rc == GAZ_ERANGE && !w.fn_stopped)
+		rc = gaz_status_set(st, GAZ_EPROTO, "watch %s: event larger than %u bytes", path,
+				    GAZ_KUBE_BODY_MAX);
+	else if (w.rc)
+		rc = w.rc; /* fn's return, or a parse error (st set) */
 	else if (cc == CURLE_ABORTED_BY_CALLBACK)
 		rc = gaz_status_set(st, GAZ_ECANCELLED, "watch %s: stopped", path);
 	else if (w.code && (w.code < 200 || w.code > 299))
 		rc = http_error("GET", path, w.code, &w.err, NULL, st);
 	else if (cc != CURLE_OK)
 		rc = gaz_status_set(st, GAZ_EUNAVAIL, "watch %s: %s", path, curl_easy_strerror(cc));
-	if (rc == GAZ_ERANGE && w.rc == GAZ_ERANGE && !st->msg[0])
-		gaz_status_set(st, GAZ_EPROTO, "watch %s: event larger than %u bytes", path,
-			       GAZ_KUBE_BODY_MAX);
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(w.c);
 	gaz_kube_lines_release(&w.lines);

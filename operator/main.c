@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -121,11 +122,14 @@ static void *http_accept(void *arg)
 	int lfd = (int)(intptr_t)arg;
 
 	for (;;) {
-		int fd = accept(lfd, NULL, NULL);
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		pthread_t t;
 		pthread_attr_t a;
-		if (fd < 0)
+		if (fd < 0) { /* EMFILE and friends: do not spin */
+			struct timespec ts = {0, 100 * 1000000L};
+			nanosleep(&ts, NULL);
 			continue;
+		}
 		if (atomic_fetch_add(&http_conns, 1) >= HTTP_CONNS_MAX) {
 			atomic_fetch_sub(&http_conns, 1);
 			close(fd);

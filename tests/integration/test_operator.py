@@ -256,6 +256,24 @@ def test_invalid_crs_are_rejected_by_the_api_server(crds, change, message):
     assert message in r.stderr, r.stderr
 
 
+def test_spec_the_schema_admits_but_gazette_rejects(env):
+    """The CRD cannot express every rule (a path postfix template must
+    parse): the operator validates with Gazette's rules, writes nothing and
+    says why."""
+    frag = {"stores": ["file:///"], "refreshInterval": "1s", "compressionCodec": "NONE"}
+    env.apply("tpl", "k8s/invalid/tpl", fragment=dict(frag, pathPostfixTemplate="date={{.Spool"))
+    wait_for(lambda: (env.condition("tpl", "Ready") or {}).get("reason") == "InvalidSpec", 20, "InvalidSpec")
+    st = env.cr("tpl")["status"]
+    assert "unclosed action" in st["lastError"], st
+    assert "k8s/invalid/tpl" not in env.journals()
+    assert "InvalidSpec" in env.events("tpl")
+    # Fixing it syncs it.
+    env.apply("tpl", "k8s/invalid/tpl", fragment=dict(frag, pathPostfixTemplate="date={{.Spool.Begin}}"))
+    wait_for(lambda: env.ready("tpl"), 20, "Ready once fixed")
+    assert "k8s/invalid/tpl" in env.journals()
+    assert "lastError" not in env.cr("tpl")["status"]
+
+
 def test_journal_name_is_immutable(env):
     env.apply("imm", "k8s/immutable/j")
     r = env.apply("imm", "k8s/immutable/other", check=False)
