@@ -467,16 +467,10 @@ static int fetch(struct gaz_op *op, const char *key, json_t **obj)
 	snprintf(path, sizeof(path), GAZ_OP_API_PATH "/namespaces/%.*s/journalspecs/%s",
 		 (int)(slash - key), key, slash + 1);
 	rc = gaz_kube_request(op->kube, "GET", path, NULL, NULL, obj, NULL, &st);
-	if (rc == GAZ_ENOTFOUND) {
-		json_decref(*obj); /* the Status body */
-		*obj = NULL;
+	if (rc == GAZ_ENOTFOUND)
 		return 0;
-	}
-	if (rc) {
-		json_decref(*obj);
-		*obj = NULL;
+	if (rc)
 		gaz_warn("reading JournalSpec failed", "key=%s err=\"%s\"", key, st.msg);
-	}
 	return rc;
 }
 

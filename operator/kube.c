@@ -279,20 +279,16 @@ static int http_code_err(long code)
 	return GAZ_EPROTO;
 }
 
-/* Fills st for a non-2xx answer; *status_obj receives the parsed Status
- * (or NULL). */
+/* Fills st for a non-2xx answer from the Status the server sent. */
 static int http_error(const char *method, const char *path, long code, const struct body *b,
-		      json_t **status_obj, struct gaz_status *st)
+		      struct gaz_status *st)
 {
 	json_t *j = b->len ? json_loadb(b->buf, b->len, 0, NULL) : NULL;
 	const char *msg = json_string_value(json_object_get(j, "message"));
 
 	gaz_status_set(st, http_code_err(code), "%s %s: %ld: %s", method, path, code,
 		       msg ? msg : (b->len ? b->buf : "no body"));
-	if (status_obj)
-		*status_obj = j;
-	else
-		json_decref(j);
+	json_decref(j);
 	return http_code_err(code);
 }
 
@@ -323,7 +319,7 @@ int gaz_kube_request(struct gaz_kube *k, const char *method, const char *path,
 		rc = gaz_status_set(st, b.overflow ? GAZ_ERANGE : GAZ_EUNAVAIL, "%s %s: %s", method,
 				    path, b.overflow ? "response too large" : curl_easy_strerror(cc));
 	} else if (code < 200 || code > 299) {
-		rc = http_error(method, path, code, &b, out, st);
+		rc = http_error(method, path, code, &b, st);
 	} else if (out) {
 		json_error_t je;
 		*out = b.len ? json_loadb(b.buf, b.len, 0, &je) : json_null();
@@ -529,7 +525,7 @@ int gaz_kube_watch(struct gaz_kube *k, const char *path, int64_t idle_ms, gaz_ku
 	else if (cc == CURLE_ABORTED_BY_CALLBACK)
 		rc = gaz_status_set(st, GAZ_ECANCELLED, "watch %s: stopped", path);
 	else if (w.code && (w.code < 200 || w.code > 299))
-		rc = http_error("GET", path, w.code, &w.err, NULL, st);
+		rc = http_error("GET", path, w.code, &w.err, st);
 	else if (cc != CURLE_OK)
 		rc = gaz_status_set(st, GAZ_EUNAVAIL, "watch %s: %s", path, curl_easy_strerror(cc));
 	curl_slist_free_all(hdrs);

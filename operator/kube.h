@@ -113,9 +113,9 @@ const char *gaz_kube_namespace(const struct gaz_kube *k);
  * with `body` (JSON text or NULL; borrowed) of `content_type` (NULL =
  * application/json). On a 2xx answer *out (may be NULL to discard)
  * receives the parsed JSON body (a new reference; json_null() for an
- * empty body). Errors as described at the top; on a non-2xx answer *out is
- * set to the Status object the server sent, if it sent one (else NULL).
- * *http_status (may be NULL) receives the status. */
+ * empty body). Errors as described at the top; *out is NULL on any error
+ * (the Status message the server sent is in st). *http_status (may be
+ * NULL) receives the status. */
 int gaz_kube_request(struct gaz_kube *k, const char *method, const char *path,
 		     const char *content_type, const char *body, json_t **out, long *http_status,
 		     struct gaz_status *st);
