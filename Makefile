@@ -1,5 +1,5 @@
 # gazette-c build. Out-of-tree: everything lands in $(BUILD).
-#   make            build libraries, gazette, gazctl and tests
+#   make            build libraries, gazette, gazctl, gazette-operator and tests
 #   make test       unit tests, then integration tests on real etcd/brokers
 #   make demo       the embedded default: etcd + broker + file:// store
 #   make bench      ours vs Gazette's Go broker, side by side
@@ -33,6 +33,7 @@ LIB_SRCS    = $(sort $(shell find lib -name '*.c'))
 BROKER_SRCS = $(sort $(wildcard broker/*.c))
 CLIENT_SRCS = $(sort $(wildcard client/lib/*.c))
 GAZCTL_SRCS = $(sort $(wildcard client/gazctl/*.c))
+OPERATOR_SRCS = $(sort $(wildcard operator/*.c))
 BENCH_SRCS  = $(sort $(wildcard bench/*.c))
 UNIT_SRCS   = $(sort $(shell find tests/unit -name 'test_*.c'))
 
@@ -42,6 +43,7 @@ LIBGAZ    = $(BUILD)/libgaz.a
 LIBCLIENT = $(BUILD)/libgazclient.a
 GAZETTE   = $(BUILD)/bin/gazette
 GAZCTL    = $(BUILD)/bin/gazctl
+OPERATOR  = $(BUILD)/bin/gazette-operator
 UNIT_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 BENCH_BIN = $(if $(BENCH_SRCS),$(BUILD)/bin/gazbench)
 # A program over the client library that the integration suite drives.
@@ -50,8 +52,8 @@ TOOL_BINS = $(BUILD)/bin/client-probe
 # Generated sources are kept between builds.
 .SECONDARY: $(GEN_C) $(GEN_H)
 
-.PHONY: all test unit integration demo bench deps clean format
-all: $(GAZETTE) $(GAZCTL) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS)
+.PHONY: all test unit integration demo bench deps clean format operator
+all: $(GAZETTE) $(GAZCTL) $(OPERATOR) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
@@ -92,6 +94,23 @@ $(GAZCTL): $(call obj,$(GAZCTL_SRCS)) $(LIBCLIENT) $(LIBGAZ)
 	@echo "  LD $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# The operator: everything in operator/ except main.c also goes into the
+# unit tests' link (LIBOPERATOR), so they can test it without a process.
+LIBOPERATOR = $(BUILD)/liboperator.a
+OPERATOR_LIB_SRCS = $(filter-out operator/main.c,$(OPERATOR_SRCS))
+
+$(LIBOPERATOR): $(call obj,$(OPERATOR_LIB_SRCS))
+	@mkdir -p $(dir $@)
+	@echo "  AR $@"
+	@rm -f $@ && ar rcs $@ $^
+
+operator: $(OPERATOR)
+
+$(OPERATOR): $(call obj,operator/main.c) $(LIBOPERATOR) $(LIBCLIENT) $(LIBGAZ)
+	@mkdir -p $(dir $@)
+	@echo "  LD $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/bin/gazbench: $(call obj,$(BENCH_SRCS)) $(LIBCLIENT) $(LIBGAZ)
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
@@ -104,11 +123,11 @@ $(BUILD)/bin/client-probe: $(call obj,tests/tools/client_probe.c) $(LIBCLIENT) $
 
 # A unit test may #include the .c under test; it links against the libraries
 # with --allow-multiple-definition so the included copy wins.
-$(BUILD)/tests/%: tests/unit/%.c $(LIBCLIENT) $(LIBGAZ) | $(GEN_H)
+$(BUILD)/tests/%: tests/unit/%.c $(LIBOPERATOR) $(LIBCLIENT) $(LIBGAZ) | $(GEN_H)
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
 	@$(CC) $(CFLAGS) -Wno-unused-function -o $@ $< $(LDFLAGS) -Wl,--allow-multiple-definition \
-	  $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) -lcmocka
+	  $(LIBOPERATOR) $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) -lcmocka
 
 unit: $(UNIT_BINS)
 	@scripts/run-unit.sh $(UNIT_BINS)
@@ -135,7 +154,7 @@ deps:
 	@scripts/deps.sh
 
 format:
-	clang-format -i $(LIB_SRCS) $(BROKER_SRCS) $(CLIENT_SRCS) $(GAZCTL_SRCS)
+	clang-format -i $(LIB_SRCS) $(BROKER_SRCS) $(CLIENT_SRCS) $(GAZCTL_SRCS) $(OPERATOR_SRCS)
 
 clean:
 	rm -rf build build-san

@@ -222,3 +222,112 @@ def cluster(etcd, tmp_path):
     c = Cluster(etcd, str(tmp_path))
     yield c
     c.stop_all()
+
+
+# ---- Kubernetes: a real kube-apiserver (scripts/kube-test.sh) ------------------------
+
+KUBE_TEST = os.path.join(ROOT, "scripts/kube-test.sh")
+KUBE_DIR = subprocess.check_output([os.path.join(ROOT, "scripts/deps.sh"), "--kube-dir"], text=True).strip()
+KUBECTL = os.path.join(KUBE_DIR, "kubectl")
+OPERATOR = os.path.join(BIN, "gazette-operator")
+CRDS = os.path.join(ROOT, "crds")
+
+
+class Kube:
+    """A kube-apiserver with its own etcd: the one named by GAZ_TEST_KUBECONFIG
+    (and GAZ_TEST_KUBE_ETCD, its etcd endpoint), as .ci/run starts it with
+    scripts/kube-test.sh, or one started here for the session."""
+
+    def __init__(self):
+        self.dir = None
+        if os.environ.get("GAZ_TEST_KUBECONFIG"):
+            self.kubeconfig = os.environ["GAZ_TEST_KUBECONFIG"]
+            self.etcd_endpoint = os.environ.get("GAZ_TEST_KUBE_ETCD", "")
+        else:
+            out = subprocess.check_output([KUBE_TEST, "start"], text=True).split("\n")
+            self.kubeconfig, self.etcd_endpoint, self.dir = out[0], out[1], out[2]
+
+    def kubectl(self, *args, input=None, check=True, namespace=None):
+        cmd = [KUBECTL, "--kubeconfig", self.kubeconfig] + (["-n", namespace] if namespace else []) + list(args)
+        r = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=60)
+        if check and r.returncode != 0:
+            raise AssertionError("kubectl %s failed: %s%s" % (" ".join(args), r.stdout, r.stderr))
+        return r
+
+    def etcdctl(self, *args):
+        env = dict((k, v) for k, v in os.environ.items() if not k.startswith("ETCD"))
+        return subprocess.run([ETCDCTL_BIN, "--endpoints", self.etcd_endpoint] + list(args),
+                              capture_output=True, text=True, env=env, check=True).stdout
+
+    def stop(self):
+        if self.dir:
+            subprocess.run([KUBE_TEST, "stop", self.dir], check=False)
+
+
+@pytest.fixture(scope="session")
+def kube():
+    k = Kube()
+    yield k
+    k.stop()
+
+
+class Operator:
+    """One gazette-operator process watching one namespace."""
+
+    def __init__(self, kube, cluster, namespace, broker_address, extra=(), env=None, in_cluster=False, name=None):
+        self.kube, self.cluster, self.namespace = kube, cluster, namespace
+        self.port = free_port()
+        self.env = env or {}
+        self.logpath = os.path.join(cluster.dir, "operator-%s.log" % (name or namespace))
+        self.args = [OPERATOR, "--kubeconfig", "" if in_cluster else kube.kubeconfig, "--namespace", namespace,
+                     "--etcd.address", cluster.etcd.endpoint, "--etcd.prefix", cluster.prefix,
+                     "--broker.address", broker_address, "--broker.timeout", "10s", "--resync", "2s",
+                     "--http.address", "127.0.0.1:%d" % self.port, "--log.level", "debug"] + list(extra)
+        self.proc = None
+
+    def start(self, wait=True):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_", "KUBERNETES_"))}
+        env["ASAN_OPTIONS"] = os.environ.get("GAZ_BROKER_ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        env.update(self.env)
+        self.log = open(self.logpath, "a")
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        if wait:
+            wait_for(lambda: self.http("/readyz")[0] == 200, 30, "operator /readyz")
+        else:
+            wait_for(lambda: self.http("/healthz")[0] == 200, 30, "operator /healthz")
+        return self
+
+    def http(self, path):
+        import urllib.error
+        import urllib.request
+        if self.proc.poll() is not None:
+            raise AssertionError("operator exited %s:\n%s" % (self.proc.returncode, self.logtail()))
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.port, path), timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError:
+            return 0, ""
+
+    def logtext(self):
+        return open(self.logpath).read()
+
+    def logtail(self, n=60):
+        return "".join(self.logtext().splitlines(True)[-n:])
+
+    def stop(self, timeout=30):
+        if not self.proc or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.terminate()
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("operator did not exit within %ss:\n%s" % (timeout, self.logtail()))
+        text = self.logtext()
+        for m in SAN_MARKERS:
+            assert m not in text, "sanitizer report in %s:\n%s" % (self.logpath, text[text.index(m) - 200:][:4000])
+        assert rc == 0, "operator exited %d:\n%s" % (rc, self.logtail())
