@@ -315,6 +315,7 @@ struct sop {
 	struct gaz_rpc_stream *s;
 	bool pending, done;
 	int ok;
+	int waiters;  /* threads waiting for this op: only they are woken */
 };
 
 struct gaz_rpc_stream {
@@ -324,6 +325,7 @@ struct gaz_rpc_stream {
 	int inflight;
 	struct sop start_op, status_op, send_op, close_op, recv_op;
 	grpc_byte_buffer *send_bb;  /* the send in flight's message, freed once done */
+	bool freeing;               /* gaz_rpc_stream_free waits for every op */
 	bool eof;
 	grpc_metadata auth;
 	grpc_metadata_array init_md, trailing_md;
@@ -343,7 +345,10 @@ static void sop_cb(void *tag, int ok)
 	o->done = true;
 	o->ok = ok;
 	s->inflight--;
-	pthread_cond_broadcast(&s->cv);
+	/* Wake only who waits for this op (a gatherer waiting for a reply
+	 * must not wake for each send completing), or the final free. */
+	if (o->waiters || s->freeing)
+		pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -374,8 +379,10 @@ static int sop_run(struct gaz_rpc_stream *s, struct sop *o, const grpc_op *ops, 
 
 	pthread_mutex_lock(&s->mu);
 	if (sop_start(s, o, ops, n)) {
+		o->waiters++;
 		while (!o->done)
 			pthread_cond_wait(&s->cv, &s->mu);
+		o->waiters--;
 		o->done = false;
 		ok = o->ok;
 	}
@@ -453,8 +460,10 @@ static bool send_settle(struct gaz_rpc_stream *s)
 {
 	bool ok = true;
 
+	s->send_op.waiters++;
 	while (s->send_op.pending)
 		pthread_cond_wait(&s->cv, &s->mu);
+	s->send_op.waiters--;
 	if (s->send_op.done) {
 		s->send_op.done = false;
 		ok = s->send_op.ok;
@@ -499,10 +508,16 @@ int gaz_rpc_stream_close_send(struct gaz_rpc_stream *s)
 /* recv_wait (s->mu held) waits for the in-flight receive; true if done. */
 static bool recv_wait(struct gaz_rpc_stream *s, int64_t deadline_ns)
 {
+	bool done = true;
+
+	s->recv_op.waiters++;
 	while (!s->recv_op.done)
-		if (gaz__rpc_timedwait(&s->cv, &s->mu, deadline_ns))
-			return s->recv_op.done;
-	return true;
+		if (gaz__rpc_timedwait(&s->cv, &s->mu, deadline_ns)) {
+			done = s->recv_op.done;
+			break;
+		}
+	s->recv_op.waiters--;
+	return done;
 }
 
 int gaz_rpc_stream_recv(struct gaz_rpc_stream *s, const ProtobufCMessageDescriptor *desc,
@@ -542,8 +557,10 @@ int gaz_rpc_stream_finish(struct gaz_rpc_stream *s, struct gaz_status *st)
 	int rc = 0;
 
 	pthread_mutex_lock(&s->mu);
+	s->status_op.waiters++;
 	while (s->status_op.pending)
 		pthread_cond_wait(&s->cv, &s->mu);
+	s->status_op.waiters--;
 	if (s->status != GRPC_STATUS_OK)
 		rc = rpc_error(st, s->status, s->details);
 	pthread_mutex_unlock(&s->mu);
@@ -560,6 +577,7 @@ void gaz_rpc_stream_free(struct gaz_rpc_stream *s)
 	if (!s)
 		return;
 	pthread_mutex_lock(&s->mu);
+	s->freeing = true;
 	if (s->inflight > 0)
 		grpc_call_cancel(s->gc, NULL); /* a no-op once the status is in */
 	while (s->inflight > 0)

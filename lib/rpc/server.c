@@ -133,6 +133,8 @@ struct gaz_rpc_call {
 	int n_ahead;
 	size_t ahead_bytes;
 	bool recv_end;             /* a receive completed without a message */
+	bool recv_waiting;         /* the handler waits in recv_bb */
+	bool send_waiting;         /* the handler waits for send_op */
 	int recv_end_ok;           /* ...with this ok (1: half-close or cancel) */
 
 	/* A local call (gc == NULL, see gaz_rpc_local_new): its requests,
@@ -187,12 +189,14 @@ static void call_destroy(struct gaz_rpc_call *c)
 	srv_unlock_signal(srv);
 }
 
-/* call_unref drops a reference; call with c->mu held, returns unlocked. */
-static void call_unref_locked(struct gaz_rpc_call *c)
+/* call_unref drops a reference, waking the handler if `wake`; call with
+ * c->mu held, returns unlocked. */
+static void call_unref_locked(struct gaz_rpc_call *c, bool wake)
 {
 	bool last = --c->refs == 0;
 
-	pthread_cond_broadcast(&c->cv);
+	if (wake)
+		pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	if (last)
 		call_destroy(c);
@@ -246,7 +250,11 @@ static void op_cb(void *tag, int ok)
 		c->cancelled = true;
 	if (o == &c->recv_op)
 		recv_arrived(c);
-	call_unref_locked(c);
+	/* Wake the handler only for what it waits on: a handler waiting for
+	 * a journal's append token must not wake for each message read
+	 * ahead (thread switches are the cost of small appends). */
+	call_unref_locked(c, o == &c->close_op || (o == &c->recv_op && c->recv_waiting) ||
+				     (o == &c->send_op && c->send_waiting));
 }
 
 /* call_start starts a batch tagged `o`; c->mu held (released meanwhile so
@@ -272,8 +280,10 @@ static int call_start(struct gaz_rpc_call *c, struct optag *o, const grpc_op *op
 /* call_await waits (c->mu held) for `o` to complete and consumes it. */
 static int call_await(struct gaz_rpc_call *c, struct optag *o)
 {
+	c->send_waiting = true; /* only send_op is awaited */
 	while (!o->done)
 		pthread_cond_wait(&c->cv, &c->mu);
+	c->send_waiting = false;
 	o->done = false;
 	return o->ok;
 }
@@ -343,7 +353,7 @@ static void call_run(struct gaz_rpc_call *c)
 		gaz_rpc_finish(c, NULL, GAZ_GRPC_INTERNAL, "handler ended without a status");
 	}
 	pthread_mutex_lock(&c->mu);
-	call_unref_locked(c);
+	call_unref_locked(c, false);
 }
 
 static struct gaz_rpc_call *pool_pop(struct gaz_rpc_server *srv)
@@ -865,6 +875,7 @@ static int local_recv(struct gaz_rpc_call *c, grpc_byte_buffer **bb)
  * or GAZ_ETIMEDOUT (the receive stays in flight for the next call). */
 static int recv_bb(struct gaz_rpc_call *c, grpc_byte_buffer **bb, int64_t deadline_ns)
 {
+	bool timed_out;
 	int rc = 0;
 
 	*bb = NULL;
@@ -901,7 +912,10 @@ static int recv_bb(struct gaz_rpc_call *c, grpc_byte_buffer **bb, int64_t deadli
 			}
 			continue; /* mu was dropped: it may have arrived already */
 		}
-		if (gaz__rpc_timedwait(&c->cv, &c->mu, deadline_ns) && !c->n_ahead && !c->recv_end) {
+		c->recv_waiting = true;
+		timed_out = gaz__rpc_timedwait(&c->cv, &c->mu, deadline_ns);
+		c->recv_waiting = false;
+		if (timed_out && !c->n_ahead && !c->recv_end) {
 			rc = GAZ_ETIMEDOUT;
 			break;
 		}
@@ -945,8 +959,10 @@ static bool send_settle(struct gaz_rpc_call *c)
 {
 	bool ok = true;
 
+	c->send_waiting = true;
 	while (c->send_op.pending)
 		pthread_cond_wait(&c->cv, &c->mu);
+	c->send_waiting = false;
 	if (c->send_op.done) {
 		c->send_op.done = false;
 		ok = c->send_op.ok;
