@@ -41,6 +41,7 @@ def test_appends_reach_every_replica(cluster):
     assert len(keys) == 3
 
 
+import grpc
 import pytest
 
 
@@ -185,3 +186,62 @@ def test_sigterm_hands_journals_between_kinds(cluster, leaving):
         for jn, rec, begin, end in acked:
             if jn == n:
                 assert data[begin:end] == rec, "acknowledged append lost in %s at [%d,%d)" % (n, begin, end)
+
+
+def test_replica_killed_mid_append_rolls_back_and_retry_succeeds(cluster):
+    """An append at replication 3 is streaming when a replica (not the
+    primary) is SIGKILLed. The append must not be acknowledged with bytes
+    missing from a replica: it fails and rolls back everywhere (no byte of
+    it is readable), and the same append retried once the allocator has
+    replaced the replica commits on all three members."""
+    import signal
+    import threading
+    brokers = [cluster.start(zone="z%d" % (i % 2)) for i in range(4)]
+    c = Client(brokers[0].address)
+    c.apply(spec("mid/j", replication=3))
+    route = wait_route(c, "mid/j", 3)
+    assert c.append("mid/j", b"before\n").status == pb.OK
+    ids = [m.suffix for m in route.members]
+    primary = next(b for b in brokers if b.id == ids[route.primary])
+    victim = next(b for b in brokers if b.id in ids and b is not primary)
+    go, killed = threading.Event(), threading.Event()
+
+    def chunks():
+        yield pb.AppendRequest(journal="mid/j")
+        yield pb.AppendRequest(content=b"A" * 1000)
+        go.set()
+        killed.wait(30)
+        time.sleep(0.5)
+        yield pb.AppendRequest(content=b"B" * 1000)
+        yield pb.AppendRequest()
+    pc = Client(primary.address)
+    result = {}
+
+    def run():
+        try:
+            result["resp"] = pc._append(chunks(), timeout=30)
+        except grpc.RpcError as e:
+            result["err"] = e.code()
+    t = threading.Thread(target=run)
+    t.start()
+    assert go.wait(10)
+    victim.stop(sig=signal.SIGKILL)
+    killed.set()
+    t.join(40)
+    resp = result.get("resp")
+    assert resp is None or resp.status != pb.OK, "acknowledged although a replica died mid-append"
+    # Nothing of the failed append is readable anywhere.
+    data, _ = pc.read_bytes("mid/j")
+    assert data == b"before\n", data
+    # The retry commits once the route is whole again, on every member.
+    deadline = time.time() + 30
+    while victim.id in [m.suffix for m in wait_route(pc, "mid/j", 3, timeout=30).members]:
+        assert time.time() < deadline, "the dead replica was never replaced"
+        time.sleep(0.2)
+    route = wait_route(pc, "mid/j", 3)
+    r = pc.append("mid/j", b"A" * 1000 + b"B" * 1000, timeout=30)
+    assert r.status == pb.OK and (r.commit.begin, r.commit.end) == (7, 2007), r
+    for m in route.members:
+        b = next(x for x in brokers if x.id == m.suffix)
+        got, _ = Client(b.address).read_bytes("mid/j", offset=7, do_not_proxy=True)
+        assert got == b"A" * 1000 + b"B" * 1000, (b.id, len(got))
