@@ -17,8 +17,10 @@
 # Credentials: GAZ_TEST_S3_ACCESS_KEY / GAZ_TEST_S3_SECRET_KEY (defaults
 # below), handed to weed as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, which
 # makes its S3 gateway create an admin identity with those keys (with no
-# identity at all it would accept anonymous requests). The binary is
-# $WEED, else the one scripts/deps.sh builds.
+# identity at all it would accept anonymous requests). Buckets are not
+# created on upload (-s3.autoCreateBucket=false), so a missing bucket is an
+# error as on AWS. The admin server always starts, so its ports are set
+# too. The binary is $WEED, else the one scripts/deps.sh builds.
 #
 # Exit status: 0, or 1 with the tail of the weed log on stderr.
 set -eu
@@ -134,7 +136,7 @@ run)
 	exit $rc
 	;;
 *)
-	sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac
