@@ -669,6 +669,7 @@ static int s3_list(struct gaz_store *s, const char *key_prefix, gaz_store_list_f
 			page.next_token = NULL;
 		gaz__s3_list_page_release(&page);
 	} while (token);
+	free(token); /* a page that failed after a token */
 	return rc;
 }
 
