@@ -20,7 +20,10 @@
 # identity at all it would accept anonymous requests). Buckets are not
 # created on upload (-s3.autoCreateBucket=false), so a missing bucket is an
 # error as on AWS. The admin server always starts, so its ports are set
-# too. The binary is $WEED, else the one scripts/deps.sh builds.
+# too. Every bucket takes at least one volume, and the volume slots are
+# the free disk divided by the volume size, so volumes are kept at 64 MB
+# (tests make a bucket each). The binary is $WEED, else the one
+# scripts/deps.sh builds.
 #
 # Exit status: 0, or 1 with the tail of the weed log on stderr.
 set -eu
@@ -61,7 +64,7 @@ launch() {
 		-admin.port="$(p "$d" aport)" -admin.port.grpc="$(p "$d" agrpc)" -admin.port.legacy=0 \
 		-admin.ui=false -webdav=false -s3.port.iceberg=0 -s3.port.lance=0 \
 		-filer.localSocket="$d/filer.sock" -s3.localSocket="$d/s3.sock" \
-		-s3.autoCreateBucket=false -master.telemetry=false >>"$d/weed.log" 2>&1 </dev/null &
+		-master.volumeSizeLimitMB=64 -s3.autoCreateBucket=false -master.telemetry=false >>"$d/weed.log" 2>&1 </dev/null &
 	echo $! >"$d/pid"
 	i=0
 	while [ $i -lt 900 ]; do
@@ -136,7 +139,7 @@ run)
 	exit $rc
 	;;
 *)
-	sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac
