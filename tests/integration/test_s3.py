@@ -121,6 +121,8 @@ class Recorder(http.server.ThreadingHTTPServer):
     def __init__(self, target):
         self.target = target.replace("http://", "")
         self.seen = []
+        self.fail_next = 0      # answer this many requests 503 SlowDown
+        self.outage = False     # answer every request 503 SlowDown
         super().__init__(("127.0.0.1", 0), RecorderHandler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -139,6 +141,15 @@ class RecorderHandler(http.server.BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else None
         self.server.seen.append((self.command, self.path.split("?")[0], "X-Amz-Signature=" in self.path))
+        if self.server.outage or self.server.fail_next > 0:
+            self.server.fail_next -= 1
+            err = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+            self.send_response(503)
+            self.send_header("Content-Length", str(len(err)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(err)
+            return
         conn = http.client.HTTPConnection(self.server.target, timeout=60)
         conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
         for k, v in self.headers.items():
@@ -215,6 +226,72 @@ def test_s3_signed_urls_and_direct_reads(cluster, s3):
     assert got == data
     assert [p for m, p, q in rec.seen if m == "GET" and not q and p.endswith(".gz")]
     rec.shutdown()
+
+
+def recorded_url(rec, bucket, prefix):
+    from urllib.parse import quote
+    return "s3://%s/%s?endpoint=%s&region=us-east-1" % (bucket, prefix, quote(rec.endpoint, safe=""))
+
+
+def test_s3_retries_slowdown_then_reports_it(cluster, s3):
+    """503 SlowDown answers are retried with backoff; when they do not
+    stop, the store is unhealthy with the S3 error named."""
+    rec = Recorder(s3.endpoint)
+    bucket = s3.new_bucket()
+    url = recorded_url(rec, bucket, "rt/")
+    b = cluster.start(env=s3.env())
+    c = Client(b.address)
+    rec.fail_next = 3
+    assert health(c, url).status == pb.OK
+    puts = [p for m, p, q in rec.seen if m == "PUT" and p.endswith("/.test/health-check")]
+    assert len(puts) == 4  # three 503s, then the upload
+    rec.outage = True
+    t0 = time.time()
+    r = health(c, url)
+    assert r.status == pb.FRAGMENT_STORE_UNHEALTHY
+    assert "HTTP 503 SlowDown" in r.store_health_error, r.store_health_error
+    assert time.time() - t0 > 1.0  # it backed off between attempts
+    rec.outage = False
+    assert health(c, url).status == pb.OK
+    rec.shutdown()
+
+
+def test_s3_outage_keeps_spooled_bytes_and_persists_them_after(cluster, s3):
+    """During an S3 outage appends answer FRAGMENT_STORE_UNHEALTHY, bytes
+    already appended stay readable from the broker's spool, and the
+    fragment holding them is persisted once the store answers again."""
+    rec = Recorder(s3.endpoint)
+    bucket = s3.new_bucket()
+    url = recorded_url(rec, bucket, "out/")
+    b = cluster.start(env=s3.env())
+    c = Client(b.address)
+    c.apply(spec("out/j", stores=(url,), length=1024))
+    wait_assigned(c, "out/j")
+    data = records(500, b"o")
+    assert c.append("out/j", data).status == pb.OK  # one spool, past its length
+    rec.outage = True
+    try:
+        outage_checks(b, c, s3, bucket, data)
+    finally:
+        rec.outage = False
+    wait_for(lambda: s3.keys(bucket, "out/out/j/"), 60, "the fragment to persist after the outage")
+    body = s3.client().get_object(Bucket=bucket, Key=s3.keys(bucket, "out/out/j/")[0])["Body"].read()
+    assert body == data
+    wait_for(lambda: c.append("out/j", b"after\n", timeout=15).status == pb.OK, 30, "appends to recover")
+    rec.shutdown()
+
+
+def outage_checks(b, c, s3, bucket, data):
+    # The next append rolls that spool (its persist now fails) and lands:
+    # the store's failure is noticed by the index refresh, seconds later.
+    assert c.append("out/j", b"y" * 10).status == pb.OK
+    wait_for(lambda: c.append("out/j", b"x", timeout=15).status == pb.FRAGMENT_STORE_UNHEALTHY, 30,
+             "appends to answer FRAGMENT_STORE_UNHEALTHY during the outage")
+    wait_for(lambda: "persisting fragment failed" in open(b.logpath).read(), 30, "a failed persist")
+    assert s3.keys(bucket, "out/out/j/") == []
+    got, _ = c.read_bytes("out/j")
+    head = data + b"y" * 10  # then the "x" appends accepted before the refresh noticed
+    assert got[:len(head)] == head and got[len(head):] == b"x" * (len(got) - len(head))
 
 
 def place_fragments(s3, bucket, prefix, journal, n):
