@@ -17,7 +17,7 @@ SANFLAGS =
 OPT      = -O2
 endif
 
-PKGS     = libprotobuf-c openssl libzstd zlib libcurl jansson yaml-0.1
+PKGS     = libprotobuf-c openssl libzstd zlib libcurl jansson yaml-0.1 expat
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers \
            -g $(OPT) -pthread $(SANFLAGS) -I. -Ilib -Iclient/include -I$(BUILD)/gen \
            $(shell pkg-config --cflags $(PKGS))

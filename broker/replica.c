@@ -313,9 +313,13 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 		pthread_mutex_lock(&r->mu);
 		snprintf(r->store_error, sizeof(r->store_error), "%.255s", st->msg);
 		/* A store that cannot even be opened (unsupported scheme, bad
-		 * parameters) will not get better by waiting: let requests
-		 * proceed and answer FRAGMENT_STORE_UNHEALTHY instead of hanging. */
-		if (rc == GAZ_EINVAL)
+		 * parameters), or that refuses us (credentials, missing bucket:
+		 * the authorization class), will not get better by waiting: let
+		 * requests proceed and answer FRAGMENT_STORE_UNHEALTHY instead of
+		 * hanging, as Gazette's append does once its store health check
+		 * fails. A later successful refresh installs the store's index and
+		 * clears the error before any append is accepted. */
+		if (rc == GAZ_EINVAL || rc == GAZ_EPERM)
 			r->index_ready = true;
 		pthread_mutex_unlock(&r->mu);
 		gaz_notifier_broadcast(&r->notifier);

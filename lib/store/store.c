@@ -229,8 +229,8 @@ struct backend {
 
 static const struct backend backends[] = {
 	{"file", {NULL}, gaz__store_file_open},
-	/* s3: slot for gaz__store_s3_open (SigV4 over libcurl). */
-	{"s3", {"profile", "endpoint", "region", "acl", "storageclass", "sse", "ssekmskeyid"}, NULL},
+	{"s3", {"profile", "endpoint", "region", "acl", "storageclass", "sse", "ssekmskeyid"},
+	 gaz__store_s3_open},
 	{"gs", {NULL}, NULL},
 	{"azure", {NULL}, NULL},
 	{"azure-ad", {NULL}, NULL},
@@ -581,6 +581,17 @@ static int health_list_cb(void *arg, const struct gaz_store_obj *obj, struct gaz
 	return 0;
 }
 
+static int health_fetch(struct gaz_store *s, const char *url, struct gaz_status *st)
+{
+	char buf[64];
+	size_t n = 0;
+	int rc = s->ops->fetch(s, url, buf, sizeof(buf), &n, st);
+
+	if (!rc && (n != sizeof(health_body) - 1 || memcmp(buf, health_body, n)))
+		rc = gaz_status_set(st, GAZ_EIO, "signed URL answered %zu unexpected bytes", n);
+	return rc;
+}
+
 int gaz_store_health_check(struct gaz_store *s, struct gaz_status *st)
 {
 	struct gaz_status local = {0};
@@ -604,8 +615,12 @@ int gaz_store_health_check(struct gaz_store *s, struct gaz_status *st)
 	if (!rc) {
 		step = "sign";
 		rc = gaz_store_sign_get(s, HEALTH_PATH, 300, &url, &local);
-		free(url);
 	}
+	if (!rc && s->ops->fetch && !strncmp(url, "http", 4)) {
+		step = "fetch signed URL";
+		rc = health_fetch(s, url, &local);
+	}
+	free(url);
 	if (rc)
 		return gaz_status_set(st, rc, "fragment store \"%s\" health check failed at %s: %s",
 				      s->url.raw, step, local.msg);

@@ -5,7 +5,7 @@
  * A store is named by a FragmentStore URL (facts §3.6, §5.6):
  *
  *   file:///<path>/                  files under the broker's file root
- *   s3://<bucket>/<prefix>/          (slot reserved; not supported yet)
+ *   s3://<bucket>/<prefix>/          S3 or any S3-compatible service (s3.c)
  *   gs://<bucket>/<prefix>/, azure://<container>/<prefix>/,
  *   azure-ad://<tenant>/<account>/<container>/<prefix>/   (not yet)
  *
@@ -113,6 +113,11 @@ struct gaz_store_ops {
 	int (*remove)(struct gaz_store *s, const char *key, struct gaz_status *st);
 	int (*sign_get)(struct gaz_store *s, const char *key, int64_t ttl_s, char **url,
 			struct gaz_status *st);
+	/* Optional: GET a URL from sign_get as a client would (no credentials
+	 * of the store's own) into buf[cap]; 0 only for HTTP 200. The health
+	 * check uses it for http(s) URLs. */
+	int (*fetch)(struct gaz_store *s, const char *url, char *buf, size_t cap, size_t *n,
+		     struct gaz_status *st);
 	void (*destroy)(struct gaz_store *s);
 };
 
@@ -131,9 +136,10 @@ struct gaz_store {
  * against the scheme's known set (unknown keys fail, facts §3.6/§5.6) and
  * opens the backend. file:// stores resolve to <file_root><url path>
  * (`file_root` borrowed, required for file://; the directory need not exist
- * yet, put checks it). Other schemes: GAZ_EINVAL "not supported yet".
- * Returns 0 and *out with one reference (drop with gaz_store_unref),
- * GAZ_EINVAL, GAZ_ENOMEM. */
+ * yet, put checks it). s3:// stores resolve credentials and region now
+ * (s3_int.h; no network yet). gs, azure, azure-ad: GAZ_EINVAL "not
+ * supported yet". Returns 0 and *out with one reference (drop with
+ * gaz_store_unref), GAZ_EINVAL, GAZ_EPERM (no credentials), GAZ_ENOMEM. */
 int gaz_store_open(const char *url, const char *file_root, struct gaz_store **out,
 		   struct gaz_status *st);
 
@@ -206,10 +212,10 @@ int gaz_store_sign_get(struct gaz_store *s, const char *path, int64_t ttl_s, cha
 
 /* gaz_store_health_check runs one check (facts §5.7): PUT
  * ".test/health-check" = "health-check\n", GET and compare, LIST ".test/"
- * expecting "health-check", sign a GET for 5 minutes. (Fetching an http(s)
- * signed URL is left to the HTTP-capable backends.) Blocking; the caller
- * schedules and times it. Returns 0 or the failing step's error, with the
- * step named in st. */
+ * expecting "health-check", sign a GET for 5 minutes and, when the URL is
+ * http(s) and the backend can fetch, GET it expecting 200 and the same
+ * body. Blocking; the caller schedules and times it. Returns 0 or the
+ * failing step's error, with the step named in st. */
 int gaz_store_health_check(struct gaz_store *s, struct gaz_status *st);
 
 /* Fragment listing callback: `f` is borrowed for the call (copy what you
@@ -238,5 +244,9 @@ static inline bool gaz_store_is_auth_error(int code)
 /* gaz__store_file_open sets s->ops/s->impl for a file:// store rooted at
  * file_root. */
 int gaz__store_file_open(struct gaz_store *s, const char *file_root, struct gaz_status *st);
+
+/* gaz__store_s3_open sets s->ops/s->impl for an s3:// store (s3.c);
+ * file_root is unused. Errors: see gaz__s3_config_resolve (s3_int.h). */
+int gaz__store_s3_open(struct gaz_store *s, const char *file_root, struct gaz_status *st);
 
 #endif

@@ -108,6 +108,78 @@ def etcd():
     e.stop()
 
 
+class S3:
+    """An S3 server for the suite (SeaweedFS from scripts/s3-test.sh),
+    with boto3 (Debian's python3-boto3) as an independent client. Each test
+    makes its own bucket."""
+
+    def __init__(self, endpoint, access_key, secret_key, dir=None):
+        self.endpoint, self.access_key, self.secret_key, self.dir = endpoint, access_key, secret_key, dir
+
+    @classmethod
+    def start(cls):
+        ak, sk = "gazette-test", "gazette-test-secret"
+        env = dict(os.environ, GAZ_TEST_S3_ACCESS_KEY=ak, GAZ_TEST_S3_SECRET_KEY=sk)
+        out = subprocess.check_output([os.path.join(ROOT, "scripts/s3-test.sh"), "start"], text=True, env=env)
+        endpoint, d = out.split()[:2]
+        return cls(endpoint, ak, sk, d)
+
+    def stop(self):
+        if self.dir:
+            subprocess.run([os.path.join(ROOT, "scripts/s3-test.sh"), "stop", self.dir], capture_output=True)
+
+    def client(self, access_key=None, secret_key=None):
+        import boto3
+        from botocore.config import Config
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id=access_key or self.access_key,
+                            aws_secret_access_key=secret_key or self.secret_key,
+                            config=Config(s3={"addressing_style": "path"}, signature_version="s3v4",
+                                          retries={"max_attempts": 3}))
+
+    def env(self):
+        """What a broker (ours or Gazette's) needs to reach this server."""
+        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key}
+
+    def new_bucket(self, create=True):
+        name = "gz-%s" % uuid.uuid4().hex[:12]
+        if create:
+            self.client().create_bucket(Bucket=name)
+        return name
+
+    def url(self, bucket, prefix="", **params):
+        """A FragmentStore URL of Gazette's form for this server."""
+        from urllib.parse import quote
+        q = "endpoint=%s&region=us-east-1" % quote(self.endpoint, safe="")
+        for k, v in params.items():
+            q += "&%s=%s" % (k, quote(str(v), safe=""))
+        return "s3://%s/%s?%s" % (bucket, prefix, q)
+
+    def keys(self, bucket, prefix=""):
+        out, token = [], None
+        c = self.client()
+        while True:
+            kw = {"Bucket": bucket, "Prefix": prefix}
+            if token:
+                kw["ContinuationToken"] = token
+            r = c.list_objects_v2(**kw)
+            out += [o["Key"] for o in r.get("Contents", [])]
+            if not r.get("IsTruncated"):
+                return out
+            token = r["NextContinuationToken"]
+
+
+@pytest.fixture(scope="session")
+def s3():
+    if os.environ.get("GAZ_TEST_S3"):
+        s = S3(os.environ["GAZ_TEST_S3"], os.environ.get("GAZ_TEST_S3_ACCESS_KEY", "gazette-test"),
+               os.environ.get("GAZ_TEST_S3_SECRET_KEY", "gazette-test-secret"))
+    else:
+        s = S3.start()
+    yield s
+    s.stop()
+
+
 SAN_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer", "WARNING: ThreadSanitizer")
 
 
@@ -133,7 +205,9 @@ class Broker:
                 "--broker.file-root", self.cluster.file_root,
                 "--etcd.address", self.etcd_endpoint, "--etcd.prefix", self.cluster.prefix,
                 "--etcd.lease", "5s", "--log.level", "info"] + self.extra
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_"))}
+        # No AWS settings leak in from the machine: S3 tests pass their own.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_", "AWS_"))}
+        env["AWS_SHARED_CREDENTIALS_FILE"] = env["AWS_CONFIG_FILE"] = "/nonexistent"
         env["TMPDIR"] = self.cluster.scratch(self.id)
         env["ASAN_OPTIONS"] = os.environ.get("GAZ_BROKER_ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
         env.update(self.env)

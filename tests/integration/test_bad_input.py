@@ -129,9 +129,10 @@ def test_etcd_down_at_start_then_up(cluster, tmp_path):
 
 
 def test_unusable_store_answers_unhealthy_instead_of_hanging(one):
-    """A journal whose store cannot be used (an S3 store this build does not
-    support yet) answers FRAGMENT_STORE_UNHEALTHY; reads of its live spool
-    still work; nothing hangs."""
+    """A journal whose store cannot be used (an S3 store with neither
+    credentials nor a region in the broker's environment) answers
+    FRAGMENT_STORE_UNHEALTHY; reads of its live spool still work; nothing
+    hangs."""
     cluster, b, c = one
     c.apply(spec("bad/s3", stores=("s3://bucket/prefix/",)))
     t0 = time.time()

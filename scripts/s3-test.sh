@@ -1,0 +1,145 @@
+#!/bin/sh
+# s3-test.sh - a throwaway S3 server for tests: SeaweedFS `weed mini`
+# (master, volume, filer and S3 gateway in one process) on loopback, every
+# port explicit, telemetry off. Never touches a server it did not start:
+# it stops only the pid recorded in its dir.
+#
+#   scripts/s3-test.sh start [DIR]  start weed with its data, log, pid and
+#                                   ports under DIR (default: a new dir under
+#                                   /dev/shm, else $TMPDIR); wait until a
+#                                   signed PUT works; print the endpoint
+#                                   (http://127.0.0.1:PORT), then DIR
+#   scripts/s3-test.sh stop DIR     stop it (TERM, then KILL after 20 s) and
+#                                   remove DIR
+#   scripts/s3-test.sh run CMD...   start, run CMD with GAZ_TEST_S3 and the
+#                                   keys set, stop; CMD's status
+#
+# Credentials: GAZ_TEST_S3_ACCESS_KEY / GAZ_TEST_S3_SECRET_KEY (defaults
+# below), handed to weed as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, which
+# makes its S3 gateway create an admin identity with those keys (with no
+# identity at all it would accept anonymous requests). Buckets are not
+# created on upload (-s3.autoCreateBucket=false), so a missing bucket is an
+# error as on AWS. The admin server always starts, so its ports are set
+# too. Every bucket takes at least one volume, and the volume slots are
+# the free disk divided by the volume size, so volumes are kept at 64 MB
+# (tests make a bucket each). The binary is $WEED, else the one
+# scripts/deps.sh builds.
+#
+# Exit status: 0, or 1 with the tail of the weed log on stderr.
+set -eu
+
+cd "$(dirname "$0")/.."
+WEED=${WEED:-$(scripts/deps.sh --weed-dir)/weed}
+AK=${GAZ_TEST_S3_ACCESS_KEY:-gazette-test}
+SK=${GAZ_TEST_S3_SECRET_KEY:-gazette-test-secret}
+PORTS="mport mgrpc vport vgrpc fport fgrpc sport sgrpc aport agrpc"
+
+freeport() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+p() { cat "$1/$2"; }
+
+# probe URL: a signed PUT of a small object into the probe bucket (curl's
+# own SigV4; test-rig.md §3.1: canonical query, explicit payload hash).
+probe() {
+	curl -fsS --max-time 5 --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AK:$SK" \
+		-H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -X PUT "$1/gaz-probe" >/dev/null 2>&1 || true
+	printf 'ok' | curl -fsS --max-time 5 --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AK:$SK" \
+		-H "x-amz-content-sha256: $(printf ok | sha256sum | cut -d' ' -f1)" \
+		--data-binary @- -X PUT "$1/gaz-probe/ready" >/dev/null 2>&1
+}
+
+# launch DIR: start weed on the ports recorded in DIR; wait up to 90 s.
+launch() {
+	d=$1
+	url=http://127.0.0.1:$(p "$d" sport)
+	mkdir -p "$d/data"
+	AWS_ACCESS_KEY_ID=$AK AWS_SECRET_ACCESS_KEY=$SK "$WEED" mini -dir="$d/data" \
+		-ip=127.0.0.1 -ip.bind=127.0.0.1 \
+		-master.port="$(p "$d" mport)" -master.port.grpc="$(p "$d" mgrpc)" \
+		-volume.port="$(p "$d" vport)" -volume.port.grpc="$(p "$d" vgrpc)" \
+		-filer.port="$(p "$d" fport)" -filer.port.grpc="$(p "$d" fgrpc)" \
+		-s3.port="$(p "$d" sport)" -s3.port.grpc="$(p "$d" sgrpc)" \
+		-admin.port="$(p "$d" aport)" -admin.port.grpc="$(p "$d" agrpc)" -admin.port.legacy=0 \
+		-admin.ui=false -webdav=false -s3.port.iceberg=0 -s3.port.lance=0 \
+		-filer.localSocket="$d/filer.sock" -s3.localSocket="$d/s3.sock" \
+		-master.volumeSizeLimitMB=64 -s3.autoCreateBucket=false -master.telemetry=false >>"$d/weed.log" 2>&1 </dev/null &
+	echo $! >"$d/pid"
+	i=0
+	while [ $i -lt 900 ]; do
+		if curl -fsS --max-time 1 "$url/healthz" >/dev/null 2>&1 && probe "$url"; then
+			return 0
+		fi
+		kill -0 "$(p "$d" pid)" 2>/dev/null || break
+		sleep 0.1
+		i=$((i + 1))
+	done
+	echo "s3-test: weed at $url not ready; log tail:" >&2
+	tail -n 30 "$d/weed.log" >&2
+	halt "$d"
+	return 1
+}
+
+# halt DIR: stop the weed whose pid DIR records, by that pid only.
+halt() {
+	[ -f "$1/pid" ] || return 0
+	pid=$(cat "$1/pid")
+	if kill -TERM "$pid" 2>/dev/null; then
+		i=0
+		while kill -0 "$pid" 2>/dev/null && [ $i -lt 200 ]; do
+			sleep 0.1
+			i=$((i + 1))
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	rm -f "$1/pid"
+}
+
+start() {
+	d=${1:-}
+	if [ -z "$d" ]; then
+		d=$(mktemp -d -p /dev/shm gaz-s3.XXXXXX 2>/dev/null || mktemp -d -t gaz-s3.XXXXXX)
+	fi
+	mkdir -p "$d"
+	[ -x "$WEED" ] || { echo "s3-test: no weed binary at $WEED (run: scripts/deps.sh)" >&2; return 1; }
+	# A port taken between probe and bind: retry once (test-rig.md §0).
+	for try in 1 2; do
+		for v in $PORTS; do freeport >"$d/$v"; done
+		if launch "$d"; then
+			echo "http://127.0.0.1:$(p "$d" sport)"
+			echo "$d"
+			return 0
+		fi
+		rm -rf "$d/data"
+	done
+	return 1
+}
+
+stop() {
+	[ -n "${1:-}" ] && [ -d "$1" ] || { echo "s3-test: stop needs the DIR" >&2; return 1; }
+	halt "$1"
+	rm -rf "$1"
+}
+
+case ${1:-} in
+start)
+	start "${2:-}"
+	;;
+stop)
+	stop "${2:-}"
+	;;
+run)
+	shift
+	out=$(start) || exit 1
+	ep=$(echo "$out" | sed -n 1p) dir=$(echo "$out" | sed -n 2p)
+	trap 'stop "$dir"' EXIT INT TERM
+	rc=0
+	GAZ_TEST_S3=$ep GAZ_TEST_S3_ACCESS_KEY=$AK GAZ_TEST_S3_SECRET_KEY=$SK "$@" || rc=$?
+	exit $rc
+	;;
+*)
+	sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+	;;
+esac
