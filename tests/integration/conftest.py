@@ -115,6 +115,7 @@ class S3:
 
     def __init__(self, endpoint, access_key, secret_key, dir=None):
         self.endpoint, self.access_key, self.secret_key, self.dir = endpoint, access_key, secret_key, dir
+        self.made = []  # buckets named by new_bucket, dropped at the session's end
 
     @classmethod
     def start(cls):
@@ -143,9 +144,24 @@ class S3:
 
     def new_bucket(self, create=True):
         name = "gz-%s" % uuid.uuid4().hex[:12]
+        self.made.append(name)
         if create:
             self.client().create_bucket(Bucket=name)
         return name
+
+    def drop_buckets(self):
+        """Deletes the buckets made so far (each holds SeaweedFS volumes,
+        and a shared server has a few hundred)."""
+        c = self.client()
+        for b in self.made:
+            try:
+                keys = self.keys(b)
+                for i in range(0, len(keys), 1000):
+                    c.delete_objects(Bucket=b, Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]]})
+                c.delete_bucket(Bucket=b)
+            except Exception:
+                pass  # never made, or already gone
+        self.made = []
 
     def url(self, bucket, prefix="", **params):
         """A FragmentStore URL of Gazette's form for this server."""
@@ -177,6 +193,7 @@ def s3():
     else:
         s = S3.start()
     yield s
+    s.drop_buckets()  # after every test's brokers have stopped
     s.stop()
 
 
