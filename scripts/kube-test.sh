@@ -28,9 +28,8 @@ KUBE_DIR=${KUBE_DIR:-$("$here/deps.sh" --kube-dir)}
 ETCD=${ETCD:-$("$here/deps.sh" --etcd-dir)/etcd}
 export ETCD
 
-freeport() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=scripts/rig-lib.sh
+. "$(dirname "$0")/rig-lib.sh"
 
 # pki DIR: one CA signs the serving certificate and the admin's client
 # certificate (O=system:masters, always authorized); an RSA key pair signs
@@ -106,19 +105,8 @@ kubeconfig() {
 	k config use-context test
 }
 
-halt_apiserver() {
-	[ -f "$1/kpid" ] || return 0
-	pid=$(cat "$1/kpid")
-	if kill -TERM "$pid" 2>/dev/null; then
-		i=0
-		while kill -0 "$pid" 2>/dev/null && [ $i -lt 200 ]; do
-			sleep 0.1
-			i=$((i + 1))
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	rm -f "$1/kpid"
-}
+# halt_apiserver DIR: stop the kube-apiserver whose pid DIR records, by that pid only.
+halt_apiserver() { halt_pidfile "$1/kpid"; }
 
 start() {
 	d=${1:-}

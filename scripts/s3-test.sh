@@ -34,9 +34,8 @@ AK=${GAZ_TEST_S3_ACCESS_KEY:-gazette-test}
 SK=${GAZ_TEST_S3_SECRET_KEY:-gazette-test-secret}
 PORTS="mport mgrpc vport vgrpc fport fgrpc sport sgrpc aport agrpc"
 
-freeport() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=scripts/rig-lib.sh
+. "$(dirname "$0")/rig-lib.sh"
 
 p() { cat "$1/$2"; }
 
@@ -82,19 +81,7 @@ launch() {
 }
 
 # halt DIR: stop the weed whose pid DIR records, by that pid only.
-halt() {
-	[ -f "$1/pid" ] || return 0
-	pid=$(cat "$1/pid")
-	if kill -TERM "$pid" 2>/dev/null; then
-		i=0
-		while kill -0 "$pid" 2>/dev/null && [ $i -lt 200 ]; do
-			sleep 0.1
-			i=$((i + 1))
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	rm -f "$1/pid"
-}
+halt() { halt_pidfile "$1/pid"; }
 
 start() {
 	d=${1:-}
