@@ -95,7 +95,7 @@ void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__R
 	struct gaz_status st = {0};
 	struct gaz_rpc_stream *s = NULL;
 	struct gaz_rpc_channel *ch;
-	Protocol__Header *h = gaz_header_build(b, res);
+	Protocol__Header *h = gaz_header_build(b, res), *orig;
 	int idx, rc = 0;
 	const char *ep = gaz_proxy_pick(b, res, &idx);
 
@@ -111,9 +111,12 @@ void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__R
 	 * assignment at our own address) fails instead of looping. */
 	h->process_id->zone = res->route.zone[idx];
 	h->process_id->suffix = res->route.suffix[idx];
+	/* The request may carry the header of an earlier proxy hop: it stays
+	 * the request's (freed with it); ours goes out in its place. */
+	orig = req->header;
 	req->header = h;
 	rc = gaz_rpc_stream_send(s, &req->base);
-	req->header = NULL;
+	req->header = orig;
 	gaz_header_free(h);
 	if (!rc)
 		gaz_rpc_stream_close_send(s);
@@ -169,7 +172,7 @@ void gaz__append_proxy(struct append_ctx *a)
 	struct gaz_status st = {0};
 	struct gaz_rpc_stream *s = NULL;
 	struct gaz_rpc_channel *ch;
-	Protocol__Header *h = gaz_header_build(a->b, &a->res);
+	Protocol__Header *h = gaz_header_build(a->b, &a->res), *orig;
 	ProtobufCMessage *resp = NULL;
 	int idx, rc;
 	bool upstream;
@@ -183,9 +186,10 @@ void gaz__append_proxy(struct append_ctx *a)
 		gaz_header_free(h);
 		return;
 	}
+	orig = a->req->header; /* an earlier hop's, freed with the request */
 	a->req->header = h;
 	rc = gaz_rpc_stream_send(s, &a->req->base);
-	a->req->header = NULL;
+	a->req->header = orig;
 	gaz_header_free(h);
 	upstream = rc != 0;
 	if (!rc)
