@@ -10,12 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/persister.h"
-#include "broker/release.h"
 #include "broker/replica.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "etcd/txn.h"
 
 #define MAINTAIN_TICK_MS 250
 

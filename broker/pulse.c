@@ -37,14 +37,24 @@
 #define PULSE_RETRY (GAZ_NS_PER_S / 2)
 #define AUTO_SUSPEND_TICKS 15 /* periodic pulses with an unchanged route */
 
-/* Whether the assignments of `journal` disagree with the route derived
- * from them: a route change that no pulse has written yet. */
-static bool route_inconsistent(struct gaz_broker *b, const char *journal)
+/* What the keyspace says of `journal` for the pulse: whether its
+ * assignments disagree with the route derived from them (a route change no
+ * pulse has written yet), and its flush interval in seconds (0 = none).
+ * Reads the mirror in place: this runs every tick for every primary. */
+static bool route_inconsistent(struct gaz_broker *b, const char *journal, int64_t *flush_s)
 {
 	struct gaz_route route = {.primary = -1};
+	const struct gaz_ks_entry *item;
 	bool bad = false;
 
+	*flush_s = 0;
 	gaz_keyspace_rlock(b->ks);
+	item = gaz_ks_item(b->ks, b->root, journal);
+	if (item) {
+		const Protocol__JournalSpec *spec = ((const struct gaz_ks_value *)item->decoded)->spec;
+		if (spec && spec->fragment && spec->fragment->flush_interval)
+			*flush_s = spec->fragment->flush_interval->seconds;
+	}
 	if (!gaz_route_build(b->ks, b->root, journal, &route))
 		for (size_t i = 0; i < route.n; i++)
 			bad |= !route.consistent[i];
@@ -54,11 +64,8 @@ static bool route_inconsistent(struct gaz_broker *b, const char *journal)
 }
 
 /* Whether the spool holds content from an earlier flush interval. */
-static bool flush_due(struct gaz_broker *b, struct gaz_replica *r)
+static bool flush_due(struct gaz_replica *r, int64_t interval_s)
 {
-	Protocol__JournalSpec *spec = gaz_ks_spec_copy(b->ks, b->root, r->journal);
-	int64_t interval_s = spec && spec->fragment && spec->fragment->flush_interval
-				     ? spec->fragment->flush_interval->seconds : 0;
 	bool due = false;
 
 	if (interval_s > 0) {
@@ -68,8 +75,6 @@ static bool flush_due(struct gaz_broker *b, struct gaz_replica *r)
 			      gaz_wall_ns() / GAZ_NS_PER_S / interval_s;
 		pthread_mutex_unlock(&r->mu);
 	}
-	if (spec)
-		protobuf_c_message_free_unpacked(&spec->base, NULL);
 	return due;
 }
 
@@ -113,12 +118,13 @@ static bool pulse(struct gaz_broker *b, struct gaz_replica *r, bool auto_suspend
 static void maybe_pulse(struct gaz_broker *b, struct gaz_replica *r, int64_t now)
 {
 	bool periodic, changed, ok, auto_suspend;
+	int64_t flush_s;
 
 	if (!r->primary || r->dead || now < r->pulse_retry_ns)
 		return;
 	periodic = now >= r->pulse_next_ns;
-	changed = route_inconsistent(b, r->journal);
-	if (!periodic && !changed && !flush_due(b, r))
+	changed = route_inconsistent(b, r->journal, &flush_s);
+	if (!periodic && !changed && !flush_due(r, flush_s))
 		return;
 	if (changed)
 		r->pulse_stable_ticks = 0;

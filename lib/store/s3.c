@@ -675,7 +675,9 @@ static int s3_list(struct gaz_store *s, const char *key_prefix, gaz_store_list_f
 
 /* ------------------------------------------------------ exists/remove */
 
-static int s3_exists(struct gaz_store *s, const char *key, bool *exists, struct gaz_status *st)
+/* A request on one object with no body to send or keep (HEAD, DELETE). */
+static int object_request(struct gaz_store *s, const char *method, const char *key,
+			  struct gaz_status *st)
 {
 	struct s3_store *s3 = impl_of(s);
 	char k[GAZ_STORE_KEY_MAX + 512];
@@ -684,9 +686,16 @@ static int s3_exists(struct gaz_store *s, const char *key, bool *exists, struct 
 
 	if ((rc = full_key(s3, key, k, sizeof(k), st)))
 		return rc;
-	call_init(&c, "HEAD", k);
+	call_init(&c, method, k);
 	rc = s3_do(s3, &c, st);
 	rbuf_free(&c.resp);
+	return rc;
+}
+
+static int s3_exists(struct gaz_store *s, const char *key, bool *exists, struct gaz_status *st)
+{
+	int rc = object_request(s, "HEAD", key, st);
+
 	if (rc == GAZ_ENOTFOUND) {
 		gaz_status_clear(st);
 		rc = 0;
@@ -698,17 +707,7 @@ static int s3_exists(struct gaz_store *s, const char *key, bool *exists, struct 
 
 static int s3_remove(struct gaz_store *s, const char *key, struct gaz_status *st)
 {
-	struct s3_store *s3 = impl_of(s);
-	char k[GAZ_STORE_KEY_MAX + 512];
-	struct s3_call c;
-	int rc;
-
-	if ((rc = full_key(s3, key, k, sizeof(k), st)))
-		return rc;
-	call_init(&c, "DELETE", k);
-	rc = s3_do(s3, &c, st);
-	rbuf_free(&c.resp);
-	return rc;
+	return object_request(s, "DELETE", key, st);
 }
 
 /* ---------------------------------------------------------------- put */
