@@ -261,7 +261,10 @@ static int as_primary(struct append_ctx *a)
 	bool wrote;
 	int rc;
 
-	if ((rc = gaz_replica_acquire(r, a->call))) {
+	gaz__append_prefetch(a);
+	if ((rc = gaz__append_acquire(a))) {
+		if (rc == 1) /* committed by another append's group commit */
+			return 0;
 		if (rc == GAZ_ESTOPPED)
 			return 1;
 		gaz__append_respond_error(a, GAZ_GRPC_CANCELLED, "cancelled waiting for the journal");
@@ -368,6 +371,7 @@ void gaz_handle_append(struct gaz_rpc_call *call, void *arg)
 		gaz_replica_release(a.token);
 	if (!a.finished)
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_CANCELLED, "append abandoned");
+	gaz__append_prefetch_release(&a);
 	gaz_labelset_free(a.registers);
 	gaz_resolution_release(&a.res);
 	protobuf_c_message_free_unpacked(&a.req->base, NULL);

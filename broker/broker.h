@@ -76,6 +76,7 @@ struct gaz_broker {
 	atomic_bool exiting;           /* SIGTERM seen; member marked exiting */
 	atomic_bool stopping;          /* replicas are being shut down */
 	atomic_bool lease_lost;
+	atomic_llong append_prefetched; /* content bytes appends read ahead (append_batch.c) */
 	pthread_t maintain_thread, alloc_thread, pulse_thread;
 	bool threads_started;
 };

@@ -126,13 +126,14 @@ struct counted {
 	const char *op;
 	gaz_rpc_handler_fn fn;
 	bool self_completes;
+	unsigned flags; /* GAZ_RPC_*: Append starts with its small request whole */
 };
 
 static struct counted counted_methods[] = {
 	{"List", gaz_handle_list, false},
 	{"Apply", gaz_handle_apply, false},
 	{"Read", gaz_handle_read, true},
-	{"Append", gaz_handle_append, true},
+	{"Append", gaz_handle_append, true, GAZ_RPC_DISPATCH_READ},
 	{"ListFragments", gaz_handle_list_fragments, false},
 	{"FragmentStoreHealth", gaz_handle_store_health, false},
 	{"Replicate", gaz_handle_replicate, false},
@@ -158,7 +159,8 @@ static int start_serving(struct gaz_broker *b, struct gaz_status *st)
 		return gaz_status_set(st, GAZ_ENOMEM, "creating the gRPC server");
 	for (size_t i = 0; i < sizeof(counted_methods) / sizeof(counted_methods[0]); i++) {
 		snprintf(path, sizeof(path), "/protocol.Journal/%s", counted_methods[i].op);
-		gaz_rpc_server_register(b->srv, path, counted_handler, &counted_methods[i]);
+		gaz_rpc_server_register_flags(b->srv, path, counted_handler, &counted_methods[i],
+					      counted_methods[i].flags);
 	}
 	if (gaz_rpc_server_start(b->srv, NULL, NULL))
 		return gaz_status_set(st, GAZ_EIO, "starting the gRPC server");

@@ -201,6 +201,97 @@ int gaz_replica_acquire(struct gaz_replica *r, struct gaz_rpc_call *call)
 	return w.granted ? 0 : (rc ? rc : GAZ_ESTOPPED);
 }
 
+static void batch_remove(struct gaz_replica *r, struct gaz_batch_link *l)
+{
+	for (struct gaz_batch_link **pp = &r->batch_queue; *pp; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			return;
+		}
+}
+
+int gaz_replica_acquire_queued(struct gaz_replica *r, struct gaz_rpc_call *call,
+			       struct gaz_batch_link *l)
+{
+	struct gaz_token_waiter w = {.call = call}, **tail;
+	struct gaz_batch_link **ltail;
+	int rc = 0;
+
+	pthread_mutex_lock(&r->mu);
+	if (r->dead) {
+		pthread_mutex_unlock(&r->mu);
+		return GAZ_ESTOPPED;
+	}
+	if (!r->token_held && !r->token_queue) {
+		r->token_held = true;
+		pthread_mutex_unlock(&r->mu);
+		return 0;
+	}
+	*l = (struct gaz_batch_link){.waiter = &w, .call = call};
+	for (ltail = &r->batch_queue; *ltail; ltail = &(*ltail)->next)
+		;
+	*ltail = l;
+	for (tail = &r->token_queue; *tail; tail = &(*tail)->next)
+		;
+	*tail = &w;
+	while (!w.granted && !l->taken && !r->dead && !rc) {
+		pthread_mutex_unlock(&r->mu);
+		rc = gaz_rpc_wait(call, gaz_deadline_in(1000));
+		if (rc == GAZ_ETIMEDOUT)
+			rc = 0;
+		pthread_mutex_lock(&r->mu);
+	}
+	if (l->taken) {
+		/* The taker reads our content until it is done with it. */
+		while (!l->done) {
+			pthread_mutex_unlock(&r->mu);
+			if (gaz_rpc_wait(call, gaz_deadline_in(1000)) == GAZ_ECANCELLED)
+				usleep(1000);
+			pthread_mutex_lock(&r->mu);
+		}
+		pthread_mutex_unlock(&r->mu);
+		return 1;
+	}
+	batch_remove(r, l);
+	if (!w.granted)
+		queue_remove(r, &w);
+	pthread_mutex_unlock(&r->mu);
+	if (w.granted && (rc || r->dead)) {
+		gaz_replica_release(r);
+		return rc ? rc : GAZ_ESTOPPED;
+	}
+	return w.granted ? 0 : (rc ? rc : GAZ_ESTOPPED);
+}
+
+size_t gaz_replica_take_queued(struct gaz_replica *r, struct gaz_batch_link **out, size_t max,
+			       bool (*accept)(struct gaz_batch_link *l, void *arg), void *arg)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&r->mu);
+	while (n < max && r->batch_queue && accept(r->batch_queue, arg)) {
+		struct gaz_batch_link *l = r->batch_queue;
+		r->batch_queue = l->next;
+		l->next = NULL;
+		queue_remove(r, l->waiter);
+		l->waiter = NULL;
+		l->taken = true;
+		out[n++] = l;
+	}
+	pthread_mutex_unlock(&r->mu);
+	return n;
+}
+
+void gaz_replica_done_queued(struct gaz_replica *r, struct gaz_batch_link **links, size_t n)
+{
+	pthread_mutex_lock(&r->mu);
+	for (size_t i = 0; i < n; i++) {
+		links[i]->done = true;
+		gaz_rpc_wake(links[i]->call);
+	}
+	pthread_mutex_unlock(&r->mu);
+}
+
 void gaz_replica_release(struct gaz_replica *r)
 {
 	struct gaz_token_waiter *w;

@@ -83,6 +83,19 @@ struct gaz_rpc_server *gaz_rpc_server_new(const struct gaz_rpc_server_opts *opts
 int gaz_rpc_server_register(struct gaz_rpc_server *srv, const char *path, gaz_rpc_handler_fn fn,
 			    void *arg);
 
+/* Flags of gaz_rpc_server_register_flags. */
+enum {
+	/* Start the handler only once the request stream has ended (client
+	 * half-close, confirmed; or cancellation) or the read-ahead is full
+	 * (4 messages or 64 KiB): a client-streaming handler then finds a
+	 * small request whole instead of waking once per message. */
+	GAZ_RPC_DISPATCH_READ = 1 << 0,
+};
+
+/* gaz_rpc_server_register_flags is gaz_rpc_server_register with `flags`. */
+int gaz_rpc_server_register_flags(struct gaz_rpc_server *srv, const char *path,
+				  gaz_rpc_handler_fn fn, void *arg, unsigned flags);
+
 /* gaz_rpc_server_start starts serving. Connections come in through
  * gaz_rpc_server_add_fd (one-port mode) and, if `listen_addr` is non-NULL
  * ("127.0.0.1:0"), a native grpc listener too; the bound port is stored in
