@@ -80,16 +80,20 @@ static int resolve(struct append_ctx *a)
 	return 0;
 }
 
-static int64_t desired_replication(const struct append_ctx *a)
+int64_t gaz__append_desired_replication(const struct gaz_broker *b, const Protocol__JournalSpec *s)
 {
-	const Protocol__JournalSpec *s = a->res.spec;
 	int64_t r = s->replication;
 
-	if (r > a->b->cfg.max_replication)
-		r = a->b->cfg.max_replication;
+	if (r > b->cfg.max_replication)
+		r = b->cfg.max_replication;
 	if (s->suspend && s->suspend->level == PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__PARTIAL && r > 1)
 		r = 1;
 	return r;
+}
+
+static int64_t desired_replication(const struct append_ctx *a)
+{
+	return gaz__append_desired_replication(a->b, a->res.spec);
 }
 
 /* Appends to a txn: for every assignment compare its mod revision, and put

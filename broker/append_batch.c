@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "broker/append_int.h"
+#include "broker/metrics.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "protocol/labels.h"
@@ -218,4 +219,144 @@ size_t gaz__append_batch_take(struct append_ctx *a, struct gaz_batch_link **out,
 	struct take_budget t = {.max_bytes = max_bytes};
 
 	return gaz_replica_take_queued(a->res.replica, out, max, fits, &t);
+}
+
+/* ---- the fast path: appends parked without a thread ---------------------- */
+
+/* Gives a parked call back its handler thread (the token went free with
+ * it queued, or the replica died). The request is still read ahead. */
+static void parked_dispatch(struct gaz_batch_link *l)
+{
+	struct gaz_batch_entry *e = (struct gaz_batch_entry *)l;
+	struct gaz_rpc_call *call = l->call;
+
+	free(e->owned);
+	free(e);
+	gaz_rpc_dispatch(call);
+}
+
+void gaz__append_answer_parked(struct append_ctx *a, struct gaz_batch_entry *e)
+{
+	/* Answer through the leader's resolution (header, journal) and
+	 * registers, on the parked call: a borrowed, read-only view. */
+	struct append_ctx pa = {.b = a->b, .call = e->link.call, .res = a->res,
+				.registers = a->registers, .total_chunks = e->chunks};
+
+	gaz_metric_rpc_started("Append");
+	if (e->code != GAZ_GRPC_OK) {
+		gaz__append_respond_error(&pa, e->code, e->msg);
+	} else if (e->status != PROTOCOL__STATUS__OK) {
+		gaz__append_respond_status(&pa, e->status);
+	} else {
+		pa.commit_begin = e->begin;
+		pa.commit_end = e->end;
+		pa.commit_codec = a->commit_codec;
+		memcpy(pa.commit_sum, e->sum, sizeof(pa.commit_sum));
+		gaz__append_respond_commit(&pa);
+	}
+	gaz_rpc_unpark(e->link.call);
+	free(e->owned);
+	free(e);
+}
+
+/* Reads the whole request by peeking (nothing is consumed, so a handler
+ * can still run it): a plain first message and its content. Returns the
+ * first message, or NULL when the request does not qualify. */
+static Protocol__AppendRequest *peek_request(struct gaz_rpc_call *call, uint8_t **data,
+					     size_t *len, int64_t *chunks)
+{
+	const ProtobufCMessageDescriptor *d = &protocol__append_request__descriptor;
+	Protocol__AppendRequest *req = NULL, *m = NULL;
+	struct gaz_status st = {0};
+	bool intent = false;
+	int rc;
+
+	*data = NULL;
+	*len = 0;
+	*chunks = 0;
+	if (gaz_rpc_peek(call, 0, d, (ProtobufCMessage **)&req) || !req->journal[0] ||
+	    gaz_validate_append_request(req, &st) || !plain_request(req) || req->header)
+		goto fail;
+	for (size_t i = 1;; i++) {
+		uint8_t *grown;
+		if ((rc = gaz_rpc_peek(call, i, d, (ProtobufCMessage **)&m)) == GAZ_EOF)
+			break;
+		if (rc || intent || m->journal[0] || gaz_validate_append_request(m, &st))
+			goto fail;
+		if (m->content.len == 0) {
+			intent = true;
+		} else {
+			if (!(grown = realloc(*data, *len + m->content.len)))
+				goto fail;
+			memcpy(grown + *len, m->content.data, m->content.len);
+			*data = grown;
+			*len += m->content.len;
+			++*chunks;
+		}
+		protobuf_c_message_free_unpacked(&m->base, NULL);
+		m = NULL;
+	}
+	if (intent && *len > 0)
+		return req;
+fail:
+	if (m)
+		protobuf_c_message_free_unpacked(&m->base, NULL);
+	if (req)
+		protobuf_c_message_free_unpacked(&req->base, NULL);
+	free(*data);
+	*data = NULL;
+	return NULL;
+}
+
+bool gaz_append_fast(struct gaz_rpc_call *call, struct gaz_broker *b)
+{
+	struct gaz_resolution res = {.route.primary = -1};
+	struct gaz_status st = {0};
+	struct gaz_batch_entry *e = NULL;
+	Protocol__AppendRequest *req;
+	const Protocol__JournalSpec *spec;
+	uint8_t *data;
+	size_t len;
+	int64_t chunks;
+	bool parked = false;
+
+	if (!(req = peek_request(call, &data, &len, &chunks)))
+		return false;
+	struct gaz_resolve_opts o = {
+		.may_proxy = true,
+		.require_primary = true,
+		.min_etcd_revision = req->min_etcd_revision,
+		.no_wait = true,
+	};
+	if (gaz_resolve(b, req->journal, &o, &res, &st) || res.status != PROTOCOL__STATUS__OK ||
+	    !res.replica)
+		goto out;
+	spec = res.spec;
+	/* What the handler would do before grouping: no route fix-ups to
+	 * write, no suspension to lift, writes allowed. */
+	if ((int64_t)res.route.n != gaz__append_desired_replication(b, spec) ||
+	    (spec->suspend && spec->suspend->level != PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__NONE) ||
+	    !gaz_journal_may_write(spec->flags))
+		goto out;
+	for (size_t i = 0; i < res.route.n; i++)
+		if (!res.route.consistent[i])
+			goto out;
+	if (!(e = calloc(1, sizeof(*e))))
+		goto out;
+	e->link.parked = true;
+	e->link.call = call;
+	e->link.unpark = parked_dispatch;
+	e->data = e->owned = data;
+	e->len = len;
+	e->chunks = chunks;
+	if ((parked = gaz_replica_park(res.replica, &e->link)))
+		gaz_metric_append_parked();
+out:
+	if (!parked) {
+		free(e);
+		free(data);
+	}
+	gaz_resolution_release(&res);
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+	return parked;
 }

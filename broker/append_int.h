@@ -13,6 +13,7 @@ struct gaz_batch_entry {
 	const uint8_t *data;               /* its whole content, `len` bytes */
 	size_t len;
 	uint8_t *owned;                    /* data, when it had to be joined */
+	int64_t chunks;                    /* content messages (parked entries) */
 	/* The outcome, set by the token holder that committed it. */
 	int code;                          /* GAZ_GRPC_*; with OK, `status` */
 	int status;                        /* Protocol__Status */
@@ -95,6 +96,14 @@ int gaz__append_local(struct append_ctx *a);
  * peer's) to an empty fragment at `to`. The token is held. Returns 0 or
  * an error (the pipeline is closed on failure). */
 int gaz__append_roll(struct append_ctx *a, int64_t to);
+
+/* append.c: the journal's replication the route must have (§4.7). */
+int64_t gaz__append_desired_replication(const struct gaz_broker *b, const Protocol__JournalSpec *s);
+
+/* append_batch.c: answers a taken parked entry (leader's context `a` for
+ * the header and registers) and frees it. code/status/msg as in
+ * struct gaz_batch_entry. */
+void gaz__append_answer_parked(struct append_ctx *a, struct gaz_batch_entry *e);
 
 /* append.c: suspension write (UPDATE_SUSPEND). */
 int gaz__append_update_suspend(struct append_ctx *a, int level, int64_t offset);

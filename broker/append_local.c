@@ -430,21 +430,29 @@ static int batch_write(struct append_ctx *a, struct gaz_batch_link **links, size
 	return rc;
 }
 
-/* Answers every member but the leader (links[0]) and wakes it. */
+/* Answers every member but the leader (links[0]): parked ones here, the
+ * others by waking their handler. */
 static void batch_answer(struct append_ctx *a, struct gaz_batch_link **links, size_t n, int code,
 			 int status, const char *msg)
 {
 	struct gaz_replica *r = a->res.replica;
+
+	size_t threaded = 0;
 
 	for (size_t i = 1; i < n; i++) {
 		struct gaz_batch_entry *e = entry_of(links[i]);
 		e->code = code;
 		e->status = status;
 		snprintf(e->msg, sizeof(e->msg), "%s", msg ? msg : "");
+		if (links[i]->parked) {
+			gaz__append_answer_parked(a, e);
+			continue;
+		}
 		if (code == GAZ_GRPC_OK && status == PROTOCOL__STATUS__OK)
 			gaz_labelset_copy(e->a->registers, a->registers);
+		links[threaded++] = links[i]; /* compacted in place; unused after */
 	}
-	gaz_replica_done_queued(r, links + 1, n - 1);
+	gaz_replica_done_queued(r, links, threaded);
 }
 
 int gaz__append_batch_commit(struct append_ctx *a)

@@ -35,6 +35,13 @@ struct gaz_batch_link {
 	struct gaz_rpc_call *call;        /* woken when done */
 	bool taken;                       /* a token holder is committing it */
 	bool done;                        /* its outcome is set */
+	/* A parked link has no thread behind it (append_batch.c's fast path):
+	 * no token wait, and a token holder answers it itself. Should the
+	 * token go free with it still queued, or the replica die, it is
+	 * handed back through unpark (no locks held), which gives the call a
+	 * handler thread. */
+	bool parked;
+	void (*unpark)(struct gaz_batch_link *l);
 };
 
 struct gaz_replica {
@@ -99,6 +106,12 @@ void gaz_replica_release(struct gaz_replica *r);
  * of gaz_replica_acquire (link no longer queued). */
 int gaz_replica_acquire_queued(struct gaz_replica *r, struct gaz_rpc_call *call,
 			       struct gaz_batch_link *link);
+
+/* gaz_replica_park queues a parked link (l->parked, l->unpark set) for
+ * group commit, only while the token is held (so that its release will
+ * see it). Returns false, not queued, when the token is free or the
+ * replica dead. */
+bool gaz_replica_park(struct gaz_replica *r, struct gaz_batch_link *l);
 
 /* gaz_replica_take_queued: with the token held, detaches queued links in
  * FIFO order while accept(link, arg) says yes, marking each taken and

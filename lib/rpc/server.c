@@ -51,6 +51,7 @@ struct method {
 	void *arg;
 	char *path;
 	unsigned flags; /* GAZ_RPC_* */
+	gaz_rpc_fast_fn fast;
 };
 
 /* A request kept outstanding with grpc, reused after every accept. */
@@ -260,6 +261,15 @@ static bool dispatch_ready(struct gaz_rpc_call *c)
 
 static void pool_push(struct gaz_rpc_server *srv, struct gaz_rpc_call *c);
 
+/* call_dispatch (mu not held) offers a read call to its method's fast
+ * path, else queues it for a handler thread. */
+static void call_dispatch(struct gaz_rpc_call *c)
+{
+	if (c->m->fast && c->m->fast(c, c->m->arg))
+		return;
+	pool_push(c->srv, c);
+}
+
 /* recv_arrived queues a completed receive (c->mu held, on a poller) and
  * starts the next one while the queue has room. */
 static void recv_arrived(struct gaz_rpc_call *c)
@@ -315,7 +325,7 @@ static void op_cb(void *tag, int ok)
 	dispatch = dispatch_ready(c);
 	call_unref_locked(c, wake);
 	if (dispatch) /* the handler's reference keeps c alive */
-		pool_push(c->srv, c);
+		call_dispatch(c);
 }
 
 /* call_start starts a batch tagged `o`; c->mu held (released meanwhile so
@@ -806,8 +816,17 @@ int gaz_rpc_server_register(struct gaz_rpc_server *srv, const char *path, gaz_rp
 int gaz_rpc_server_register_flags(struct gaz_rpc_server *srv, const char *path,
 				  gaz_rpc_handler_fn fn, void *arg, unsigned flags)
 {
+	return gaz_rpc_server_register_fast(srv, path, fn, NULL, arg, flags);
+}
+
+int gaz_rpc_server_register_fast(struct gaz_rpc_server *srv, const char *path,
+				 gaz_rpc_handler_fn fn, gaz_rpc_fast_fn fast, void *arg,
+				 unsigned flags)
+{
 	struct method *m, **ms;
 
+	if (fast && !(flags & GAZ_RPC_DISPATCH_READ))
+		return GAZ_EINVAL;
 	if (!srv || !path || path[0] != '/' || !fn || srv->state != SRV_NEW)
 		return GAZ_EINVAL;
 	ms = realloc(srv->methods, (srv->nmethods + 1) * sizeof(*ms));
@@ -827,6 +846,7 @@ int gaz_rpc_server_register_flags(struct gaz_rpc_server *srv, const char *path,
 	m->fn = fn;
 	m->arg = arg;
 	m->flags = flags;
+	m->fast = fast;
 	ms[srv->nmethods++] = m;
 	return 0;
 }
@@ -1213,6 +1233,37 @@ int gaz_rpc_finish(struct gaz_rpc_call *call, const ProtobufCMessage *resp, int 
 	ok = call_start(call, &call->fin_op, ops, n) == 0 && !call->cancelled;
 	pthread_mutex_unlock(&call->mu);
 	return ok ? 0 : GAZ_ECANCELLED;
+}
+
+int gaz_rpc_peek(struct gaz_rpc_call *call, size_t i, const ProtobufCMessageDescriptor *desc,
+		 ProtobufCMessage **out)
+{
+	int rc = GAZ_ETIMEDOUT;
+
+	*out = NULL;
+	pthread_mutex_lock(&call->mu);
+	if (call->cancelled || call->finished)
+		rc = GAZ_ECANCELLED;
+	else if (i < (size_t)call->n_ahead)
+		rc = gaz__rpc_unpack(call->ahead[i], desc, out, NULL);
+	else if (i == (size_t)call->n_ahead && call->recv_end && call->recv_end_ok &&
+		 call->md_sent && !call->eof_probe)
+		rc = GAZ_EOF; /* the poller's probe confirmed the half-close */
+	pthread_mutex_unlock(&call->mu);
+	return rc;
+}
+
+void gaz_rpc_dispatch(struct gaz_rpc_call *call)
+{
+	pool_push(call->srv, call);
+}
+
+void gaz_rpc_unpark(struct gaz_rpc_call *call)
+{
+	if (!call->finished)
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_INTERNAL, "parked call ended without a status");
+	pthread_mutex_lock(&call->mu);
+	call_unref_locked(call, false);
 }
 
 bool gaz_rpc_cancelled(struct gaz_rpc_call *call)
