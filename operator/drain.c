@@ -97,30 +97,39 @@ static void on_pod(void *arg, const char *key, const json_t *old, const json_t *
 
 static void on_keyspace(void *arg) { wake(arg); }
 
+/* Trims spaces at both ends of `s` in place; returns the first non-space. */
+static char *trim(char *s)
+{
+	char *e = s + strlen(s);
+
+	while (*s == ' ')
+		s++;
+	while (e > s && e[-1] == ' ')
+		*--e = '\0';
+	return s;
+}
+
 json_t *gaz_drain_parse_selector(const char *selector)
 {
 	json_t *out = json_object();
-	char *copy = strdup(selector ? selector : ""), *save = NULL, *tok;
-	bool ok = out && copy && *selector;
+	char *copy = strdup(selector ? selector : ""), *item = copy;
+	bool ok = out && copy && *trim(copy);
 
-	for (tok = ok ? strtok_r(copy, ",", &save) : NULL; ok && tok; tok = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(tok, '='), *k = tok, *v, *e;
-		if (!eq || eq[1] == '=' || (eq > tok && eq[-1] == '!')) {
+	/* Every comma-separated item must be "key=value" (no empty items). */
+	while (ok && item) {
+		char *comma = strchr(item, ',');
+		if (comma)
+			*comma = '\0';
+		char *eq = strchr(item, '=');
+		if (!eq || eq[1] == '=' || (eq > item && eq[-1] == '!')) {
 			ok = false;
 			break;
 		}
 		*eq = '\0';
-		v = eq + 1;
-		while (*k == ' ')
-			k++;
-		for (e = k + strlen(k); e > k && e[-1] == ' '; e--)
-			*(e - 1) = '\0';
-		while (*v == ' ')
-			v++;
-		for (e = v + strlen(v); e > v && e[-1] == ' '; e--)
-			*(e - 1) = '\0';
-		ok = *k && !strpbrk(k, " ()!") && !strpbrk(v, " ()!") &&
+		char *k = trim(item), *v = trim(eq + 1);
+		ok = *k && !strpbrk(k, " ()!") && !strpbrk(v, " ()!=") &&
 		     !json_object_set_new(out, k, json_string(v));
+		item = comma ? comma + 1 : NULL;
 	}
 	free(copy);
 	if (!ok) {
