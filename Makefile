@@ -35,7 +35,7 @@ CLIENT_SRCS = $(sort $(wildcard client/lib/*.c))
 GAZCTL_SRCS = $(sort $(wildcard client/gazctl/*.c))
 OPERATOR_SRCS = $(sort $(wildcard operator/*.c))
 BENCH_SRCS  = $(sort $(wildcard bench/*.c))
-UNIT_SRCS   = $(sort $(shell find tests/unit -name 'test_*.c'))
+UNIT_SRCS   = $(sort $(shell find tests/unit -name 'test_*.c' 2>/dev/null))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
