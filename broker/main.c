@@ -433,8 +433,10 @@ int main(int argc, char **argv)
 	if (gaz_flags_find_ini("gazette.ini", ini, sizeof(ini)) == 0)
 		f.ini_path = ini;
 	rc = gaz_flags_parse(&f, argc - 2, argv + 2, &st);
-	if (rc == GAZ_FLAGS_HELP)
+	if (rc == GAZ_FLAGS_HELP) {
+		gaz_flags_release(&f); /* the help was printed; leak nothing */
 		return 0;
+	}
 	if (rc) {
 		fprintf(stderr, "gazette: %s\n", st.msg);
 		return 1;

@@ -370,8 +370,10 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	rc = gaz_flags_parse(&f, argc - 1, argv + 1, &st);
-	if (rc == GAZ_FLAGS_HELP)
+	if (rc == GAZ_FLAGS_HELP) {
+		gaz_flags_release(&f); /* the help was printed; leak nothing */
 		return 0;
+	}
 	if (rc || f.npos || gaz_log_setup(op.cfg.log_level, op.cfg.log_format)) {
 		fprintf(stderr, "gazette-operator: %s\n", rc ? st.msg : "unexpected arguments");
 		return 2;
