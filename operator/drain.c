@@ -376,64 +376,100 @@ static struct member *find_member(struct view *v, const char *pod_name)
 	return NULL;
 }
 
+static const char *drain_annotation(const json_t *pod)
+{
+	const json_t *ann = json_object_get(json_object_get(pod, "metadata"), "annotations");
+
+	return json_string_value(json_object_get(ann, GAZ_DRAIN_ANNOTATION));
+}
+
+/* Marks the member of a terminating pod exiting (once) and says so. */
+static void start_drain(struct gaz_drain *d, const json_t *pod, const char *name, struct member *m,
+			struct view *v)
+{
+	struct gaz_status st = {0};
+	bool applied = false;
+	char msg[512];
+
+	if (mark_exiting(d, m, &applied, &st))
+		gaz_warn("marking member exiting failed", "pod=%s key=%s err=\"%s\"", name, m->key, st.msg);
+	if (!applied)
+		return; /* lost a race with the broker's own write: next pass */
+	m->exiting = true;
+	v->exiting++;
+	gaz_metric_inc(gaz_metric_with(d->m_marked));
+	gaz_info("pod terminating: member marked exiting", "pod=%s key=%s assignments=%zu", name,
+		 m->key, m->assignments);
+	snprintf(msg, sizeof(msg), "member %s#%s marked exiting; %zu assignments to hand off",
+		 m->zone, m->suffix, m->assignments);
+	pod_event(d, pod, "Normal", "DrainStarted", msg);
+}
+
+/* The drain phase of a terminating pod (see the diagram at the top). */
+static const char *drain_phase(const json_t *pod, const struct member *m, char *msg, size_t cap)
+{
+	const char *was = drain_annotation(pod);
+
+	if (m && m->assignments) {
+		snprintf(msg, cap, "%zu assignments left to hand off", m->assignments);
+		return "Draining";
+	}
+	if (m) {
+		snprintf(msg, cap, "no assignments left; waiting for the broker to persist its spools "
+			 "and release its member key");
+		return "HandedOff";
+	}
+	if (was && strcmp(was, "NoMember")) {
+		snprintf(msg, cap, "member key gone: journals handed off and spools persisted");
+		return "Drained";
+	}
+	snprintf(msg, cap, "no member key names this pod (never announced, or gone before the pod "
+		 "was seen terminating): nothing to drain");
+	return "NoMember";
+}
+
 /* Drives one terminating pod; returns whether its member still lacks the
  * exiting mark (the write failed or lost a race: a drain pending). */
 static bool drain_pod(struct gaz_drain *d, const json_t *pod, const char *name, struct view *v)
 {
 	struct gaz_status st = {0};
 	struct member *m = find_member(v, name);
-	const char *phase;
+	const char *phase, *was = drain_annotation(pod);
 	char msg[512], id[600] = "";
-	bool applied = false;
 	json_t *updated = NULL;
 
-	if (m && !m->exiting) {
-		if (mark_exiting(d, m, &applied, &st))
-			gaz_warn("marking member exiting failed", "pod=%s key=%s err=\"%s\"", name, m->key, st.msg);
-		if (applied) {
-			m->exiting = true;
-			v->exiting++;
-			gaz_metric_inc(gaz_metric_with(d->m_marked));
-			gaz_info("pod terminating: member marked exiting", "pod=%s key=%s assignments=%zu",
-				 name, m->key, m->assignments);
-			snprintf(msg, sizeof(msg), "member %s#%s marked exiting; %zu assignments to hand off",
-				 m->zone, m->suffix, m->assignments);
-			pod_event(d, pod, "Normal", "DrainStarted", msg);
-		}
-	}
+	if (m && !m->exiting)
+		start_drain(d, pod, name, m, v);
 	if (m)
 		snprintf(id, sizeof(id), "%s#%s", m->zone, m->suffix);
-	if (!m) {
-		const char *was = json_string_value(json_object_get(
-			json_object_get(json_object_get(pod, "metadata"), "annotations"), GAZ_DRAIN_ANNOTATION));
-		phase = was && strcmp(was, "NoMember") ? "Drained" : "NoMember";
-		snprintf(msg, sizeof(msg), "%s", !strcmp(phase, "Drained")
-			 ? "member key gone: journals handed off and spools persisted"
-			 : "no member key names this pod (never announced, or gone before the "
-			   "pod was seen terminating): nothing to drain");
-	} else if (m->assignments) {
-		phase = "Draining";
-		snprintf(msg, sizeof(msg), "%zu assignments left to hand off", m->assignments);
-	} else {
-		phase = "HandedOff";
-		snprintf(msg, sizeof(msg), "no assignments left; waiting for the broker to persist its "
-			 "spools and release its member key");
-	}
+	phase = drain_phase(pod, m, msg, sizeof(msg));
 	gaz_metric_set(gaz_metric_with(d->m_assign, name), (int64_t)(m ? m->assignments : 0));
-	if (annotate(d, pod, phase, m ? m->assignments : 0, id, msg, &updated, &st))
+	if (annotate(d, pod, phase, m ? m->assignments : 0, id, msg, &updated, &st)) {
 		gaz_warn("annotating pod failed", "pod=%s err=\"%s\"", name, st.msg);
-	else if (!strcmp(phase, "Drained") &&
-		 strcmp(json_string_value(json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), GAZ_DRAIN_ANNOTATION)) ?: "", "Drained")) {
+		gaz_status_clear(&st);
+	} else if (!strcmp(phase, "Drained") && strcmp(was ? was : "", "Drained")) {
 		gaz_info("drain complete", "pod=%s", name);
 		gaz_metric_inc(gaz_metric_with(d->m_done));
 		pod_event(d, pod, "Normal", "Drained", msg);
 	}
-	gaz_status_clear(&st);
 	/* The annotation patch changed the resourceVersion: guard with the new one. */
 	if (!m && has_finalizer(pod) && set_finalizer(d, updated ? updated : pod, false, &st))
 		gaz_warn("removing the drain finalizer failed", "pod=%s err=\"%s\"", name, st.msg);
 	json_decref(updated);
 	return m && !m->exiting;
+}
+
+/* A running pod carries our finalizer exactly when --brokers.finalizer is
+ * on (turning it off releases every pod, e.g. before an uninstall). */
+static void keep_finalizer(struct gaz_drain *d, const json_t *pod, const char *name)
+{
+	struct gaz_status st = {0};
+
+	if (d->cfg.finalizer == has_finalizer(pod))
+		return;
+	if (set_finalizer(d, pod, d->cfg.finalizer, &st))
+		gaz_warn("updating the drain finalizer failed", "pod=%s add=%d err=\"%s\"", name,
+			 (int)d->cfg.finalizer, st.msg);
 }
 
 /* ---- the PodDisruptionBudget --------------------------------------------------- */
@@ -499,10 +535,8 @@ static void evaluate(struct gaz_drain *d)
 			continue;
 		if (json_object_get(md, "deletionTimestamp"))
 			in_progress += drain_pod(d, pod, name, &v);
-		else if (d->cfg.finalizer && !has_finalizer(pod) && set_finalizer(d, pod, true, &st)) {
-			gaz_warn("adding the drain finalizer failed", "pod=%s err=\"%s\"", name, st.msg);
-			gaz_status_clear(&st);
-		}
+		else
+			keep_finalizer(d, pod, name);
 	}
 	json_decref(pods);
 	/* Exiting members are drains in progress, whoever marked them. */

@@ -249,3 +249,22 @@ def test_pdb_follows_under_replication(rig):
     assert sorted(rig.assignments()["under/j"]) == ["broker-0", "broker-1", "broker-3"]
     code, text = rig.op.http("/metrics")
     assert "gazette_operator_underreplicated_journals 0" in text
+
+
+def test_finalizer_follows_the_flag(rig):
+    """--brokers.finalizer=false releases running pods (the step before an
+    uninstall, docs/operator.md); a pod with no member is released at once
+    when deleted."""
+    b0 = rig.add_broker("broker-0", "zone-a")
+    start_operator(rig, b0)
+    wait_for(lambda: "gazette-c.dev/drain" in (rig.pod("broker-0")["metadata"].get("finalizers") or []), 20,
+             "finalizer added")
+    rig.op.stop()
+    rig.op = Operator(rig.kube, rig.cluster, rig.ns, b0.address, name="no-finalizer",
+                      extra=["--brokers.selector", SELECTOR, "--brokers.finalizer=false",
+                             "--drain.interval", "1s"]).start()
+    wait_for(lambda: not rig.pod("broker-0")["metadata"].get("finalizers"), 20, "finalizer removed")
+    # Without the finalizer nothing holds the pod object: an unscheduled
+    # pod is deleted at once, and its broker is left to its own SIGTERM.
+    rig.k("delete", "pod", "broker-0", "--wait=false")
+    wait_for(lambda: rig.pod("broker-0") is None, 10, "pod gone")
