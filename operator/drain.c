@@ -36,6 +36,8 @@
 #include "keyspace/journals.h"
 #include "operator/operator.h"
 
+#define MIN_PASS_GAP_MS 200
+
 struct gaz_drain {
 	struct gaz_op *op;
 	struct gaz_drain_config cfg;
@@ -49,6 +51,7 @@ struct gaz_drain {
 	bool dirty;                    /* a pod or the keyspace changed */
 	atomic_bool stop;
 	int64_t pdb_max_unavailable;   /* last written; -1 = unknown */
+	int64_t pdb_checked_ns;        /* monotonic time of the last PDB read */
 	struct gaz_metric *m_in_progress, *m_under, *m_pdb, *m_assign, *m_done, *m_marked;
 };
 
@@ -544,8 +547,14 @@ static void evaluate(struct gaz_drain *d)
 	int64_t max_unavailable = v.under_replicated || in_progress ? 0 : 1;
 	gaz_metric_set(gaz_metric_with(d->m_in_progress), (int64_t)in_progress);
 	gaz_metric_set(gaz_metric_with(d->m_under), (int64_t)v.under_replicated);
-	if (d->match_labels) {
+	/* Read the budget back (drift) once per interval, and at once when the
+	 * value to write changes. */
+	bool due = d->pdb_max_unavailable != max_unavailable ||
+		   gaz_mono_ns() - d->pdb_checked_ns >= d->cfg.interval_ns;
+	if (d->match_labels && due) {
+		d->pdb_checked_ns = gaz_mono_ns();
 		if (ensure_pdb(d, max_unavailable, &st)) {
+			d->pdb_max_unavailable = -1;
 			gaz_warn("updating the PodDisruptionBudget failed", "name=%s err=\"%s\"",
 				 d->cfg.pdb_name, st.msg);
 		} else {
@@ -599,6 +608,12 @@ static void *run(void *arg)
 	int64_t next = 0;
 
 	for (wait_for_work(d, next); !atomic_load(&d->stop); wait_for_work(d, next)) {
+		/* Keyspace changes come in bursts (allocator rounds, route
+		 * writes): at most one pass per MIN_PASS_GAP_MS. */
+		struct timespec gap = {0, MIN_PASS_GAP_MS * 1000000L};
+		nanosleep(&gap, NULL);
+		if (atomic_load(&d->stop))
+			break;
 		if (!atomic_load(&d->op->leading) || !gaz_informer_synced(d->pods)) {
 			next = gaz_mono_ns() + 200 * GAZ_NS_PER_MS;
 			continue;
