@@ -268,3 +268,43 @@ def test_finalizer_follows_the_flag(rig):
     # pod is deleted at once, and its broker is left to its own SIGTERM.
     rig.k("delete", "pod", "broker-0", "--wait=false")
     wait_for(lambda: rig.pod("broker-0") is None, 10, "pod gone")
+
+
+def test_rolling_restart_drains_each_broker_in_turn(rig):
+    """A StatefulSet rolling update, step by step as its controller and the
+    kubelet would take it: delete the highest pod, wait until it is gone
+    (the finalizer holds it until its member key is), start the
+    replacement under the same name (so the same broker id), wait until
+    the budget is back to 1, go on. Every byte survives three restarts."""
+    zones = {"broker-0": "zone-a", "broker-1": "zone-b", "broker-2": "zone-c"}
+    for n, z in zones.items():
+        rig.add_broker(n, z)
+    start_operator(rig, rig.brokers["broker-0"])
+    for n in zones:
+        wait_for(lambda: "gazette-c.dev/drain" in (rig.pod(n)["metadata"].get("finalizers") or []), 20,
+                 "finalizer on " + n)
+    journals = ["roll/j-%d" % i for i in range(4)]
+    apply_journals(rig, rig.brokers["broker-0"], journals, 2)
+    data = {}
+    for j in journals:
+        data[j] = b"".join(b"%s %05d\n" % (j.encode(), i) for i in range(3000))
+        rig.gazctl(rig.brokers["broker-0"], "append", "-l", "name=" + j, input=data[j])
+    wait_for(lambda: rig.max_unavailable() == 1, 30, "budget 1 before the rollout")
+
+    for n in ("broker-2", "broker-1", "broker-0"):
+        old = rig.brokers[n]
+        rig.k("delete", "pod", n, "--wait=false")
+        wait_for(lambda: rig.annotation(n) == "HandedOff", 60, n + " handed off")
+        assert rig.max_unavailable() == 0
+        assert old.stop(signal.SIGTERM, timeout=60) == 0
+        wait_for(lambda: rig.pod(n) is None, 20, n + " released")
+        rig.add_broker(n, zones[n])  # the replacement: same name, same member key
+        wait_for(lambda: rig.max_unavailable() == 1, 60, "budget 1 after replacing " + n)
+        a = rig.assignments()
+        assert all(len(m) == 2 for m in a.values()) and sorted(a) == journals, a
+    anchor = rig.brokers["broker-1"]
+    for j in journals:
+        wait_for(lambda: rig.gazctl(anchor, "read", "-l", "name=" + j) == data[j], 20, "content of " + j)
+    assert rig.events("broker-0").count("Drained") >= 1
+    code, text = rig.op.http("/metrics")
+    assert "gazette_operator_drains_completed_total 3" in text, text
