@@ -277,3 +277,14 @@ def test_operator_runs_under_the_rbac_manifest(kube, ns, cluster, tmp_path):
         op.stop()
         kube.kubectl("patch", "pod", "broker-0", "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
                      namespace=ns, check=False)
+
+
+@pytest.mark.parametrize("bad,message", [
+    ("broker.replicsa=3", "additional properties 'replicsa' not allowed"),
+    ("etcd.prefix=/gazette/", "/etcd/prefix"),
+    ("broker.logLevel=verbose", "/broker/logLevel"),
+    ("operator.drains.interval=5", "/operator/drains/interval"),
+])
+def test_values_schema_rejects_mistakes(bad, message):
+    r = helm("template", "rel", CHART, "--kube-version", KUBE_VERSION, "--set", bad, check=False)
+    assert r.returncode != 0 and message in r.stderr, r.stderr
