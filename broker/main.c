@@ -223,7 +223,9 @@ static void on_keyspace(void *arg)
 		gaz_keyspace_rlock(b->ks);
 		const struct gaz_ks_entry *e = gaz_keyspace_get(b->ks, b->member_key);
 		const struct gaz_ks_value *v = e ? e->decoded : NULL;
-		marked = v && v->broker && v->broker->exiting;
+		/* Our key, not a previous process's under the same id that the
+		 * mirror may still hold: it carries our lease. */
+		marked = v && v->broker && v->broker->exiting && e->lease == b->lease_id;
 		gaz_keyspace_runlock(b->ks);
 	}
 	if (marked && !atomic_exchange(&b->exiting, true))
