@@ -12,7 +12,7 @@
 #      meanwhile is refused (429);
 #   5. operator fail-over: deleting the leader hands the Lease over.
 #
-# Needs docker, kind, kubectl and helm on PATH, and two images you pin by
+# Needs docker, kind, kubectl, helm, envsubst and jq on PATH, and two images you pin by
 # digest: ETCD_IMAGE (an etcd 3.5+) and MINIO_IMAGE. KEEP=1 leaves the
 # cluster up. This script has not been run in this repository's CI (its
 # machines have no Docker); the same scenarios run on local processes in
@@ -25,7 +25,7 @@ NS=gazette
 REL=gz
 : "${ETCD_IMAGE:?set ETCD_IMAGE to an etcd image pinned by digest}"
 : "${MINIO_IMAGE:?set MINIO_IMAGE to a MinIO image pinned by digest}"
-for t in docker kind kubectl helm envsubst; do
+for t in docker kind kubectl helm envsubst jq; do
 	command -v "$t" >/dev/null || { echo "run-kind: $t is needed" >&2; exit 2; }
 done
 k() { kubectl -n "$NS" "$@"; }
@@ -65,10 +65,11 @@ k apply -f e2e/journals.yaml
 for j in e2e-a e2e-b e2e-c; do
 	k wait --for=condition=Ready "journalspec/$j" --timeout=120s
 done
-# Brokers announced their zones from the pod label.
-zones=$(k exec "$BROKERS-0" -- gazctl journals list -o json --broker.address http://localhost:8080 |
-	grep -o '"zone": *"[^"]*"' | sort -u | wc -l)
-[ "$zones" -ge 2 ] || fail "replicas span fewer than 2 zones"
+# Brokers announced the zones of their nodes (pod label, downward API), and
+# the allocator spread each journal's replicas over at least two of them.
+wait_until 60 "replicas in two zones" sh -c "
+	kubectl -n $NS exec $BROKERS-0 -- gazctl journals list -o json --broker.address http://localhost:8080 |
+	jq -e '[.journals[] | [.route.members[].zone] | unique | length >= 2] | all'"
 
 # ---- 2. data --------------------------------------------------------------------
 log "append"
