@@ -5,7 +5,10 @@
  * One pass (evaluate) reads a consistent view of the keyspace mirror into
  * a small summary (members, their assignment counts, under-replicated
  * journals) under the read lock, then acts on the API server and etcd
- * without it. Every write is idempotent and guarded: the exiting mark by
+ * without it, in an order that keeps the budget safe: exiting marks first,
+ * then the budget, then the pods' reports and finalizers (so the budget is
+ * 0 before any pod says Draining, and 1 again before a drained pod is
+ * released). Every write is idempotent and guarded: the exiting mark by
  * the member key's ModRevision, finalizers by the pod's resourceVersion;
  * a lost race is retried by the next pass.
  *
@@ -431,9 +434,9 @@ static const char *drain_phase(const json_t *pod, const struct member *m, char *
 	return "NoMember";
 }
 
-/* Drives one terminating pod; returns whether its member still lacks the
- * exiting mark (the write failed or lost a race: a drain pending). */
-static bool drain_pod(struct gaz_drain *d, const json_t *pod, const char *name, struct view *v)
+/* Reports one terminating pod's drain (annotations, the Drained Event)
+ * and releases it once its member key is gone. */
+static void report_drain(struct gaz_drain *d, const json_t *pod, const char *name, struct view *v)
 {
 	struct gaz_status st = {0};
 	struct member *m = find_member(v, name);
@@ -441,8 +444,6 @@ static bool drain_pod(struct gaz_drain *d, const json_t *pod, const char *name, 
 	char msg[512], id[600] = "";
 	json_t *updated = NULL;
 
-	if (m && !m->exiting)
-		start_drain(d, pod, name, m, v);
 	if (m)
 		snprintf(id, sizeof(id), "%s#%s", m->zone, m->suffix);
 	phase = drain_phase(pod, m, msg, sizeof(msg));
@@ -459,7 +460,6 @@ static bool drain_pod(struct gaz_drain *d, const json_t *pod, const char *name, 
 	if (!m && has_finalizer(pod) && set_finalizer(d, updated ? updated : pod, false, &st))
 		gaz_warn("removing the drain finalizer failed", "pod=%s err=\"%s\"", name, st.msg);
 	json_decref(updated);
-	return m && !m->exiting;
 }
 
 /* A running pod carries our finalizer exactly when --brokers.finalizer is
@@ -517,6 +517,16 @@ static int ensure_pdb(struct gaz_drain *d, int64_t max_unavailable, struct gaz_s
 
 /* ---- a pass ------------------------------------------------------------------------ */
 
+/* The name of a terminating pod (deletionTimestamp set), else NULL. */
+static const char *terminating_name(const json_t *pod)
+{
+	const json_t *md = json_object_get(pod, "metadata");
+
+	if (!json_object_get(md, "deletionTimestamp"))
+		return NULL;
+	return json_string_value(json_object_get(md, "name"));
+}
+
 static void evaluate(struct gaz_drain *d)
 {
 	struct gaz_status st = {0};
@@ -530,18 +540,19 @@ static void evaluate(struct gaz_drain *d)
 		gaz_warn("summarising the keyspace failed", "err=\"out of memory\"");
 		return;
 	}
+	/* Three steps, in this order so that the budget is lowered before a
+	 * drain is reported and raised before a pod is released: mark the
+	 * members of terminating pods exiting, write the budget, then report
+	 * on (and release) the pods. */
 	pods = gaz_informer_snapshot(d->pods);
 	json_object_foreach(pods, key, pod) {
-		const json_t *md = json_object_get(pod, "metadata");
-		const char *name = json_string_value(json_object_get(md, "name"));
-		if (!name)
-			continue;
-		if (json_object_get(md, "deletionTimestamp"))
-			in_progress += drain_pod(d, pod, name, &v);
-		else
-			keep_finalizer(d, pod, name);
+		const char *name = terminating_name(pod);
+		struct member *m = name ? find_member(&v, name) : NULL;
+		if (m && !m->exiting)
+			start_drain(d, pod, name, m, &v);
+		/* A mark that failed or lost a race is a drain pending. */
+		in_progress += m && !m->exiting;
 	}
-	json_decref(pods);
 	/* Exiting members are drains in progress, whoever marked them. */
 	in_progress += v.exiting;
 	int64_t max_unavailable = v.under_replicated || in_progress ? 0 : 1;
@@ -566,6 +577,14 @@ static void evaluate(struct gaz_drain *d)
 			gaz_metric_set(gaz_metric_with(d->m_pdb), max_unavailable);
 		}
 	}
+	json_object_foreach(pods, key, pod) {
+		const char *name = json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
+		if (name && terminating_name(pod))
+			report_drain(d, pod, name, &v);
+		else if (name)
+			keep_finalizer(d, pod, name);
+	}
+	json_decref(pods);
 	view_release(&v);
 }
 

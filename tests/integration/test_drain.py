@@ -130,9 +130,11 @@ def rig(crds, cluster):
 
 
 def start_operator(rig, anchor):
+    # Kept before start() so that the fixture stops it even if start fails.
     rig.op = Operator(rig.kube, rig.cluster, rig.ns, anchor.address,
                       extra=["--brokers.selector", SELECTOR, "--brokers.pdb", PDB,
-                             "--drain.interval", "1s"]).start()
+                             "--drain.interval", "1s"])
+    rig.op.start()
 
 
 def ready_code(broker):
@@ -262,7 +264,8 @@ def test_finalizer_follows_the_flag(rig):
     rig.op.stop()
     rig.op = Operator(rig.kube, rig.cluster, rig.ns, b0.address, name="no-finalizer",
                       extra=["--brokers.selector", SELECTOR, "--brokers.finalizer=false",
-                             "--drain.interval", "1s"]).start()
+                             "--drain.interval", "1s"])
+    rig.op.start()
     wait_for(lambda: not rig.pod("broker-0")["metadata"].get("finalizers"), 20, "finalizer removed")
     # Without the finalizer nothing holds the pod object: an unscheduled
     # pod is deleted at once, and its broker is left to its own SIGTERM.
