@@ -204,7 +204,8 @@ def test_terminating_pod_is_drained_and_released(rig):
     wait_for(lambda: rig.pod("broker-0") is None, 20, "pod released once the member key is gone")
     assert rig.member("broker-0") is None
     assert "Drained" in rig.events("broker-0")
-    wait_for(lambda: rig.max_unavailable() == 1, 20, "PDB back to 1 after the drain")
+    # The budget was raised before the pod was released (same pass, earlier).
+    assert rig.max_unavailable() == 1
     # Every byte is still there: the journals broker-0 held, and the rest.
     # (A replica that joined after the last fragment was persisted serves
     # it once its index refresh lists the store: allow a few intervals.)
