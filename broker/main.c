@@ -219,7 +219,29 @@ static int start_keyspace(struct gaz_broker *b, sigset_t *sigs, struct gaz_statu
 	return rc;
 }
 
-static void on_keyspace(void *arg) { gaz_broker_kick(arg); }
+/* After each keyspace update: wake the loops, and take up an exiting mark
+ * that someone else wrote into our member key (gazette-operator does when
+ * our pod is terminating; Gazette's allocator honours it the same way).
+ * From then on we answer not-ready and persist before each hand-off, as
+ * after SIGTERM; the process still exits only on a signal. */
+static void on_keyspace(void *arg)
+{
+	struct gaz_broker *b = arg;
+	bool marked = false;
+
+	if (atomic_load(&b->announced) && !atomic_load(&b->exiting)) {
+		gaz_keyspace_rlock(b->ks);
+		const struct gaz_ks_entry *e = gaz_keyspace_get(b->ks, b->member_key);
+		const struct gaz_ks_value *v = e ? e->decoded : NULL;
+		/* Our key, not a previous process's under the same id that the
+		 * mirror may still hold: it carries our lease. */
+		marked = v && v->broker && v->broker->exiting && e->lease == b->lease_id;
+		gaz_keyspace_runlock(b->ks);
+	}
+	if (marked && !atomic_exchange(&b->exiting, true))
+		gaz_info("member marked exiting in etcd; handing off journals", "key=%s", b->member_key);
+	gaz_broker_kick(b);
+}
 
 /* Whether a live member outside `journal`'s route could take our place
  * (read lock held; `live` lists live members' "zone#suffix"). */
@@ -423,8 +445,10 @@ int main(int argc, char **argv)
 	if (gaz_flags_find_ini("gazette.ini", ini, sizeof(ini)) == 0)
 		f.ini_path = ini;
 	rc = gaz_flags_parse(&f, argc - 2, argv + 2, &st);
-	if (rc == GAZ_FLAGS_HELP)
+	if (rc == GAZ_FLAGS_HELP) {
+		gaz_flags_release(&f); /* the help was printed; leak nothing */
 		return 0;
+	}
 	if (rc) {
 		fprintf(stderr, "gazette: %s\n", st.msg);
 		return 1;
