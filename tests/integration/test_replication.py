@@ -335,3 +335,7 @@ def test_group_commit_gives_each_append_its_own_range(cluster):
         [b for b in brokers if b.id == primary][0].address + "/debug/metrics").read().decode()
     m = re.search(r"^gazette_append_group_members_total (\d+)", body, re.M)
     assert m and int(m.group(1)) > 0, "no append was group-committed"
+    # Members queued without a thread of their own (the fast path) were
+    # answered by the token holder: their ranges were checked above.
+    m = re.search(r"^gazette_append_parked_total (\d+)", body, re.M)
+    assert m and int(m.group(1)) > 0, "no append took the fast path"
