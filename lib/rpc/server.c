@@ -44,6 +44,7 @@
 #define RECV_AHEAD_BYTES (64 << 10) /* ...while they hold less than this */
 #define IDLE_THREAD_NS (30 * GAZ_NS_PER_S) /* idle pool threads exit after */
 #define DISPATCH_READ_NS (20 * GAZ_NS_PER_MS) /* GAZ_RPC_DISPATCH_READ waits at most */
+#define TIMER_TICK_NS (5 * GAZ_NS_PER_MS)     /* ...plus this */
 
 struct method {
 	void *handle; /* from grpc_server_register_method */
@@ -510,7 +511,9 @@ static void *timer_main(void *arg)
 			continue;
 		}
 		if (!srv->stopping && c->dispatch_by_ns > gaz_mono_ns()) {
-			gaz__rpc_timedwait(&srv->timer_cv, &srv->mu, c->dispatch_by_ns);
+			/* Coarse: one wake-up serves every call due within a
+			 * tick, not one per call. */
+			gaz__rpc_timedwait(&srv->timer_cv, &srv->mu, c->dispatch_by_ns + TIMER_TICK_NS);
 			continue;
 		}
 		srv->thead = c->tnext;
