@@ -503,6 +503,7 @@ static int lat_phases(struct bf *b)
 	if (base <= 0 || loaded <= 0)
 		return GAZ_EIO;
 	bf_put(b, "p99_ratio", loaded / base);
+	bf_put(b, "p99_pct_of_alone", 100 * loaded / base);
 	printf("  p99 during backfill / alone: %.2fx (goal <= 1.2x: %s)\n", loaded / base,
 	       loaded / base <= 1.2 ? "met" : "MISSED");
 	return 0;
@@ -611,6 +612,7 @@ static int run(struct bf *b)
 	read_phase(b, 2, "proxied");
 	if (raw > 0 && direct > 0) {
 		bf_put(b, "direct_vs_raw", direct / raw);
+		bf_put(b, "direct_pct_of_raw", 100 * direct / raw);
 		printf("  direct / raw GET: %.2fx (goal >= 0.8x: %s)\n", direct / raw,
 		       direct / raw >= 0.8 ? "met" : "MISSED");
 	}
