@@ -7,7 +7,7 @@
  *
  * Exchange, as Gazette's:
  *   - the body is one JSON ListRequest / ReadRequest (see common/pbjson.h);
- *     an empty body is the empty request; bytes after the first JSON value
+ *     an empty body or `null` is the empty request; bytes after the first JSON value
  *     are ignored (Go's json.Decoder reads one value);
  *   - a body that does not decode -> 400 with a google.rpc.Status object
  *     {"code":3,"message":...,"details":[]} and a Content-Length;
@@ -152,6 +152,10 @@ static int read_request(struct gaz_http_req *req, struct gaz_http_resp *resp,
 	else if (!(j = json_loadb(buf, len, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &jerr)))
 		gaz_status_set(&st, GAZ_EINVAL, "invalid JSON: %s (line %d, column %d)", jerr.text,
 			       jerr.line, jerr.column);
+	else if (json_is_null(j)) { /* jsonpb reads null as the empty message */
+		json_decref(j);
+		j = json_object();
+	}
 	free(buf);
 	if (j && gaz_pbjson_decode(j, desc, out, &st) == 0) {
 		json_decref(j);

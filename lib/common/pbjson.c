@@ -340,6 +340,32 @@ static int bad(struct gaz_status *st, const ProtobufCFieldDescriptor *f, const c
 	return gaz_status_set(st, GAZ_EINVAL, "field \"%s\": %s", f->name, why);
 }
 
+/* Copies the JSON integer in quoted `s` to `out`: surrounding spaces
+ * dropped, then -?(0|[1-9][0-9]*) (no '-' unless `is_signed`). jsonpb
+ * parses the raw text between the quotes as a JSON number, so spaces are
+ * the only whitespace it can meet there (others are escaped in a string). */
+static bool json_number_text(const char *s, char *out, size_t cap, bool is_signed)
+{
+	size_t n, i = 0;
+
+	s += strspn(s, " ");
+	n = strlen(s);
+	while (n && s[n - 1] == ' ')
+		n--;
+	if (n == 0 || n >= cap)
+		return false;
+	if (s[0] == '-' && (i = 1, !is_signed))
+		return false;
+	if (i == n || (s[i] == '0' && n > i + 1))
+		return false;
+	for (size_t k = i; k < n; k++)
+		if (s[k] < '0' || s[k] > '9')
+			return false;
+	memcpy(out, s, n);
+	out[n] = '\0';
+	return true;
+}
+
 /* A JSON integer, or a string holding one, within [lo, hi] (signed) or
  * [0, uhi] (unsigned). */
 static int decode_int(const json_t *v, const ProtobufCFieldDescriptor *f, bool is_signed, int64_t lo,
@@ -354,17 +380,14 @@ static int decode_int(const json_t *v, const ProtobufCFieldDescriptor *f, bool i
 			return bad(st, f, "out of range");
 		u = (uint64_t)i;
 	} else if (json_is_string(v)) {
-		const char *s = json_string_value(v);
-		char *end = NULL;
+		char num[32];
+		if (!json_number_text(json_string_value(v), num, sizeof(num), is_signed))
+			return bad(st, f, "not an integer");
 		errno = 0;
 		if (is_signed)
-			i = strtoll(s, &end, 10);
-		else if (*s == '-')
-			return bad(st, f, "out of range");
+			i = strtoll(num, NULL, 10);
 		else
-			u = strtoull(s, &end, 10);
-		if (!*s || *end || s[0] == ' ' || s[0] == '+')
-			return bad(st, f, "not an integer");
+			u = strtoull(num, NULL, 10);
 		if (errno == ERANGE)
 			return bad(st, f, "out of range");
 	} else {

@@ -99,6 +99,8 @@ EXCHANGES = [
     ("/v1/journals/list", {}),
     ("/v1/journals/list", {"selector": {"include": {"labels": [{"name": "name", "value": "v1/b"}]}}}),
     ("/v1/journals/list", ""),
+    ("/v1/journals/read", "{\"journal\": \"v1/a\", \"offset\": \" 34000 \", \"metadataOnly\": true}"),
+    ("/v1/journals/read", '{"journal": "v1/b"} and bytes after the first JSON value'),
 ]
 
 
@@ -151,7 +153,9 @@ def test_v1_read_content_matches_grpc_read(both):
 
 @pytest.mark.parametrize("body", ['{"journal": "v1/a", "offset": "abc"}', "not json", '{"journal": 5}',
                                   '{"journal": "v1/a", "block": "yes"}', "[1]",
-                                  '{"journal": "v1/a", "offset": 1.5}'])
+                                  '{"journal": "v1/a", "offset": 1.5}', '{"journal": "v1/a", "offset": "05"}',
+                                  '{"journal": "v1/a", "offset": "1e3"}', '{"journal": "v1/a"',
+                                  '{"journal": "v1/a", "metadataOnly": 1}'])
 def test_v1_undecodable_body_is_400_status_object(both, body):
     for go, b in both.items():
         r = post(b.address, "/v1/journals/read", body)
@@ -162,7 +166,7 @@ def test_v1_undecodable_body_is_400_status_object(both, body):
         assert r.headers["Content-Length"] == str(len(r.content))
 
 
-@pytest.mark.parametrize("body", [{"journal": "bad journal"}, {"journal": "v1/a", "offset": "-5"}, {}])
+@pytest.mark.parametrize("body", [{"journal": "bad journal"}, {"journal": "v1/a", "offset": "-5"}, {}, "null"])
 def test_v1_rejected_request_is_a_stream_error(both, body):
     """A request the broker refuses ends the stream in an error object;
     nothing was written, so the HTTP status is the error's httpCode. Our

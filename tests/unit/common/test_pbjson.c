@@ -121,7 +121,7 @@ static void test_decode_read_request(void **state)
 
 	(void)state;
 	r = (Protocol__ReadRequest *)decode(
-		"{\"journal\":\"a/b\",\"offset\":\"9223372036854775807\",\"block\":true,"
+		"{\"journal\":\"a/b\",\"offset\":\" 9223372036854775807  \",\"block\":true,"
 		"\"do_not_proxy\":true,\"metadataOnly\":false,\"endOffset\":42,\"unknown\":[1],"
 		"\"header\":{\"processId\":{\"zone\":\"z\",\"suffix\":\"s\"},"
 		"\"etcd\":{\"clusterId\":\"18446744073709551615\",\"revision\":\"7\"},"
@@ -187,7 +187,12 @@ static void test_decode_errors(void **state)
 		{"{\"offset\":\"abc\"}", "\"offset\": not an integer"},
 		{"{\"offset\":1.5}", "\"offset\": not an integer"},
 		{"{\"offset\":\"99999999999999999999\"}", "\"offset\": out of range"},
-		{"{\"offset\":\" 1\"}", "not an integer"},
+		{"{\"offset\":\"05\"}", "not an integer"},
+		{"{\"offset\":\"5\\n\"}", "not an integer"},
+		{"{\"offset\":\"+5\"}", "not an integer"},
+		{"{\"offset\":\"1e3\"}", "not an integer"},
+		{"{\"offset\":\"\"}", "not an integer"},
+		{"{\"offset\":\"-\"}", "not an integer"},
 		{"{\"journal\":5}", "\"journal\": not a string"},
 		{"{\"block\":\"yes\"}", "\"block\": not a boolean"},
 		{"{\"header\":[]}", "not a JSON object"},
