@@ -166,6 +166,15 @@ static int read_request(struct gaz_http_req *req, struct gaz_http_resp *resp,
 	return 1;
 }
 
+/* The header of a stream that opened: what grpc-gateway sends once the
+ * call's response headers are in. */
+static void stream_header(struct gaz_http_resp *resp)
+{
+	gaz_http_resp_status(resp, 200);
+	gaz_http_resp_header(resp, "Content-Type", "application/json");
+	gaz_http_resp_header(resp, "Grpc-Metadata-Content-Type", "application/grpc");
+}
+
 /* Forwards one server-streaming call's responses as ND-JSON. */
 static int forward_stream(struct gaz_http_req *req, struct gaz_http_resp *resp,
 			  struct gaz_rpc_stream *s, const ProtobufCMessageDescriptor *resp_desc)
@@ -185,9 +194,7 @@ static int forward_stream(struct gaz_http_req *req, struct gaz_http_resp *resp,
 		if (rc)
 			break;
 		if (!started) {
-			gaz_http_resp_status(resp, 200);
-			gaz_http_resp_header(resp, "Content-Type", "application/json");
-			gaz_http_resp_header(resp, "Grpc-Metadata-Content-Type", "application/grpc");
+			stream_header(resp);
 			started = true;
 		}
 		json_t *enc = gaz_pbjson_encode(m, NULL);
@@ -199,11 +206,8 @@ static int forward_stream(struct gaz_http_req *req, struct gaz_http_resp *resp,
 		st.grpc = 13;
 		gaz_status_set(&st, GAZ_EPROTO, "malformed response message");
 	} else if (gaz_rpc_stream_finish(s, &st) == 0) {
-		if (!started) {
-			gaz_http_resp_status(resp, 200);
-			gaz_http_resp_header(resp, "Content-Type", "application/json");
-			gaz_http_resp_header(resp, "Grpc-Metadata-Content-Type", "application/grpc");
-		}
+		if (!started)
+			stream_header(resp);
 		return gaz_http_resp_finish(resp);
 	}
 	if ((rc = stream_error(resp, started, &st)))
