@@ -19,10 +19,11 @@
  *     fractional digits and an "s" suffix ("1s", "1.500s").
  * Decoding (gaz_pbjson_decode) accepts what gogo jsonpb's Unmarshaler with
  * AllowUnknownFields accepts for these types: lowerCamelCase or original
- * field names, unknown fields ignored, null as the default, 64-bit integers
- * as numbers or strings, enums as names or numbers, bytes as standard or
- * URL-safe base64 (padding optional), Durations in Go duration syntax
- * ("1.5s", "1m30s").
+ * field names, unknown fields ignored, null as the default, integers as
+ * JSON integers or as strings holding one (spaces around it allowed, no
+ * exponent, no leading zero, as Go reads a quoted number), enums as names
+ * or numbers, bytes as standard or URL-safe base64 (padding optional),
+ * Durations in Go duration syntax ("1.5s", "1m30s").
  *
  * Depends on protobuf-c and jansson only. Thread-safe: no globals are
  * written.
