@@ -233,3 +233,29 @@ def test_v1_blocking_read_tails_the_journal(cluster):
     assert cl.read_bytes("v1/tail")[0] == b"first\nsecond\n"
     cl.close()
 
+
+
+def test_v1_read_and_list_through_either_broker(cluster):
+    """With two brokers, the /v1/ gateway of the one that is not the
+    journal's primary proxies the read (the loopback Read is not
+    do_not_proxy): both answer the same content, and List the same
+    journals."""
+    b1, b2 = cluster.start(), cluster.start()
+    cl = Client(b1.address)
+    cl.apply(spec("v1/two/a"), spec("v1/two/b"))
+    wait_assigned(cl, "v1/two/a")
+    wait_assigned(cl, "v1/two/b")
+    assert cl.append("v1/two/a", DATA[:5000]).status == pb.OK
+    assert cl.append("v1/two/b", DATA[:7000]).status == pb.OK
+    # Each journal has its primary on one of the two, so reading both
+    # journals through both brokers proxies at least two of the four reads.
+    for b in (b1, b2):
+        for name, want in (("v1/two/a", DATA[:5000]), ("v1/two/b", DATA[:7000])):
+            objs = lines(post(b.address, "/v1/journals/read", {"journal": name}))
+            got = b"".join(base64.b64decode(o["result"]["content"]) for o in objs if o["result"]["content"])
+            assert got == want, (b.address, name)
+        listing = lines(post(b.address, "/v1/journals/list",
+                             {"selector": {"include": {"labels": [{"name": "prefix", "value": "v1/two/"}]}}}))
+        assert sorted(j["spec"]["name"] for o in listing for j in o["result"]["journals"]) == \
+            ["v1/two/a", "v1/two/b"]
+    cl.close()
