@@ -34,6 +34,15 @@ void *bench_xmalloc(size_t n);
 /* bench_xcalloc: calloc that aborts on failure. */
 void *bench_xcalloc(size_t n, size_t size);
 
+/* ---- helpers (gazbench.c) ------------------------------------------------ */
+
+/* bench_sleep_until sleeps to a monotonic deadline (absolute ns). */
+void bench_sleep_until(int64_t t_ns);
+
+/* bench_gen_payload fills `len` bytes of buf with deterministic JSON lines
+ * (~200 B each, fixed-seed xorshift). */
+void bench_gen_payload(uint8_t *buf, size_t len);
+
 /* ---- RPC operations (bench_ops.c) ---------------------------------------- */
 
 /* Outcome of one Append RPC, beyond its return code. */
@@ -70,11 +79,14 @@ struct bench_spec {
 	const char *name;       /* journal name, borrowed */
 	int64_t fragment_len;   /* fragment.length, bytes */
 	int replication;        /* 0 = 1 */
+	const char *store;      /* fragment store URL, borrowed; NULL = "file:///" */
+	int codec;              /* Protocol__CompressionCodec; 0 = NONE */
+	int refresh_s;          /* refresh_interval, seconds; 0 = 30 */
 };
 
-/* bench_apply upserts `n` journal specs (their replication, compression NONE,
- * stores ["file:///"], refresh_interval 30 s, expect_mod_revision -1) in one
- * Apply RPC. Returns 0, GAZ_ERPC (grpc error or a non-OK status, in *st). */
+/* bench_apply upserts `n` journal specs (their replication, codec, store
+ * and refresh interval, defaulting to NONE, ["file:///"] and 30 s;
+ * expect_mod_revision -1) in one Apply RPC. Returns 0, GAZ_ERPC (grpc error or a non-OK status, in *st). */
 int bench_apply(struct gaz_rpc_channel *ch, const struct bench_spec *specs, size_t n,
 		struct gaz_status *st);
 
@@ -145,6 +157,13 @@ struct bench_out {
 /* bench_out_put writes `key value` to the result file (and to stdout when
  * verbose). */
 void bench_out_put(struct bench_out *o, const char *key, double value);
+
+/* ---- backfill (bench_backfill.c) ----------------------------------------- */
+
+/* bench_backfill_main is `gazbench backfill` (argv[0] = "backfill"): the
+ * backfill workload against one broker with an S3 store. Returns the
+ * process exit status. */
+int bench_backfill_main(int argc, char **argv);
 
 /* ---- report (bench_report.c) --------------------------------------------- */
 

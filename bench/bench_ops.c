@@ -194,19 +194,25 @@ int bench_apply(struct gaz_rpc_channel *ch, const struct bench_spec *specs, size
 	Protocol__JournalSpec *js = bench_xcalloc(n, sizeof(*js));
 	Protocol__JournalSpec__Fragment *fr = bench_xcalloc(n, sizeof(*fr));
 	Google__Protobuf__Duration refresh = GOOGLE__PROTOBUF__DURATION__INIT;
-	char *stores[] = {"file:///"};
+	Google__Protobuf__Duration *refresh_of = bench_xcalloc(n, sizeof(*refresh_of));
+	char **stores = bench_xcalloc(n, sizeof(*stores));
 	int rc;
 
 	refresh.seconds = 30;
 	for (size_t i = 0; i < n; i++) {
+		stores[i] = (char *)(specs[i].store ? specs[i].store : "file:///");
+		refresh_of[i] = refresh;
+		if (specs[i].refresh_s > 0)
+			refresh_of[i].seconds = specs[i].refresh_s;
 		protocol__apply_request__change__init(&chg[i]);
 		protocol__journal_spec__init(&js[i]);
 		protocol__journal_spec__fragment__init(&fr[i]);
 		fr[i].length = specs[i].fragment_len;
-		fr[i].compression_codec = PROTOCOL__COMPRESSION_CODEC__NONE;
+		fr[i].compression_codec = specs[i].codec ? specs[i].codec
+							 : PROTOCOL__COMPRESSION_CODEC__NONE;
 		fr[i].n_stores = 1;
-		fr[i].stores = stores;
-		fr[i].refresh_interval = &refresh;
+		fr[i].stores = &stores[i];
+		fr[i].refresh_interval = &refresh_of[i];
 		js[i].name = (char *)specs[i].name;
 		js[i].replication = specs[i].replication > 0 ? specs[i].replication : 1;
 		js[i].fragment = &fr[i];
@@ -217,6 +223,8 @@ int bench_apply(struct gaz_rpc_channel *ch, const struct bench_spec *specs, size
 	req.n_changes = n;
 	req.changes = chp;
 	rc = apply_run(ch, &req, st);
+	free(stores);
+	free(refresh_of);
 	free(fr);
 	free(js);
 	free(chp);

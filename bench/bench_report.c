@@ -70,6 +70,15 @@ static const struct row rows[] = {
 	{"rf3_1k.p50_us", "RF=3 1 KiB @ 500/s, to primary  p50", "us", 0},
 	{"rf3_1k.p99_us", "RF=3 1 KiB @ 500/s, to primary  p99", "us", -0.7},
 	{"rf3_1k.rate_done", "  achieved", "/s", 0},
+	/* gazbench backfill (S3 store); its goals are within one broker */
+	{"backfill.history_mb", "backfill: S3 history read back", "MB", 0},
+	{"backfill.raw_get_mbps", "backfill (a) raw GETs of the objects", "MB/s", 0},
+	{"backfill.direct_mbps", "backfill (b) direct, fragment URLs", "MB/s", 0},
+	{"backfill.proxied_mbps", "backfill (c) proxied by the broker", "MB/s", 0},
+	{"backfill.direct_pct_of_raw", "  (b) as % of (a): goal >= 80 each", "%", 0},
+	{"backfill.lat_p99_us", "backfill (d) 1 KiB appends alone, p99", "us", 0},
+	{"backfill.lat_bf_p99_us", "  p99 during a proxied backfill", "us", 0},
+	{"backfill.p99_pct_of_alone", "  during as % of alone: goal <= 120", "%", 0},
 };
 
 /* CPU rows: cores used by the broker and by gazbench in each workload. */
@@ -251,7 +260,7 @@ int bench_report(const char *a_name, const char *a_files, const char *b_name,
 		printf("\nA = %s (%d runs), B = %s (%d runs); each cell: median over runs "
 		       "±(max-min)/median; ratio = A/B of the medians\n\n", a->name, a->runs, b->name,
 		       b->runs);
-		printf("%-40s %-5s %16s %16s %7s  %s\n", "workload (file:// store)", "unit",
+		printf("%-40s %-5s %16s %16s %7s  %s\n", "workload (file:// store, backfill S3)", "unit",
 		       "A", "B", "A/B", "goal");
 		for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
 			print_row(a, b, &rows[i]);

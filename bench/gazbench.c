@@ -7,6 +7,7 @@
  *                [--secs 4] [--warmup 1] [--only KEY,KEY] [--chunk BYTES]
  *                [--replication N] [--verbose]   (echo every metric written to FILE)
  *   gazbench report NAME_A FILE[,FILE..] NAME_B FILE[,FILE..]
+ *   gazbench backfill ...   (bench_backfill.c: reads of persisted history)
  *
  * Workloads (perf.md Part C, sized for a 2-core machine, RF=1):
  *   append_<size>_j<J>  closed loop: A appenders, each one Append RPC after
@@ -70,8 +71,8 @@ struct run {
 
 /* ---- helpers -------------------------------------------------------------- */
 
-/* sleep_until sleeps to a monotonic deadline (absolute, so no drift). */
-static void sleep_until(int64_t t_ns)
+/* bench_sleep_until sleeps to a monotonic deadline (absolute, so no drift). */
+void bench_sleep_until(int64_t t_ns)
 {
 	struct timespec ts = {.tv_sec = t_ns / GAZ_NS_PER_S, .tv_nsec = t_ns % GAZ_NS_PER_S};
 
@@ -79,9 +80,9 @@ static void sleep_until(int64_t t_ns)
 		;
 }
 
-/* gen_payload fills buf with deterministic JSON lines (xorshift, fixed
+/* bench_gen_payload fills buf with deterministic JSON lines (xorshift, fixed
  * seed) of ~200 B, like perf.md's genjson. */
-static void gen_payload(uint8_t *buf, size_t len)
+void bench_gen_payload(uint8_t *buf, size_t len)
 {
 	static const char *kinds[] = {"view", "click", "purchase", "signup"};
 	uint64_t x = 0x9E3779B97F4A7C15u;
@@ -325,9 +326,9 @@ static int run_tput(struct run *r, const struct tput_def *d)
 		bench_samples_init(&ap[i].lat, MAX_SAMPLES / (size_t)d->appenders);
 		pthread_create(&ap[i].tid, NULL, appender_main, &ap[i]);
 	}
-	sleep_until(start_ns);
+	bench_sleep_until(start_ns);
 	bench_cpu_take(&c0, r->broker_pids, r->npids);
-	sleep_until(ap[0].end_ns);
+	bench_sleep_until(ap[0].end_ns);
 	bench_cpu_take(&c1, r->broker_pids, r->npids);
 	for (int i = 0; i < d->appenders; i++)
 		pthread_join(ap[i].tid, NULL);
@@ -416,7 +417,7 @@ static void *lat_worker(void *arg)
 			fill_record(rec, L->r->payload, i);
 		else /* a slice of the payload: no copy of large appends */
 			data = L->r->payload + (i * 4099u * 64u) % (PAYLOAD_LEN - L->size);
-		sleep_until(due);
+		bench_sleep_until(due);
 		t = gaz_mono_ns();
 		rc = bench_append(L->ch, L->journal, data, L->size,
 				  L->size < L->r->chunk ? L->size : L->r->chunk,
@@ -555,9 +556,9 @@ static void lat_drive(struct run *r, const struct lat_def *d, struct lat_run *L,
 		pthread_create(&tt.tid, NULL, tail_main, &tt);
 	for (int i = 0; i < LAT_WORKERS; i++)
 		pthread_create(&w[i], NULL, lat_worker, L);
-	sleep_until(L->t0_ns + (int64_t)L->skip * L->period_ns);
+	bench_sleep_until(L->t0_ns + (int64_t)L->skip * L->period_ns);
 	bench_cpu_take(&c0, r->broker_pids, r->npids);
-	sleep_until(end_ns);
+	bench_sleep_until(end_ns);
 	bench_cpu_take(&c1, r->broker_pids, r->npids);
 	for (int i = 0; i < LAT_WORKERS; i++)
 		pthread_join(w[i], NULL);
@@ -722,9 +723,9 @@ static int run_read(struct run *r, const struct read_def *d, const char *journal
 			abort(); /* the same URL worked for the main channel */
 		pthread_create(&rd[i].tid, NULL, reader_main, &rd[i]);
 	}
-	sleep_until(start_ns);
+	bench_sleep_until(start_ns);
 	bench_cpu_take(&c0, r->broker_pids, r->npids);
-	sleep_until(rd[0].end_ns);
+	bench_sleep_until(rd[0].end_ns);
 	bench_cpu_take(&c1, r->broker_pids, r->npids);
 	for (int i = 0; i < d->readers; i++) {
 		pthread_join(rd[i].tid, NULL);
@@ -885,7 +886,7 @@ static int cmd_run(int argc, char **argv)
 	/* Timer slack defaults to 50 us: open-loop sends would start late. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	r.payload = bench_xmalloc(PAYLOAD_LEN);
-	gen_payload(r.payload, PAYLOAD_LEN);
+	bench_gen_payload(r.payload, PAYLOAD_LEN);
 	if (gaz_rpc_init(1) || !(r.ch = gaz_rpc_channel_new(r.broker, NULL))) {
 		fprintf(stderr, "gazbench: cannot open a channel to %s\n", r.broker);
 		return 1;
@@ -906,6 +907,8 @@ int main(int argc, char **argv)
 	gaz_log_setup("warn", "text");
 	if (argc >= 2 && strcmp(argv[1], "run") == 0)
 		return cmd_run(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "backfill") == 0)
+		return bench_backfill_main(argc - 1, argv + 1);
 	if (argc == 6 && strcmp(argv[1], "report") == 0)
 		return bench_report(argv[2], argv[3], argv[4], argv[5]) ? 1 : 0;
 	usage();

@@ -24,6 +24,12 @@
 #                         appends at a fixed rate), three brokers of each
 #   BENCH_DIR=/path       where fragments, spools, etcd data and results go
 #                         (default: a new dir under /dev/shm, else $TMPDIR)
+#   BENCH_BACKFILL_MB=1024  history of the backfill workload (gazbench
+#                         backfill, S3 store on a SeaweedFS server started
+#                         here); 0 skips it; BENCH_ONLY=backfill runs only it
+#   BENCH_BACKFILL_PAR=1  parallel readers of the backfill
+#   BENCH_BACKFILL_RATE=500  appends/s offered while measuring backfill p99
+#   BENCH_BACKFILL_CODEC=SNAPPY  compression of the backfill journal
 # The full table also lands in $BUILD/bench/last.txt, and each run's raw
 # metrics in $BUILD/bench/result-<broker>-<round>.txt.
 set -euo pipefail
@@ -34,6 +40,15 @@ SECS=${BENCH_SECS:-4}
 WARMUP=${BENCH_WARMUP:-1}
 ONLY=${BENCH_ONLY:-}
 RF=${BENCH_REPLICATION:-1}
+BF_MB=${BENCH_BACKFILL_MB:-1024}
+[ "$RF" = 1 ] || BF_MB=0
+case ",$ONLY," in
+,, | *,backfill,*) ;;
+*) BF_MB=0 ;;
+esac
+# BENCH_ONLY naming only backfill: no gazbench run rounds.
+RUN_ONLY=$(echo ",$ONLY," | sed 's/,backfill,/,/; s/^,//; s/,$//')
+S3_KEY=gazbench S3_SECRET=gazbench-secret
 case $RF in
 1) NB=1 ;;
 3) NB=3 ;;
@@ -62,6 +77,7 @@ else
 	work=$(mktemp -d -p /dev/shm gazbench.XXXXXX 2>/dev/null || mktemp -d -t gazbench.XXXXXX)
 fi
 etcd_dir=
+s3_dir=
 declare -A pid port
 
 # stop_broker KEY: SIGTERM broker KEY (<kind>.<n>), then SIGKILL after a
@@ -102,6 +118,7 @@ cleanup() {
 		stop_broker "gazette.$k"
 	done
 	[ -n "$etcd_dir" ] && scripts/etcd-test.sh stop "$etcd_dir" >/dev/null 2>&1 || true
+	[ -n "$s3_dir" ] && scripts/s3-test.sh stop "$s3_dir" >/dev/null 2>&1 || true
 	if [ -z "${BENCH_DIR:-}" ]; then rm -rf "$work"; fi
 }
 trap cleanup EXIT
@@ -118,7 +135,9 @@ start_broker() {
 	local kind=$1 exe=$2 n=$3 d=$work/$1 key=$1.$3
 	mkdir -p "$d/fragments" "$d/spool$n"
 	port[$key]=$(freeport)
-	env -u BROKER_ADDRESS TMPDIR="$d/spool$n" "$exe" serve \
+	env -u BROKER_ADDRESS TMPDIR="$d/spool$n" \
+		AWS_ACCESS_KEY_ID=$S3_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET \
+		AWS_SHARED_CREDENTIALS_FILE=/nonexistent AWS_CONFIG_FILE=/nonexistent "$exe" serve \
 		--broker.port "${port[$key]}" --broker.host 127.0.0.1 \
 		--broker.id "bench-$kind-$n" --broker.zone local \
 		--broker.file-root "$d/fragments" \
@@ -158,7 +177,7 @@ bench_one() {
 	echo "=== round $round: $name (pids $(pids_of "$name"), port ${port[$name.1]})"
 	if ! "$GAZBENCH" run --broker "http://127.0.0.1:${port[$name.1]}" \
 		--prefix "bench/r$round" --out "$out" --broker-pid "$(pids_of "$name")" \
-		--replication "$RF" --secs "$SECS" --warmup "$WARMUP" ${ONLY:+--only "$ONLY"}; then
+		--replication "$RF" --secs "$SECS" --warmup "$WARMUP" ${RUN_ONLY:+--only "$RUN_ONLY"}; then
 		echo "bench: gazbench against $name failed in round $round" >&2
 	fi
 	# The run deleted its journals: drop their persisted fragments too, so
@@ -191,12 +210,44 @@ rm -f "$BUILD"/bench/result-*.txt
 out=$(scripts/etcd-test.sh start)
 etcd=$(echo "$out" | sed -n 1p)
 etcd_dir=$(echo "$out" | sed -n 2p)
+if [ "$BF_MB" != 0 ]; then
+	# The backfill's S3 server, and the bucket both brokers' stores use.
+	out=$(GAZ_TEST_S3_ACCESS_KEY=$S3_KEY GAZ_TEST_S3_SECRET_KEY=$S3_SECRET scripts/s3-test.sh start "$work/s3")
+	s3=$(echo "$out" | sed -n 1p)
+	s3_dir=$(echo "$out" | sed -n 2p)
+	/usr/bin/python3 - "$s3" "$S3_KEY" "$S3_SECRET" <<'PY'
+import sys, boto3
+from botocore.config import Config
+boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id=sys.argv[2],
+             aws_secret_access_key=sys.argv[3],
+             config=Config(s3={"addressing_style": "path"})).create_bucket(Bucket="gazbench")
+PY
+fi
 start_kind gazette-c "$OURS"
 start_kind gazette "$GO_GAZETTE"
 echo "etcd $etcd; gazette-c on :${port[gazette-c.1]}, gazette on :${port[gazette.1]}" \
 	"(and $((NB - 1)) more of each)"
 
-declare -A files
+# bench_backfill NAME: gazbench backfill against broker NAME, its store a
+# prefix of its own in the bucket.
+bench_backfill() {
+	local name=$1 out=$PWD/$BUILD/bench/backfill-$1.txt enc
+	enc=$(/usr/bin/python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$s3")
+	echo
+	echo "=== backfill: $name (pids $(pids_of "$name"), port ${port[$name.1]})"
+	if ! "$GAZBENCH" backfill --broker "http://127.0.0.1:${port[$name.1]}" \
+		--prefix "bench/bf" --out "$out" --broker-pid "$(pids_of "$name")" \
+		--store "s3://gazbench/$name/?endpoint=$enc&region=us-east-1" --mb "$BF_MB" \
+		--par "${BENCH_BACKFILL_PAR:-1}" --rate "${BENCH_BACKFILL_RATE:-500}" \
+		--codec "${BENCH_BACKFILL_CODEC:-SNAPPY}"; then
+		echo "bench: gazbench backfill against $name failed" >&2
+	fi
+	rm -rf "$work/$name/fragments/bench"
+	bf_files[$name]=$out
+}
+
+declare -A files bf_files
+[ "$ONLY" = backfill ] && ROUNDS=0
 for round in $(seq "$ROUNDS"); do
 	if [ $((round % 2)) = 1 ]; then
 		bench_one gazette-c "$round"
@@ -207,9 +258,21 @@ for round in $(seq "$ROUNDS"); do
 	fi
 done
 
+if [ "$BF_MB" != 0 ]; then
+	rm -f "$BUILD"/bench/backfill-*.txt
+	bench_backfill gazette-c
+	bench_backfill gazette
+fi
+
 stop_kind gazette-c
 stop_kind gazette
 {
-	"$GAZBENCH" report gazette-c "${files[gazette-c]}" gazette "${files[gazette]}"
+	[ "$ROUNDS" = 0 ] || "$GAZBENCH" report gazette-c "${files[gazette-c]}" gazette "${files[gazette]}"
+	if [ "$BF_MB" != 0 ] && [ -f "${bf_files[gazette-c]:-}" ] && [ -f "${bf_files[gazette]:-}" ]; then
+		echo
+		echo "Backfill: $BF_MB MiB of history on S3 (SeaweedFS), codec ${BENCH_BACKFILL_CODEC:-SNAPPY}," \
+			"${BENCH_BACKFILL_PAR:-1} reader(s), appends at ${BENCH_BACKFILL_RATE:-500}/s"
+		"$GAZBENCH" report gazette-c "${bf_files[gazette-c]}" gazette "${bf_files[gazette]}"
+	fi
 	echo "loadavg after: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee -a "$BUILD/bench/last.txt"

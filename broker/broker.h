@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/flags.h"
 #include "common/notify.h"
 #include "etcd/etcd.h"
 #include "keyspace/journals.h"
@@ -50,6 +51,7 @@ struct gaz_broker_config {
 	char *log_level, *log_format;
 	int64_t exit_timeout_ns;   /* bound on a graceful exit (ours; Gazette waits forever) */
 	bool auto_suspend;         /* pulses may suspend idle, fully-persisted journals */
+	struct gaz_strlist allow_origin; /* CORS origins of the /v1/ gateway */
 };
 
 struct gaz_broker {
@@ -190,6 +192,13 @@ void gaz_handle_replicate(struct gaz_rpc_call *call, void *arg);
 /* HTTP/1 connections on the service port (http.c): serves the connection
  * on the caller's thread and closes `fd`; `peer` is borrowed. */
 void gaz_http_conn(int fd, const char *peer, void *arg);
+
+struct gaz_http_req;
+struct gaz_http_resp;
+/* gaz_http_v1 serves /v1/journals/list and /v1/journals/read as Gazette's
+ * grpc-gateway does (http_v1.c). `arg` is the struct gaz_broker. Runs on the
+ * connection's thread; returns as a gaz_http_handler_fn. */
+int gaz_http_v1(struct gaz_http_req *req, struct gaz_http_resp *resp, void *arg);
 
 /* ---- peers (proxy.c) ---------------------------------------------------- */
 

@@ -3,7 +3,8 @@
  * /debug/ready (200 only while announced and not exiting), /debug/metrics
  * (Prometheus text), and the journal gateway: GET/HEAD /<journal>?offset=&block=
  * as a Read, PUT /<journal> as one Append. The gateway calls this broker's
- * own gRPC service over loopback, as Gazette's does.
+ * own gRPC service over loopback, as Gazette's does. /v1/ (the REST gateway)
+ * is in http_v1.c.
  */
 #include "broker/broker.h"
 
@@ -243,6 +244,7 @@ void gaz_http_conn(int fd, const char *peer, void *arg)
 	struct gaz_http_route routes[] = {
 		{.method = "GET", .pattern = "/debug/ready", .fn = ready, .arg = arg},
 		{.method = "GET", .pattern = "/debug/metrics", .fn = metrics, .arg = arg},
+		{.method = NULL, .pattern = "/v1/", .fn = gaz_http_v1, .arg = arg},
 		{.method = NULL, .pattern = "/", .fn = gateway, .arg = arg},
 	};
 	struct gaz_http_routes table = {.routes = routes, .nroutes = sizeof(routes) / sizeof(routes[0])};

@@ -49,6 +49,7 @@ static const struct gaz_flag flag_table[] = {
 	BROKER_FLAG("min-append-rate", "MIN_APPEND_RATE", GAZ_FLAG_INT64, "65536", "Minimum rate (bytes/s) at which a client must stream Append content", &broker.cfg.min_append_rate),
 	BROKER_FLAG("max-append-rate", "MAX_APPEND_RATE", GAZ_FLAG_INT64, "0", "Maximum rate (bytes/s) of appends to a journal with a non-zero max_append_rate (0 = none)", &broker.cfg.max_append_rate),
 	BROKER_FLAG("max-grpc-recv-size", "MAX_GRPC_RECV_SIZE", GAZ_FLAG_INT64, "4194304", "Maximum size of inbound gRPC messages", &broker.cfg.max_grpc_recv_size),
+	BROKER_FLAG("allow-origin", "ALLOW_ORIGIN", GAZ_FLAG_STRLIST, NULL, "Origin to allow in CORS contexts", &broker.cfg.allow_origin),
 	BROKER_FLAG("watch-delay", "WATCH_DELAY", GAZ_FLAG_DURATION, "30ms", "Delay applied to the application of watched Etcd events", &broker.cfg.watch_delay_ns),
 	BROKER_FLAG("auto-suspend", "AUTO_SUSPEND", GAZ_FLAG_BOOL, "false", "Pulses may suspend idle, fully-persisted journals", &broker.cfg.auto_suspend),
 	BROKER_FLAG("exit-timeout", "EXIT_TIMEOUT", GAZ_FLAG_DURATION, "2m", "Bound on a graceful exit's hand-off before spools are persisted and journals released (gazette-c)", &broker.cfg.exit_timeout_ns),

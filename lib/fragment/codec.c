@@ -145,6 +145,7 @@ void gaz_mem_sink_release(struct gaz_mem_sink *s)
 /* ------------------------------------------------------------- CRC-32C */
 
 static uint32_t crc32c_table[256];
+static bool crc32c_have_hw;
 static pthread_once_t crc32c_once = PTHREAD_ONCE_INIT;
 
 static void crc32c_init(void)
@@ -155,16 +156,51 @@ static void crc32c_init(void)
 			c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1; /* reflected Castagnoli */
 		crc32c_table[i] = c;
 	}
+#if defined(__x86_64__)
+	crc32c_have_hw = __builtin_cpu_supports("sse4.2");
+#endif
 }
+
+static uint32_t crc32c_sw(uint32_t crc, const uint8_t *p, size_t len)
+{
+	while (len--)
+		crc = crc32c_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+	return crc;
+}
+
+/* SSE4.2's CRC32 instruction computes the same reflected CRC-32C, 8 bytes
+ * an instruction: snappy fragments carry a CRC of every inflated block, so
+ * the byte-wise table was most of a direct read's CPU (bench/README.md,
+ * Backfill). The table stays for other CPUs. */
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p,
+							    size_t len)
+{
+	uint64_t c = crc;
+
+	for (; len && ((uintptr_t)p & 7); len--)
+		c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+	for (; len >= 8; len -= 8, p += 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		c = __builtin_ia32_crc32di(c, v);
+	}
+	for (; len; len--)
+		c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+	return (uint32_t)c;
+}
+#else
+static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t len)
+{
+	return crc32c_sw(crc, p, len);
+}
+#endif
 
 uint32_t gaz_crc32c(uint32_t crc, const void *buf, size_t len)
 {
-	const uint8_t *p = buf;
-
 	pthread_once(&crc32c_once, crc32c_init);
 	crc = ~crc;
-	while (len--)
-		crc = crc32c_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+	crc = crc32c_have_hw ? crc32c_hw(crc, buf, len) : crc32c_sw(crc, buf, len);
 	return ~crc;
 }
 
