@@ -269,11 +269,15 @@ static Protocol__AppendRequest *peek_request(struct gaz_rpc_call *call, uint8_t 
 	Protocol__AppendRequest *req = NULL, *m = NULL;
 	struct gaz_status st = {0};
 	bool intent = false;
+	size_t n, bytes;
 	int rc;
 
 	*data = NULL;
 	*len = 0;
 	*chunks = 0;
+	/* Only a whole request, small enough to group, is worth unpacking. */
+	if (gaz_rpc_peek_size(call, &n, &bytes) != GAZ_EOF || n < 3 || bytes > PREFETCH_MAX_BYTES)
+		return NULL;
 	if (gaz_rpc_peek(call, 0, d, (ProtobufCMessage **)&req) || !req->journal[0] ||
 	    gaz_validate_append_request(req, &st) || !plain_request(req) || req->header)
 		goto fail;

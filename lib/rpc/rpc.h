@@ -121,6 +121,11 @@ int gaz_rpc_server_register_fast(struct gaz_rpc_server *srv, const char *path,
 int gaz_rpc_peek(struct gaz_rpc_call *call, size_t i, const ProtobufCMessageDescriptor *desc,
 		 ProtobufCMessage **out);
 
+/* gaz_rpc_peek_size stores how many request messages are read ahead and
+ * their size in bytes (serialized), and returns GAZ_EOF when that is the
+ * whole request (half-close confirmed), else 0. Fast path only. */
+int gaz_rpc_peek_size(struct gaz_rpc_call *call, size_t *n, size_t *bytes);
+
 /* gaz_rpc_dispatch hands a call the fast path took to its handler. */
 void gaz_rpc_dispatch(struct gaz_rpc_call *call);
 

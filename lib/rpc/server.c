@@ -1256,6 +1256,21 @@ int gaz_rpc_peek(struct gaz_rpc_call *call, size_t i, const ProtobufCMessageDesc
 	return rc;
 }
 
+int gaz_rpc_peek_size(struct gaz_rpc_call *call, size_t *n, size_t *bytes)
+{
+	int rc;
+
+	pthread_mutex_lock(&call->mu);
+	*n = (size_t)call->n_ahead;
+	*bytes = call->ahead_bytes;
+	rc = !call->cancelled && call->recv_end && call->recv_end_ok && call->md_sent &&
+			     !call->eof_probe
+		     ? GAZ_EOF
+		     : 0;
+	pthread_mutex_unlock(&call->mu);
+	return rc;
+}
+
 void gaz_rpc_dispatch(struct gaz_rpc_call *call)
 {
 	pool_push(call->srv, call);
