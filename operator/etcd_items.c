@@ -4,7 +4,8 @@
  * bytes (facts §4.1), written with Gazette's Apply compare (ModRevision ==
  * expected, 0 = must not exist; facts §2.5) through lib/etcd's txn
  * builder; and the journal's assignment keys, <root>/assign/<journal>#
- * <zone>#<suffix>#<slot>, for its route.
+ * <zone>#<suffix>#<slot>, for its route. Consumer keyspaces use the same
+ * assignment layout for shards (gaz_item_route_at).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +144,12 @@ static char *parse_assignment(const char *rest, size_t len, long *slot)
 int gaz_item_route(struct gaz_op *op, const char *journal, struct gaz_item_route *out,
 		   struct gaz_status *st)
 {
+	return gaz_item_route_at(op, op->cfg.etcd_prefix, journal, out, st);
+}
+
+int gaz_item_route_at(struct gaz_op *op, const char *root, const char *item,
+		      struct gaz_item_route *out, struct gaz_status *st)
+{
 	Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
 	Etcdserverpb__RangeResponse *resp = NULL;
 	char *prefix = NULL;
@@ -150,7 +157,7 @@ int gaz_item_route(struct gaz_op *op, const char *journal, struct gaz_item_route
 
 	memset(out, 0, sizeof(*out));
 	out->primary = -1;
-	if (asprintf(&prefix, "%s/assign/%s#", op->cfg.etcd_prefix, journal) < 0)
+	if (asprintf(&prefix, "%s/assign/%s#", root, item) < 0)
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 	size_t plen = strlen(prefix);
 	uint8_t end[plen];
