@@ -1,6 +1,6 @@
 /*
  * operator.h - gazette-operator's shared state and the pieces the
- * JournalSpec reconciler is made of:
+ * JournalSpec and ShardSpec reconcilers are made of:
  *
  *   journal_reconcile.c  the decisions: ownership and conflicts, apply with
  *                        Gazette's optimistic concurrency, adoption, drift,
@@ -11,6 +11,9 @@
  *                        fragments (write head, persisted-through)
  *   cr_status.c          the Kubernetes side: finalizers, status, conditions
  *   election.c           Lease leader election
+ *   shard_reconcile.c    the same decisions for ShardSpec CRs against a
+ *                        consumer keyspace (<prefix>/items/<shard id>);
+ *                        shard_cr.c converts them
  *
  * Threads: informer threads only enqueue; one worker thread runs every
  * reconcile, so two reconciles never race on one journal inside this

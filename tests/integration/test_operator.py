@@ -570,6 +570,11 @@ def test_shard_apply_update_and_delete_with_retain(shards):
     assert st["etcdModRevision"] == rev and "adopted" not in st and st["observedGeneration"] == 1
     assert "gazette-c.dev/shard" in e.cr("s")["metadata"]["finalizers"]
     assert "Created" in e.events("s")
+    # The consumer allocator's assignments (same layout as the brokers') give the route.
+    for member, slot in (("zone-b#consumer-2", 1), ("zone-a#consumer-1", 0)):
+        e.cluster.etcd.ctl("put", "%s/assign/shards/part-000#%s#%d" % (e.prefix, member, slot), "")
+    wait_for(lambda: e.cr("s")["status"].get("primary") == "zone-a/consumer-1", 20, "status primary")
+    assert e.cr("s")["status"]["replicas"] == ["zone-a/consumer-1", "zone-b/consumer-2"]
 
     e.apply_shard("s", "shards/part-000", hotStandbys=2, disable=True)
     wait_for(lambda: "hot_standbys: 2" in e.text("shards/part-000"), 20, "hot standbys 2")
