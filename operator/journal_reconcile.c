@@ -18,9 +18,14 @@
  *   equal, never synced        -> "Adopted" (nothing written)
  *   a lost compare re-reads and tries again (Gazette's Apply semantics).
  *   status: Ready, observedGeneration, route, write head, persisted-through.
+ *   bucket lifecycle rules from fragment.retention (lifecycle.c):
+ *   condition Lifecycle, status.lifecycle; a failure requeues.
  *
  * Deletion (deletionTimestamp set, our finalizer present):
  *   not the owner                       -> drop the finalizer only
+ *   owner, no other live claimant       -> first remove our bucket
+ *                                          lifecycle rules (retried until
+ *                                          done), then by policy:
  *   deletionPolicy Retain               -> drop the finalizer; item stays
  *   Delete, another CR claims the name  -> hand over: as Retain
  *   Delete -> suspend through the primary (SUSPEND_NOW: the spool rolls
@@ -40,6 +45,7 @@
 #include "common/log.h"
 #include "keyspace/journals.h"
 #include "operator/journal_cr.h"
+#include "operator/lifecycle.h"
 #include "operator/operator.h"
 #include "protocol/validate.h"
 
@@ -143,7 +149,8 @@ static void event(struct recon *r, const char *type, const char *reason, const c
 static void status_init(struct recon *r)
 {
 	static const char *const keep[] = {"adopted", "primary", "replicas", "suspend", "writeHead",
-					   "persistedThrough", "etcdModRevision", "conditions"};
+					   "persistedThrough", "etcdModRevision", "conditions",
+					   "lifecycle"};
 
 	r->status = json_object();
 	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
@@ -258,7 +265,7 @@ static int conflict(struct recon *r)
 	gaz_cr_condition(r->status, r->old_status, "Ready", "False", "Conflict", msg, r->generation);
 	json_object_set_new(r->status, "lastError", json_string(msg));
 	static const char *const drop[] = {"etcdModRevision", "adopted", "primary", "replicas",
-					   "writeHead", "persistedThrough", "suspend"};
+					   "writeHead", "persistedThrough", "suspend", "lifecycle"};
 	for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
 		json_object_del(r->status, drop[i]);
 	return write_status(r);
@@ -332,6 +339,29 @@ static int apply(struct recon *r, Protocol__JournalSpec *d, struct gaz_item *it,
 	return 0;
 }
 
+/* Bucket lifecycle rules from the retention (lifecycle.c); d NULL removes
+ * them. A Warning event when it starts failing or the failure changes. */
+static int lifecycle(struct recon *r, const Protocol__JournalSpec *d)
+{
+	struct gaz_status st = {0};
+	const char *old_msg = NULL;
+	const json_t *c;
+	size_t i;
+	int rc;
+
+	json_array_foreach(json_object_get(r->old_status, "conditions"), i, c) {
+		if (!strcmp(json_string_value(json_object_get(c, "type")) ?: "", "Lifecycle") &&
+		    !strcmp(json_string_value(json_object_get(c, "status")) ?: "", "False"))
+			old_msg = json_string_value(json_object_get(c, "message"));
+	}
+	if (!(rc = gaz_lifecycle_sync(d, r->old_status, r->status, r->generation, &st)))
+		return 0;
+	gaz_warn("bucket lifecycle failed", "key=%s journal=%s err=\"%s\"", r->key, r->journal, st.msg);
+	if (!old_msg || strcmp(old_msg, st.msg))
+		event(r, "Warning", "LifecycleFailed", "%s", st.msg);
+	return rc;
+}
+
 static int sync(struct recon *r, int64_t *requeue)
 {
 	struct gaz_status st = {0};
@@ -357,6 +387,8 @@ static int sync(struct recon *r, int64_t *requeue)
 	if (!rc && !*requeue) {
 		observe(r, d);
 		set_ready(r, true, "Synced", "");
+		if (lifecycle(r, d))
+			*requeue = REQUEUE_ERROR_MS;
 		rc = write_status(r);
 	}
 	protobuf_c_message_free_unpacked(&d->base, NULL);
@@ -423,6 +455,12 @@ static int finalize(struct recon *r, int64_t *requeue)
 		return 0;
 	if (strcmp(r->owner, r->key))
 		return drop_finalizer(r, requeue);
+	if (!r->other_live_claimant && lifecycle(r, NULL)) {
+		set_ready(r, false, "Deleting", "removing bucket lifecycle rules");
+		write_status(r);
+		*requeue = REQUEUE_ERROR_MS;
+		return 0;
+	}
 	if (gaz_journal_cr_policy(r->spec) == GAZ_DELETION_RETAIN) {
 		event(r, "Normal", "Retained", "journal \"%s\" stays in etcd (deletionPolicy Retain)",
 		      r->journal);

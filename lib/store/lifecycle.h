@@ -117,8 +117,8 @@ int gaz_lc_bucket_key_prefix(const struct gaz_lc_bucket *b, const char *journal,
 
 /* gaz_lc_bucket_get reads the configuration: *xml (caller frees) and
  * *len, or *xml NULL when the bucket has none
- * (NoSuchLifecycleConfiguration). Errors: GAZ_EPERM (denied, no such
- * bucket), GAZ_EUNAVAIL (transport, 5xx after retries), GAZ_EIO (other
+ * (NoSuchLifecycleConfiguration). Errors: GAZ_ENOTFOUND (no such
+ * bucket), GAZ_EPERM (denied, bad credentials), GAZ_EUNAVAIL (transport, 5xx after retries), GAZ_EIO (other
  * answers, with S3's code and message), GAZ_ENOMEM. */
 int gaz_lc_bucket_get(struct gaz_lc_bucket *b, char **xml, size_t *len, struct gaz_status *st);
 

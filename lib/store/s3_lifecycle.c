@@ -590,7 +590,10 @@ static int run(struct gaz_lc_bucket *b, struct call *c, struct gaz_status *st)
 	gaz__s3_parse_error(c->resp.p, c->resp.len, code, sizeof(code), msg, sizeof(msg));
 	if (!strcmp(code, "NoSuchLifecycleConfiguration"))
 		return GAZ_ENOTFOUND;
-	rc = c->status == 403 || !strcmp(code, "NoSuchBucket") || !strcmp(code, "AccessDenied") ||
+	if (!strcmp(code, "NoSuchBucket"))
+		return gaz_status_set(st, GAZ_ENOTFOUND, "s3 bucket \"%s\" does not exist (NoSuchBucket at %s)",
+				      b->cfg.bucket, b->cfg.base_url);
+	rc = c->status == 403 || !strcmp(code, "AccessDenied") ||
 			     !strcmp(code, "InvalidAccessKeyId") || !strcmp(code, "SignatureDoesNotMatch")
 		     ? GAZ_EPERM
 	     : c->status >= 500 || c->status == 429 ? GAZ_EUNAVAIL

@@ -766,3 +766,146 @@ def test_shard_name_and_prefix_are_immutable(shards):
     assert r.returncode != 0 and "name is immutable" in r.stderr
     r = e.apply_shard("imm", "shards/immutable", check=False, etcdPrefix="/somewhere/else")
     assert r.returncode != 0 and "etcdPrefix is immutable" in r.stderr
+
+
+# ---- Bucket lifecycle rules from retention ---------------------------------------------
+
+LC_OWN = "gazette-operator/"
+
+
+@pytest.fixture
+def lc(crds, cluster, s3):
+    """A namespace and an operator (no broker) with the S3 server's
+    credentials; yields (env, s3)."""
+    ns = "lc-" + uuid.uuid4().hex[:10]
+    crds.kubectl("create", "namespace", ns)
+    op = Operator(crds, cluster, ns, "", env=s3.env()).start()
+    yield Env(crds, cluster, ns, None, op), s3
+    op.stop()
+
+
+def rules(s3, bucket):
+    """The bucket's lifecycle rules as the S3 server returns them, by ID."""
+    from botocore.exceptions import ClientError
+    try:
+        got = s3.client().get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    except ClientError as e:
+        assert e.response["Error"]["Code"] == "NoSuchLifecycleConfiguration", e
+        return {}
+    return {r["ID"]: r for r in got}
+
+
+def lc_apply(e, name, journal, stores, retention=None, labels=None, **kw):
+    frag = {"stores": stores, "refreshInterval": "1s", "compressionCodec": "NONE"}
+    if retention:
+        frag["retention"] = retention
+    return e.apply(name, journal, fragment=frag, labels=labels or [], **kw)
+
+
+def lc_condition(e, name):
+    return e.condition(name, "Lifecycle") or {}
+
+
+FOREIGN = {"ID": "someone-else", "Status": "Enabled", "Filter": {"Prefix": "other/"},
+           "Expiration": {"Days": 3}}
+
+
+def test_lifecycle_rules_follow_retention(lc):
+    e, s3 = lc
+    b1, b2 = s3.new_bucket(), s3.new_bucket()
+    s3.client().put_bucket_lifecycle_configuration(Bucket=b1, LifecycleConfiguration={"Rules": [FOREIGN]})
+    stores = [s3.url(b1, "frag/"), s3.url(b2), "file:///"]
+    lc_apply(e, "a", "k8s/lc/a", stores, retention="36h")
+    wait_for(lambda: lc_condition(e, "a").get("reason") == "Applied", 20, "Lifecycle Applied")
+    got1, got2 = rules(s3, b1), rules(s3, b2)
+    id1, id2 = LC_OWN + "frag/k8s/lc/a/", LC_OWN + "k8s/lc/a/"
+    assert set(got1) == {"someone-else", id1} and set(got2) == {id2}
+    assert got1["someone-else"] == FOREIGN  # untouched
+    # 36h rounds up to 2 whole days; the filter is the store prefix + journal + '/'.
+    assert got1[id1] == {"ID": id1, "Status": "Enabled", "Filter": {"Prefix": "frag/k8s/lc/a/"},
+                         "Expiration": {"Days": 2}}
+    assert got2[id2]["Filter"] == {"Prefix": "k8s/lc/a/"} and got2[id2]["Expiration"] == {"Days": 2}
+    st = e.cr("a")["status"]["lifecycle"]
+    assert sorted((r["bucket"], r["id"], r["prefix"], r["expirationDays"]) for r in st["rules"]) == sorted(
+        [(b1, id1, "frag/k8s/lc/a/", 2), (b2, id2, "k8s/lc/a/", 2)])
+    assert "excluded" not in st and e.ready("a")
+
+    # A second journal in the same bucket adds its own rule beside.
+    lc_apply(e, "b", "k8s/lc/b", [s3.url(b1, "frag/")], retention="1ns")
+    wait_for(lambda: LC_OWN + "frag/k8s/lc/b/" in rules(s3, b1), 20, "second journal's rule")
+    assert rules(s3, b1)[LC_OWN + "frag/k8s/lc/b/"]["Expiration"] == {"Days": 1}
+
+    # Retention changes follow; drift in the bucket is undone at the next resync.
+    lc_apply(e, "a", "k8s/lc/a", stores, retention="240h")
+    wait_for(lambda: rules(s3, b1)[id1]["Expiration"] == {"Days": 10}, 20, "10 days")
+    wait_for(lambda: rules(s3, b2)[id2]["Expiration"] == {"Days": 10}, 20, "10 days in the second bucket")
+    edited = [FOREIGN, dict(rules(s3, b1)[id1], Expiration={"Days": 99}), rules(s3, b1)[LC_OWN + "frag/k8s/lc/b/"]]
+    s3.client().put_bucket_lifecycle_configuration(Bucket=b1, LifecycleConfiguration={"Rules": edited})
+    wait_for(lambda: rules(s3, b1)[id1]["Expiration"] == {"Days": 10}, 20, "drift undone")
+
+    # No retention: its rules go, everyone else's stay; an emptied bucket has no configuration.
+    lc_apply(e, "a", "k8s/lc/a", stores)
+    wait_for(lambda: lc_condition(e, "a").get("reason") == "NoRetention", 20, "NoRetention")
+    assert set(rules(s3, b1)) == {"someone-else", LC_OWN + "frag/k8s/lc/b/"}
+    assert rules(s3, b2) == {}
+    assert e.cr("a")["status"]["lifecycle"] == {"rules": [], "excluded": "NoRetention"}
+
+    # Deleting the resource (Retain) removes its rules too; the journal stays.
+    e.k("delete", "journalspec", "b", "--timeout=30s")
+    assert set(rules(s3, b1)) == {"someone-else"}
+    assert e.cluster.etcd.ctl("get", "--keys-only", "%s/items/k8s/lc/b" % e.cluster.prefix).strip()
+
+
+def test_lifecycle_never_for_recovery_logs(lc):
+    e, s3 = lc
+    b = s3.new_bucket()
+    lc_apply(e, "rl", "k8s/lc/recovery/shard-0", [s3.url(b)], retention="24h")
+    wait_for(lambda: lc_condition(e, "rl").get("reason") == "Applied", 20, "Applied")
+    assert list(rules(s3, b)) == [LC_OWN + "k8s/lc/recovery/shard-0/"]
+    # Labelled as a recovery log: its rule goes and none comes back.
+    lc_apply(e, "rl", "k8s/lc/recovery/shard-0", [s3.url(b)], retention="24h",
+             labels=[{"name": "content-type", "value": "application/x-gazette-recoverylog"}])
+    wait_for(lambda: lc_condition(e, "rl").get("reason") == "RecoveryLog", 20, "RecoveryLog")
+    assert rules(s3, b) == {}
+    assert "never age-expired" in lc_condition(e, "rl")["message"]
+    assert e.cr("rl")["status"]["lifecycle"]["excluded"] == "RecoveryLog"
+
+
+def test_lifecycle_rule_limit(lc):
+    e, s3 = lc
+    b = s3.new_bucket()
+    full = [{"ID": "r%04d" % i, "Status": "Enabled", "Filter": {"Prefix": "p%04d/" % i},
+             "Expiration": {"Days": 1}} for i in range(1000)]
+    s3.client().put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": full})
+    assert len(rules(s3, b)) == 1000
+    lc_apply(e, "lim", "k8s/lc/limit", [s3.url(b)], retention="24h")
+    c = wait_for(lambda: lc_condition(e, "lim").get("status") == "False" and lc_condition(e, "lim"), 20,
+                 "Lifecycle False")
+    assert c["reason"] == "RuleLimit"
+    assert "would hold 1001 lifecycle rules, more than S3's 1000 (1000 of other owners" in c["message"], c
+    assert len(rules(s3, b)) == 1000 and LC_OWN + "k8s/lc/limit/" not in rules(s3, b)
+    assert e.ready("lim")  # the journal itself is synced
+    assert "LifecycleFailed" in e.events("lim")
+    # Room made: it goes in.
+    s3.client().put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": full[:999]})
+    wait_for(lambda: LC_OWN + "k8s/lc/limit/" in rules(s3, b), 30, "rule written once there is room")
+    wait_for(lambda: lc_condition(e, "lim").get("reason") == "Applied", 20, "Applied")
+
+
+def test_lifecycle_s3_errors_are_reported(crds, cluster, s3):
+    ns = "lc-" + uuid.uuid4().hex[:10]
+    crds.kubectl("create", "namespace", ns)
+    bad = dict(s3.env(), AWS_SECRET_ACCESS_KEY="wrong-secret")
+    op = Operator(crds, cluster, ns, "", env=bad).start()
+    e = Env(crds, cluster, ns, None, op)
+    try:
+        b = s3.new_bucket()
+        lc_apply(e, "err", "k8s/lc/err", [s3.url(b)], retention="24h")
+        c = wait_for(lambda: lc_condition(e, "err").get("status") == "False" and lc_condition(e, "err"), 20,
+                     "Lifecycle False")
+        assert c["reason"] == "S3Error" and b in c["message"] and "403" in c["message"], c
+        assert rules(s3, b) == {}
+        # The resource can still be deleted once its rules are known to be absent? It has none: yes.
+        e.k("delete", "journalspec", "err", "--timeout=30s")
+    finally:
+        op.stop()
