@@ -73,14 +73,16 @@ static const char *excluded(const Protocol__JournalSpec *spec, size_t *n_s3)
 
 static void rule_id(const char *prefix, char out[GAZ_LC_ID_MAX + 1])
 {
-	char hex[65];
+	static const char own[] = GAZ_LIFECYCLE_ID_PREFIX, hashed[] = GAZ_LIFECYCLE_ID_PREFIX "sha256-";
+	size_t n = strlen(prefix);
 
-	if (strlen(GAZ_LIFECYCLE_ID_PREFIX) + strlen(prefix) <= GAZ_LC_ID_MAX) {
-		snprintf(out, GAZ_LC_ID_MAX + 1, GAZ_LIFECYCLE_ID_PREFIX "%s", prefix);
+	if (sizeof(own) - 1 + n <= GAZ_LC_ID_MAX) {
+		memcpy(out, own, sizeof(own) - 1);
+		memcpy(out + sizeof(own) - 1, prefix, n + 1);
 		return;
 	}
-	gaz_sigv4_sha256_hex(prefix, strlen(prefix), hex);
-	snprintf(out, GAZ_LC_ID_MAX + 1, GAZ_LIFECYCLE_ID_PREFIX "sha256-%s", hex);
+	memcpy(out, hashed, sizeof(hashed) - 1);
+	gaz_sigv4_sha256_hex(prefix, n, out + sizeof(hashed) - 1); /* 64 hex + NUL */
 }
 
 /* The rule journal `spec` wants in store `url` (already known to be s3). */

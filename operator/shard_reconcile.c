@@ -453,6 +453,12 @@ static int sync(struct srecon *r, int64_t *requeue)
 	if (!r->prefix[0])
 		return fail(r, "NoConsumerPrefix", "spec.etcdPrefix is not set and the operator has "
 			    "no --consumer.etcd-prefix: which consumer keyspace is unknown", 0, requeue);
+	if (!strcmp(r->prefix, r->op->cfg.etcd_prefix)) {
+		char msg[800];
+		snprintf(msg, sizeof(msg), "consumer prefix %s is the brokers' --etcd.prefix: its "
+			 "items are journals, not shards", r->prefix);
+		return fail(r, "InvalidSpec", msg, 0, requeue);
+	}
 	if (strcmp(r->owner, r->key))
 		return conflict(r);
 	condition(r, "Conflict", false, "NoConflict", "");
@@ -610,6 +616,9 @@ int gaz_shard_informer_start(struct gaz_op *op, struct gaz_status *st)
 	if (*p && !prefix_ok(p))
 		return gaz_status_set(st, GAZ_EINVAL, "--consumer.etcd-prefix %s must be absolute, "
 				      "without a trailing '/'", p);
+	if (!strcmp(p, op->cfg.etcd_prefix))
+		return gaz_status_set(st, GAZ_EINVAL, "--consumer.etcd-prefix %s is the brokers' "
+				      "--etcd.prefix", p);
 	m_writes = gaz_metrics_counter(NULL, "gazette_operator_shard_writes_total",
 				       "Writes of shard specs to etcd by reason", "reason");
 	op->shards = gaz_informer_start(&io, st);

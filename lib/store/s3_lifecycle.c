@@ -98,9 +98,10 @@ static void rule_field(struct lc_parse *lp, const char *name, const char *text)
 	const char *parent = lp->names[lp->depth - 1];
 
 	if (lp->depth == 3 && !strcmp(name, "ID")) {
-		if (strlen(text) > GAZ_LC_ID_MAX)
+		size_t n = strlen(text);
+		if (n > GAZ_LC_ID_MAX)
 			return stop(lp, GAZ_EPROTO, "rule ID longer than 255 bytes");
-		snprintf(lp->id, sizeof(lp->id), "%s", text);
+		memcpy(lp->id, text, n + 1);
 		lp->has_id = true;
 	} else if ((lp->depth == 3 && !strcmp(name, "Prefix")) ||
 		   (lp->depth == 4 && !strcmp(parent, "Filter") && !strcmp(name, "Prefix"))) {

@@ -701,6 +701,11 @@ def test_shard_spec_the_schema_admits_but_gazette_rejects(shards):
     e.apply_shard("bad", "shards/bad", sources=[{"journal": "abcd;meta"}])
     wait_for(lambda: e.ready("bad"), 20, "Ready once fixed")
     assert 'journal: "abcd;meta"' in e.text("shards/bad")
+    # The brokers' own keyspace is not a consumer's.
+    e.apply_shard("brokers", "shards/in-brokers", etcdPrefix=e.cluster.prefix)
+    wait_for(lambda: (e.condition("brokers", "Ready") or {}).get("reason") == "InvalidSpec", 20, "InvalidSpec")
+    assert "is the brokers' --etcd.prefix" in e.cr("brokers")["status"]["lastError"]
+    assert e.item("shards/in-brokers", prefix=e.cluster.prefix) is None
 
 
 def test_shard_without_a_consumer_prefix(crds, cluster):
@@ -909,3 +914,17 @@ def test_lifecycle_s3_errors_are_reported(crds, cluster, s3):
         e.k("delete", "journalspec", "err", "--timeout=30s")
     finally:
         op.stop()
+
+
+def test_lifecycle_long_journal_name_gets_a_hashed_id(lc):
+    import hashlib
+    e, s3 = lc
+    b = s3.new_bucket()
+    journal = "k8s/lc/" + "/".join(["segment-%02d" % i for i in range(25)])  # 281 bytes
+    lc_apply(e, "long", journal, [s3.url(b, "frag/")], retention="1h")
+    wait_for(lambda: lc_condition(e, "long").get("reason") == "Applied", 20, "Applied")
+    prefix = "frag/" + journal + "/"
+    rid = LC_OWN + "sha256-" + hashlib.sha256(prefix.encode()).hexdigest()
+    got = rules(s3, b)
+    assert list(got) == [rid] and len(rid) <= 255
+    assert got[rid]["Filter"] == {"Prefix": prefix} and got[rid]["Expiration"] == {"Days": 1}
