@@ -19,7 +19,8 @@
  *   a lost compare re-reads and tries again (Gazette's Apply semantics).
  *   status: Ready, observedGeneration, route, write head, persisted-through.
  *   bucket lifecycle rules from fragment.retention (lifecycle.c):
- *   condition Lifecycle, status.lifecycle; a failure requeues.
+ *   condition Lifecycle, status.lifecycle; a failure is retried at the
+ *   next resync.
  *
  * Deletion (deletionTimestamp set, our finalizer present):
  *   not the owner                       -> drop the finalizer only
@@ -340,8 +341,10 @@ static int apply(struct recon *r, Protocol__JournalSpec *d, struct gaz_item *it,
 }
 
 /* Bucket lifecycle rules from the retention (lifecycle.c); d NULL removes
- * them. A Warning event when it starts failing or the failure changes. */
-static int lifecycle(struct recon *r, const Protocol__JournalSpec *d)
+ * them. A Warning event when it starts failing or the failure changes;
+ * the failure's text goes to why[cap]. Nothing with --bucket-lifecycle
+ * off. */
+static int lifecycle(struct recon *r, const Protocol__JournalSpec *d, char *why, size_t cap)
 {
 	struct gaz_status st = {0};
 	const char *old_msg = NULL;
@@ -354,8 +357,10 @@ static int lifecycle(struct recon *r, const Protocol__JournalSpec *d)
 		    !strcmp(json_string_value(json_object_get(c, "status")) ?: "", "False"))
 			old_msg = json_string_value(json_object_get(c, "message"));
 	}
-	if (!(rc = gaz_lifecycle_sync(d, r->old_status, r->status, r->generation, &st)))
+	if (!r->op->cfg.bucket_lifecycle ||
+	    !(rc = gaz_lifecycle_sync(d, r->old_status, r->status, r->generation, &st)))
 		return 0;
+	snprintf(why, cap, "%s", st.msg);
 	gaz_warn("bucket lifecycle failed", "key=%s journal=%s err=\"%s\"", r->key, r->journal, st.msg);
 	if (!old_msg || strcmp(old_msg, st.msg))
 		event(r, "Warning", "LifecycleFailed", "%s", st.msg);
@@ -364,6 +369,7 @@ static int lifecycle(struct recon *r, const Protocol__JournalSpec *d)
 
 static int sync(struct recon *r, int64_t *requeue)
 {
+	char why[600];
 	struct gaz_status st = {0};
 	struct gaz_item it;
 	Protocol__JournalSpec *d;
@@ -387,8 +393,9 @@ static int sync(struct recon *r, int64_t *requeue)
 	if (!rc && !*requeue) {
 		observe(r, d);
 		set_ready(r, true, "Synced", "");
-		if (lifecycle(r, d))
-			*requeue = REQUEUE_ERROR_MS;
+		/* A failure shows as condition Lifecycle=False and is retried
+		 * at the next resync: it does not hold the journal back. */
+		lifecycle(r, d, why, sizeof(why));
 		rc = write_status(r);
 	}
 	protobuf_c_message_free_unpacked(&d->base, NULL);
@@ -455,8 +462,8 @@ static int finalize(struct recon *r, int64_t *requeue)
 		return 0;
 	if (strcmp(r->owner, r->key))
 		return drop_finalizer(r, requeue);
-	if (!r->other_live_claimant && lifecycle(r, NULL)) {
-		set_ready(r, false, "Deleting", "removing bucket lifecycle rules");
+	if (!r->other_live_claimant && lifecycle(r, NULL, why, sizeof(why))) {
+		set_ready(r, false, "Deleting", why);
 		write_status(r);
 		*requeue = REQUEUE_ERROR_MS;
 		return 0;

@@ -52,6 +52,7 @@ static const struct gaz_flag flag_table[] = {
 	F("broker.timeout", "BROKER_TIMEOUT", GAZ_FLAG_DURATION, "30s", "Bound on each broker call", &op.cfg.broker_timeout_ns, "Broker"),
 	F("resync", "OPERATOR_RESYNC", GAZ_FLAG_DURATION, "1m", "Every JournalSpec is reconciled at least this often (drift correction)", &op.cfg.resync_ns, "Operator"),
 	F("http.address", "OPERATOR_HTTP_ADDRESS", GAZ_FLAG_STRING, ":8081", "host:port serving /healthz, /readyz and /metrics", &op.cfg.http_address, "Operator"),
+	F("bucket-lifecycle", "OPERATOR_BUCKET_LIFECYCLE", GAZ_FLAG_BOOL, "true", "Keep S3 bucket lifecycle rules expiring each journal's fragments after its retention", &op.cfg.bucket_lifecycle, "Operator"),
 	F("leader-elect", "OPERATOR_LEADER_ELECT", GAZ_FLAG_BOOL, "false", "Run only while holding a coordination.k8s.io Lease", &op.cfg.leader_elect, "Leader election"),
 	F("lease.name", "OPERATOR_LEASE_NAME", GAZ_FLAG_STRING, "gazette-operator", "Name of the Lease", &op.cfg.lease_name, "Leader election"),
 	F("lease.namespace", "OPERATOR_LEASE_NAMESPACE", GAZ_FLAG_STRING, "", "Namespace of the Lease (empty: the configuration's namespace, else default)", &op.cfg.lease_namespace, "Leader election"),

@@ -59,6 +59,7 @@ struct gaz_op_config {
 	int64_t watch_timeout_ns;
 	int64_t broker_timeout_ns;
 	char *http_address;      /* "127.0.0.1:8081" or ":8081" */
+	bool bucket_lifecycle;   /* keep S3 lifecycle rules from retention */
 	bool leader_elect;
 	char *lease_name, *lease_namespace, *identity;
 	int64_t lease_duration_ns, renew_deadline_ns, retry_period_ns;

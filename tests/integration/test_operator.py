@@ -928,3 +928,19 @@ def test_lifecycle_long_journal_name_gets_a_hashed_id(lc):
     got = rules(s3, b)
     assert list(got) == [rid] and len(rid) <= 255
     assert got[rid]["Filter"] == {"Prefix": prefix} and got[rid]["Expiration"] == {"Days": 1}
+
+
+def test_lifecycle_can_be_turned_off(crds, cluster, s3):
+    ns = "lc-" + uuid.uuid4().hex[:10]
+    crds.kubectl("create", "namespace", ns)
+    op = Operator(crds, cluster, ns, "", env=s3.env(), extra=["--bucket-lifecycle=false"]).start()
+    e = Env(crds, cluster, ns, None, op)
+    try:
+        b = s3.new_bucket()
+        lc_apply(e, "off", "k8s/lc/off", [s3.url(b)], retention="24h")
+        wait_for(lambda: e.ready("off"), 20, "Ready")
+        time.sleep(3)  # a resync later
+        assert rules(s3, b) == {}
+        assert e.condition("off", "Lifecycle") is None and "lifecycle" not in e.cr("off")["status"]
+    finally:
+        op.stop()
