@@ -185,6 +185,64 @@ static size_t store_set(const struct want *w, size_t nw, const json_t *prev, con
 	return n;
 }
 
+/* One store: its wanted rules set, its previously applied ones no longer
+ * wanted removed; what now stands is appended to `applied`. */
+static int sync_store(const char *store, const struct want *w, size_t nw, const json_t *prev,
+		      json_t *applied, bool *limit, struct gaz_status *st)
+{
+	struct want *set = calloc(nw ? nw : 1, sizeof(*set));
+	const char *drop[256];
+	size_t nset = 0, nd = 0, i;
+	const json_t *r;
+	char bucket[256];
+	int rc;
+
+	*limit = false;
+	if (!set)
+		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	for (i = 0; i < nw; i++)
+		if (!strcmp(w[i].store, store))
+			set[nset++] = w[i];
+	json_array_foreach(prev, i, r) {
+		const char *id = json_string_value(json_object_get(r, "id"));
+		bool keep = false;
+		if (!id || strcmp(json_string_value(json_object_get(r, "store")) ?: "", store))
+			continue;
+		for (size_t k = 0; k < nset && !keep; k++)
+			keep = !strcmp(set[k].id, id);
+		if (!keep && nd < sizeof(drop) / sizeof(drop[0]))
+			drop[nd++] = id;
+	}
+	rc = sync_bucket(store, set, nset, drop, nd, limit, st);
+	if (rc == GAZ_ENOTFOUND && !nset)
+		rc = 0; /* the bucket is gone, and its rules with it */
+	for (i = 0; !rc && i < nset; i++)
+		json_array_append_new(applied, rule_json(&set[i], bucket_of(store, bucket, sizeof(bucket))));
+	json_array_foreach(prev, i, r) { /* rules not yet removed stay listed, to retry */
+		if (rc && !strcmp(json_string_value(json_object_get(r, "store")) ?: "", store))
+			json_array_append_new(applied, json_deep_copy(r));
+	}
+	free(set);
+	return rc;
+}
+
+static void set_condition(json_t *status, const json_t *old_status, int rc, bool limit,
+			  const char *why, size_t n, const char *err, int64_t generation)
+{
+	char msg[1024];
+
+	if (rc) {
+		gaz_cr_condition(status, old_status, "Lifecycle", "False", limit ? "RuleLimit" : "S3Error",
+				 err, generation);
+		return;
+	}
+	snprintf(msg, sizeof(msg), "%zu rule(s)%s%s", n, why ? "; " : "",
+		 !why ? "" : !strcmp(why, "RecoveryLog") ? "recovery logs are never age-expired"
+			 : !strcmp(why, "NoRetention") ? "no retention"
+			 : !strcmp(why, "NoS3Store") ? "no s3:// store" : why);
+	gaz_cr_condition(status, old_status, "Lifecycle", "True", why ? why : "Applied", msg, generation);
+}
+
 int gaz_lifecycle_sync(const Protocol__JournalSpec *spec, const json_t *old_status, json_t *status,
 		       int64_t generation, struct gaz_status *st)
 {
@@ -193,7 +251,6 @@ int gaz_lifecycle_sync(const Protocol__JournalSpec *spec, const json_t *old_stat
 	const char *why = excluded(spec, &n_s3), *stores[64];
 	struct want *w = calloc(n_s3 ? n_s3 : 1, sizeof(*w));
 	json_t *applied = json_array(), *lc;
-	char bucket[256], msg[1024] = "";
 	int first_rc = 0;
 	bool limit_hit = false;
 
@@ -214,62 +271,20 @@ int gaz_lifecycle_sync(const Protocol__JournalSpec *spec, const json_t *old_stat
 	}
 	ns = store_set(w, nw, prev, stores, sizeof(stores) / sizeof(stores[0]));
 	for (size_t s = 0; s < ns; s++) {
-		const char *drop[256];
-		size_t nd = 0, i;
-		const json_t *r;
-		struct want *set = calloc(nw ? nw : 1, sizeof(*set));
-		size_t nset = 0;
 		struct gaz_status bs = {0};
 		bool limit;
-		int rc;
-		if (!set) {
-			first_rc = first_rc ? first_rc : gaz_status_set(st, GAZ_ENOMEM, "out of memory");
-			break;
-		}
-		for (i = 0; i < nw; i++)
-			if (!strcmp(w[i].store, stores[s]))
-				set[nset++] = w[i];
-		json_array_foreach(prev, i, r) {
-			const char *id = json_string_value(json_object_get(r, "id"));
-			bool keep = false;
-			if (!id || strcmp(json_string_value(json_object_get(r, "store")) ?: "", stores[s]))
-				continue;
-			for (size_t k = 0; k < nset && !keep; k++)
-				keep = !strcmp(set[k].id, id);
-			if (!keep && nd < 256)
-				drop[nd++] = id;
-		}
-		rc = sync_bucket(stores[s], set, nset, drop, nd, &limit, &bs);
-		if (rc == GAZ_ENOTFOUND && !nset)
-			rc = 0; /* the bucket is gone, and its rules with it */
-		for (i = 0; i < nset; i++)
-			if (!rc)
-				json_array_append_new(applied, rule_json(&set[i], bucket_of(stores[s], bucket, sizeof(bucket))));
-		json_array_foreach(prev, i, r) { /* rules not yet removed stay listed */
-			if (rc && !strcmp(json_string_value(json_object_get(r, "store")) ?: "", stores[s]))
-				json_array_append_new(applied, json_deep_copy(r));
-		}
+		int rc = sync_store(stores[s], w, nw, prev, applied, &limit, &bs);
 		if (rc && !first_rc)
 			first_rc = gaz_status_set(st, rc, "%s", bs.msg);
 		limit_hit |= rc && limit;
-		free(set);
 	}
 	lc = json_object();
 	json_object_set_new(lc, "rules", applied);
 	if (why && strcmp(why, "resource deleted"))
 		json_object_set_new(lc, "excluded", json_string(why));
 	json_object_set_new(status, "lifecycle", lc);
-	if (first_rc)
-		gaz_cr_condition(status, old_status, "Lifecycle", "False",
-				 limit_hit ? "RuleLimit" : "S3Error", st->msg, generation);
-	else {
-		snprintf(msg, sizeof(msg), "%zu rule(s)%s%s", json_array_size(applied), why ? "; " : "",
-			 !why ? "" : !strcmp(why, "RecoveryLog") ? "recovery logs are never age-expired"
-				 : !strcmp(why, "NoRetention") ? "no retention"
-				 : !strcmp(why, "NoS3Store") ? "no s3:// store" : why);
-		gaz_cr_condition(status, old_status, "Lifecycle", "True", why ? why : "Applied", msg,
-				 generation);
-	}
+	set_condition(status, old_status, first_rc, limit_hit, why, json_array_size(applied),
+		      first_rc ? st->msg : "", generation);
 	free(w);
 	return first_rc;
 }
