@@ -113,14 +113,17 @@ struct gaz_item_route {
 	char **members;
 	size_t n;
 	int primary;
+	ProtobufCBinaryData *values; /* each assignment's value (owned), when asked for */
 };
 
 int gaz_item_route(struct gaz_op *op, const char *journal, struct gaz_item_route *out,
 		   struct gaz_status *st);
 /* gaz_item_route_at: the same for item `item` of the allocator keyspace
  * rooted at `root` (a consumer's prefix and a shard id: Gazette's consumer
- * allocator uses the brokers' assignment key layout). */
-int gaz_item_route_at(struct gaz_op *op, const char *root, const char *item,
+ * allocator uses the brokers' assignment key layout), with each
+ * assignment's value in out->values[i] when `values` (a consumer's
+ * ReplicaStatus; NULL otherwise). */
+int gaz_item_route_at(struct gaz_op *op, const char *root, const char *item, bool values,
 		      struct gaz_item_route *out, struct gaz_status *st);
 void gaz_item_route_release(struct gaz_item_route *r);
 

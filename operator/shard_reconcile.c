@@ -29,7 +29,8 @@
  *   DriftCorrected=True (reason ChangedInEtcd, DeletedFromEtcd or
  *   UnreadableInEtcd, with what was found), kept until the next one, so
  *   the last out-of-band change stays visible after the Event expires.
- *   status: Ready, observedGeneration, etcdKey, etcdModRevision, route.
+ *   status: Ready, observedGeneration, etcdKey, etcdModRevision, route,
+ *   and the replicas' ReplicaStatus reduced as `gazctl shards list` does.
  *
  * Deletion (deletionTimestamp set, our finalizer present):
  *   not the owner, Retain, or another live CR claims the item
@@ -256,7 +257,7 @@ static void event(struct srecon *r, const char *type, const char *reason, const 
 static void status_init(struct srecon *r)
 {
 	static const char *const keep[] = {"adopted", "primary", "replicas", "etcdModRevision",
-					   "etcdKey", "conditions"};
+					   "etcdKey", "conditions", "replicaStatus", "replicaErrors"};
 
 	r->status = json_object();
 	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
@@ -323,13 +324,49 @@ static int fail(struct srecon *r, const char *reason, const char *msg, int64_t r
 	return 0;
 }
 
+/* The replicas' statuses reduced as Gazette's ReplicaStatus.Reduce (the
+ * highest code, every error), which is what `gazctl shards list` shows.
+ * Values that do not decode are skipped, as the consumer's keyspace does;
+ * an empty value is IDLE. */
+static void replica_status(struct srecon *r, const struct gaz_item_route *route)
+{
+	const ProtobufCEnumValue *name;
+	json_t *errors = json_array();
+	int code = 0;
+
+	for (size_t i = 0; i < route->n; i++) {
+		Consumer__ReplicaStatus *rs = consumer__replica_status__unpack(
+			NULL, route->values[i].len, route->values[i].data);
+		if (!rs)
+			continue;
+		if ((int)rs->code > code)
+			code = rs->code;
+		for (size_t e = 0; e < rs->n_errors; e++)
+			json_array_append_new(errors, json_string(rs->errors[e]));
+		consumer__replica_status__free_unpacked(rs, NULL);
+	}
+	name = protobuf_c_enum_descriptor_get_value(&consumer__replica_status__code__descriptor, code);
+	if (route->n)
+		json_object_set_new(r->status, "replicaStatus", json_string(name ? name->name : "UNKNOWN"));
+	else
+		json_object_del(r->status, "replicaStatus");
+	if (json_array_size(errors))
+		json_object_set_new(r->status, "replicaErrors", errors);
+	else {
+		json_object_del(r->status, "replicaErrors");
+		json_decref(errors);
+	}
+}
+
 static void observe(struct srecon *r)
 {
 	struct gaz_item_route route;
 	struct gaz_status st = {0};
 
-	if (gaz_item_route_at(r->op, r->prefix, r->shard, &route, &st))
+	if (gaz_item_route_at(r->op, r->prefix, r->shard, true, &route, &st))
 		return;
+	if (route.values)
+		replica_status(r, &route);
 	json_t *reps = json_array();
 	for (size_t i = 0; i < route.n; i++)
 		json_array_append_new(reps, json_string(route.members[i]));
@@ -345,7 +382,8 @@ static void observe(struct srecon *r)
 
 static int conflict(struct srecon *r)
 {
-	static const char *const drop[] = {"etcdModRevision", "adopted", "primary", "replicas"};
+	static const char *const drop[] = {"etcdModRevision", "adopted", "primary", "replicas",
+					   "replicaStatus", "replicaErrors"};
 	char msg[2400];
 
 	snprintf(msg, sizeof(msg), "shard \"%s\" (%s) is managed by ShardSpec %s", r->shard,

@@ -496,12 +496,16 @@ def gazette_shard_text(raw):
     return text
 
 
-def gazette_shard_bytes(text):
-    """A consumer.ShardSpec encoded by protoc from Gazette's schema."""
-    r = subprocess.run(["protoc", "--encode=consumer.ShardSpec"] + gazette_proto_args(), input=text.encode(),
+def gazette_bytes(message, text):
+    """A consumer `message` encoded by protoc from Gazette's schema."""
+    r = subprocess.run(["protoc", "--encode=" + message] + gazette_proto_args(), input=text.encode(),
                        capture_output=True, timeout=30)
     assert r.returncode == 0, r.stderr.decode()
     return r.stdout
+
+
+def gazette_shard_bytes(text):
+    return gazette_bytes("consumer.ShardSpec", text)
 
 
 class ShardEnv(Env):
@@ -570,11 +574,23 @@ def test_shard_apply_update_and_delete_with_retain(shards):
     assert st["etcdModRevision"] == rev and "adopted" not in st and st["observedGeneration"] == 1
     assert "gazette-c.dev/shard" in e.cr("s")["metadata"]["finalizers"]
     assert "Created" in e.events("s")
-    # The consumer allocator's assignments (same layout as the brokers') give the route.
-    for member, slot in (("zone-b#consumer-2", 1), ("zone-a#consumer-1", 0)):
-        e.cluster.etcd.ctl("put", "%s/assign/shards/part-000#%s#%d" % (e.prefix, member, slot), "")
+    # The consumer allocator's assignments (same layout as the brokers') give the
+    # route; their ReplicaStatus values (Gazette's encoding) reduce to the highest code.
+    def assign(member, slot, status_text):
+        key = "%s/assign/shards/part-000#%s#%d" % (e.prefix, member, slot)
+        raw = gazette_bytes("consumer.ReplicaStatus", status_text)
+        subprocess.run([ETCDCTL_BIN, "--endpoints", e.cluster.etcd.endpoint, "put", key], input=raw,
+                       env=dict(os.environ, ETCDCTL_API="3"), check=True, capture_output=True)
+    assign("zone-b#consumer-2", 1, "code: STANDBY")
+    assign("zone-a#consumer-1", 0, "code: PRIMARY")
     wait_for(lambda: e.cr("s")["status"].get("primary") == "zone-a/consumer-1", 20, "status primary")
-    assert e.cr("s")["status"]["replicas"] == ["zone-a/consumer-1", "zone-b/consumer-2"]
+    st = e.cr("s")["status"]
+    assert st["replicas"] == ["zone-a/consumer-1", "zone-b/consumer-2"] and st["replicaStatus"] == "PRIMARY"
+    assign("zone-b#consumer-2", 1, 'code: FAILED errors: "store: disk full"')
+    wait_for(lambda: e.cr("s")["status"].get("replicaStatus") == "FAILED", 20, "FAILED reduced")
+    assert e.cr("s")["status"]["replicaErrors"] == ["store: disk full"]
+    table = e.k("get", "gs", "s").stdout.split("\n")
+    assert table[0].split()[:4] == ["NAME", "SHARD", "HOT", "STANDBYS"] and "FAILED" in table[1].split()
 
     e.apply_shard("s", "shards/part-000", hotStandbys=2, disable=True)
     wait_for(lambda: "hot_standbys: 2" in e.text("shards/part-000"), 20, "hot standbys 2")
