@@ -4,6 +4,8 @@
 #   make demo       the embedded default: etcd + broker + file:// store
 #   make bench      ours vs Gazette's Go broker, side by side
 #   make SAN=1 test the same suite under ASan+UBSan (in build-san/)
+#   make chart      helm lint and helm template of charts/gazette-c
+#   make image      docker build of gazette, gazctl and gazette-operator
 
 CC      ?= cc
 SAN     ?=
@@ -35,7 +37,7 @@ CLIENT_SRCS = $(sort $(wildcard client/lib/*.c))
 GAZCTL_SRCS = $(sort $(wildcard client/gazctl/*.c))
 OPERATOR_SRCS = $(sort $(wildcard operator/*.c))
 BENCH_SRCS  = $(sort $(wildcard bench/*.c))
-UNIT_SRCS   = $(sort $(shell find tests/unit -name 'test_*.c'))
+UNIT_SRCS   = $(sort $(shell find tests/unit -name 'test_*.c' 2>/dev/null))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -52,7 +54,7 @@ TOOL_BINS = $(BUILD)/bin/client-probe
 # Generated sources are kept between builds.
 .SECONDARY: $(GEN_C) $(GEN_H)
 
-.PHONY: all test unit integration demo bench deps clean format operator
+.PHONY: all test unit integration demo bench deps clean format operator chart image
 all: $(GAZETTE) $(GAZCTL) $(OPERATOR) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
@@ -152,6 +154,17 @@ bench: all
 
 deps:
 	@scripts/deps.sh
+
+# Chart checks without a cluster (tests/integration/test_deploy.py adds a
+# server-side dry run against the test kube-apiserver).
+HELM = $(shell scripts/deps.sh --helm-dir)/helm
+chart:
+	@$(HELM) lint --strict charts/gazette-c
+	@$(HELM) template gazette-c charts/gazette-c >/dev/null && echo "chart renders"
+
+IMAGE ?= gazette-c:dev
+image:
+	docker build -t $(IMAGE) .
 
 format:
 	clang-format -i $(LIB_SRCS) $(BROKER_SRCS) $(CLIENT_SRCS) $(GAZCTL_SRCS) $(OPERATOR_SRCS)

@@ -80,16 +80,20 @@ static int resolve(struct append_ctx *a)
 	return 0;
 }
 
-static int64_t desired_replication(const struct append_ctx *a)
+int64_t gaz__append_desired_replication(const struct gaz_broker *b, const Protocol__JournalSpec *s)
 {
-	const Protocol__JournalSpec *s = a->res.spec;
 	int64_t r = s->replication;
 
-	if (r > a->b->cfg.max_replication)
-		r = a->b->cfg.max_replication;
+	if (r > b->cfg.max_replication)
+		r = b->cfg.max_replication;
 	if (s->suspend && s->suspend->level == PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__PARTIAL && r > 1)
 		r = 1;
 	return r;
+}
+
+static int64_t desired_replication(const struct append_ctx *a)
+{
+	return gaz__append_desired_replication(a->b, a->res.spec);
 }
 
 /* Appends to a txn: for every assignment compare its mod revision, and put
@@ -261,7 +265,10 @@ static int as_primary(struct append_ctx *a)
 	bool wrote;
 	int rc;
 
-	if ((rc = gaz_replica_acquire(r, a->call))) {
+	gaz__append_prefetch(a);
+	if ((rc = gaz__append_acquire(a))) {
+		if (rc == 1) /* committed by another append's group commit */
+			return 0;
 		if (rc == GAZ_ESTOPPED)
 			return 1;
 		gaz__append_respond_error(a, GAZ_GRPC_CANCELLED, "cancelled waiting for the journal");
@@ -368,6 +375,7 @@ void gaz_handle_append(struct gaz_rpc_call *call, void *arg)
 		gaz_replica_release(a.token);
 	if (!a.finished)
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_CANCELLED, "append abandoned");
+	gaz__append_prefetch_release(&a);
 	gaz_labelset_free(a.registers);
 	gaz_resolution_release(&a.res);
 	protobuf_c_message_free_unpacked(&a.req->base, NULL);

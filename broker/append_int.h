@@ -3,7 +3,35 @@
 #define GAZ_BROKER_APPEND_INT_H
 
 #include "broker/broker.h"
+#include "broker/replica.h"
 #include "etcd/txn.h"
+
+/* A group-commit member (append_batch.c). */
+struct gaz_batch_entry {
+	struct gaz_batch_link link;        /* first: the replica's queue links it */
+	struct append_ctx *a;              /* the member's own append */
+	const uint8_t *data;               /* its whole content, `len` bytes */
+	size_t len;
+	uint8_t *owned;                    /* data, when it had to be joined */
+	int64_t chunks;                    /* content messages (parked entries) */
+	/* The outcome, set by the token holder that committed it. */
+	int code;                          /* GAZ_GRPC_*; with OK, `status` */
+	int status;                        /* Protocol__Status */
+	char msg[128];
+	int64_t begin, end;
+	uint8_t sum[20];
+};
+
+/* The client's messages read before the append took the token
+ * (append_batch.c): replayed, in order, before any further receive. */
+struct append_prefetch {
+	Protocol__AppendRequest **msgs;    /* owned; consumed from `next` */
+	size_t n, next;
+	int end_rc;                        /* 0: stream still open; else what the
+					    * receive after msgs[n-1] returned */
+	size_t bytes;                      /* content bytes held (budget) */
+	bool tried;
+};
 
 struct append_ctx {
 	struct gaz_broker *b;
@@ -20,7 +48,45 @@ struct append_ctx {
 	uint8_t commit_sum[20];
 	int commit_codec;
 	int64_t total_chunks, delayed_chunks;
+	struct append_prefetch pre;
+	bool batchable;                    /* the prefetch holds the whole request */
+	struct gaz_batch_entry entry;      /* valid when batchable */
+	struct gaz_batch_entry *batch;     /* &entry while this append leads a group commit */
 };
+
+/* append_batch.c: group commit. An append whose whole content is small
+ * and was received before it took the token is queued on the replica;
+ * the token holder commits every queued append with its own, as one
+ * replicated transaction, and each gets its own commit range. */
+
+/* gaz__append_prefetch reads the client's content ahead (once per
+ * append, before the token), bounded per append and per broker. */
+void gaz__append_prefetch(struct append_ctx *a);
+
+/* gaz__append_next_chunk receives the next client message: a prefetched
+ * one first. Same returns as gaz_rpc_recv; *m is owned by the caller. */
+int gaz__append_next_chunk(struct append_ctx *a, Protocol__AppendRequest **m, int64_t deadline_ns);
+
+/* gaz__append_prefetch_release frees what was read ahead. */
+void gaz__append_prefetch_release(struct append_ctx *a);
+
+/* gaz__append_acquire: acquire the token as a queued group-commit member
+ * when the append qualifies (else a plain acquire). Returns 0 with the
+ * token held (a->batch set when this append leads a group), 1 when another
+ * append committed it and the call was answered, or the error of
+ * gaz_replica_acquire. */
+int gaz__append_acquire(struct append_ctx *a);
+
+/* gaz__append_batch_commit (append_local.c): the leader, after its
+ * preconditions, writes its own and every queued member's content and
+ * commits them together; answers every member and itself. */
+int gaz__append_batch_commit(struct append_ctx *a);
+
+/* gaz__append_batch_take: with the token held, detaches queued members
+ * in FIFO order into out[] (at most `max`, and `max_bytes` of content);
+ * returns how many. Each link is the first member of its entry. */
+size_t gaz__append_batch_take(struct append_ctx *a, struct gaz_batch_link **out, size_t max,
+			      size_t max_bytes);
 
 /* append_local.c: preconditions, content streaming, commit. The token is
  * held. Returns 1 to resolve again, 0 once answered. */
@@ -30,6 +96,14 @@ int gaz__append_local(struct append_ctx *a);
  * peer's) to an empty fragment at `to`. The token is held. Returns 0 or
  * an error (the pipeline is closed on failure). */
 int gaz__append_roll(struct append_ctx *a, int64_t to);
+
+/* append.c: the journal's replication the route must have (§4.7). */
+int64_t gaz__append_desired_replication(const struct gaz_broker *b, const Protocol__JournalSpec *s);
+
+/* append_batch.c: answers a taken parked entry (leader's context `a` for
+ * the header and registers) and frees it. code/status/msg as in
+ * struct gaz_batch_entry. */
+void gaz__append_answer_parked(struct append_ctx *a, struct gaz_batch_entry *e);
 
 /* append.c: suspension write (UPDATE_SUSPEND). */
 int gaz__append_update_suspend(struct append_ctx *a, int level, int64_t offset);

@@ -234,6 +234,23 @@ static bool rate_debit(struct append_ctx *a, struct rate *rt, int64_t len)
 	}
 }
 
+/* Writes content to the spool, retrying a failing disk until the call is
+ * cancelled. Returns 0 or the spool's error. */
+static int spool_write(struct append_ctx *a, const uint8_t *data, size_t len)
+{
+	struct gaz_replica *r = a->res.replica;
+	struct gaz_status st = {0};
+	int rc;
+
+	while ((rc = gaz_spool_append(&r->spool, data, len, &st)) == GAZ_EIO) {
+		gaz_error("spool write failed; retrying", "journal=%s err=\"%s\"", r->journal, st.msg);
+		gaz_status_clear(&st);
+		if (gaz_rpc_wait(a->call, gaz_deadline_in(5000)) == GAZ_ECANCELLED)
+			break;
+	}
+	return rc;
+}
+
 /* Receives chunks into the spool until the empty commit-intent message
  * and EOF. Returns 0 to commit, else an error already answered (or a
  * cancelled call). */
@@ -251,8 +268,7 @@ static int stream_content(struct append_ctx *a, EVP_MD_CTX *sha)
 	for (;;) {
 		Protocol__AppendRequest *m = NULL;
 		struct gaz_status st = {0};
-		int rc = gaz_rpc_recv(a->call, &protocol__append_request__descriptor,
-				      (ProtobufCMessage **)&m, rate_deadline(&rt));
+		int rc = gaz__append_next_chunk(a, &m, rate_deadline(&rt));
 		if (rc == GAZ_EOF) {
 			if (intent)
 				return 0;
@@ -302,14 +318,7 @@ static int stream_content(struct append_ctx *a, EVP_MD_CTX *sha)
 				gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, "replication to a peer failed");
 				return GAZ_EUNAVAIL;
 			}
-			while ((rc = gaz_spool_append(&r->spool, m->content.data, m->content.len, &st)) ==
-			       GAZ_EIO) {
-				gaz_error("spool write failed; retrying", "journal=%s err=\"%s\"",
-					  r->journal, st.msg);
-				gaz_status_clear(&st);
-				if (gaz_rpc_wait(a->call, gaz_deadline_in(5000)) == GAZ_ECANCELLED)
-					break;
-			}
+			rc = spool_write(a, m->content.data, m->content.len);
 			EVP_DigestUpdate(sha, m->content.data, m->content.len);
 			a->total_chunks++;
 			rate_credit(&rt, (int64_t)m->content.len);
@@ -337,7 +346,8 @@ static int commit(struct append_ctx *a, EVP_MD_CTX *sha)
 	a->commit_begin = r->spool.fragment.end;
 	a->commit_end = r->spool.fragment.end + r->spool.delta;
 	a->commit_codec = r->spool.fragment.codec;
-	EVP_DigestFinal_ex(sha, a->commit_sum, &n);
+	if (sha)
+		EVP_DigestFinal_ex(sha, a->commit_sum, &n);
 	if (r->pipeline) {
 		/* Peers and our spool commit the same proposal. */
 		gaz_metric_spool_commit(r->spool.delta);
@@ -362,6 +372,138 @@ static int commit(struct append_ctx *a, EVP_MD_CTX *sha)
 	if (rc)
 		gaz_error("commit failed", "journal=%s err=\"%s\"", r->journal, st.msg);
 	return rc;
+}
+
+/* ---- group commit (append_batch.c queues the members) ------------------- */
+
+static int commit(struct append_ctx *a, EVP_MD_CTX *sha);
+
+#define BATCH_MAX_MEMBERS 256
+#define BATCH_MAX_BYTES (4 << 20)
+#define BATCH_SLICE_BYTES (1 << 20) /* content per spool write and Replicate message */
+
+static struct gaz_batch_entry *entry_of(struct gaz_batch_link *l)
+{
+	return (struct gaz_batch_entry *)l; /* the link is the entry's first member */
+}
+
+/* Writes the members' content after the spool's delta, in order, each
+ * member's range and SHA-1 noted. Returns 0 or an error. */
+static int batch_write(struct append_ctx *a, struct gaz_batch_link **links, size_t n)
+{
+	struct gaz_replica *r = a->res.replica;
+	struct rate rt = {.at_ns = gaz_mono_ns(), .max_rate = a->res.spec->max_append_rate};
+	size_t total = 0, off = 0;
+	uint8_t *joined = NULL;
+	const uint8_t *data;
+	int rc = 0;
+
+	if (a->b->cfg.max_append_rate && (!rt.max_rate || a->b->cfg.max_append_rate < rt.max_rate))
+		rt.max_rate = a->b->cfg.max_append_rate;
+	for (size_t i = 0; i < n; i++) {
+		struct gaz_batch_entry *e = entry_of(links[i]);
+		e->begin = r->spool.fragment.end + r->spool.delta + (int64_t)total;
+		e->end = e->begin + (int64_t)e->len;
+		EVP_Digest(e->data, e->len, e->sum, NULL, EVP_sha1(), NULL);
+		total += e->len;
+	}
+	if (n == 1) {
+		data = entry_of(links[0])->data;
+	} else {
+		if (!(joined = malloc(total)))
+			return GAZ_ENOMEM;
+		for (size_t i = 0; i < n; i++) {
+			memcpy(joined + off, entry_of(links[i])->data, entry_of(links[i])->len);
+			off += entry_of(links[i])->len;
+		}
+		data = joined;
+	}
+	for (off = 0; off < total && !rc; off += BATCH_SLICE_BYTES) {
+		size_t len = total - off < BATCH_SLICE_BYTES ? total - off : BATCH_SLICE_BYTES;
+		a->delayed_chunks += rate_debit(a, &rt, (int64_t)len);
+		if (r->pipeline)
+			rc = gaz__append_replicate_content(a, data + off, len, r->spool.delta);
+		if (!rc)
+			rc = spool_write(a, data + off, len);
+	}
+	free(joined);
+	return rc;
+}
+
+/* Answers every member but the leader (links[0]): parked ones here, the
+ * others by waking their handler. */
+static void batch_answer(struct append_ctx *a, struct gaz_batch_link **links, size_t n, int code,
+			 int status, const char *msg)
+{
+	struct gaz_replica *r = a->res.replica;
+
+	size_t threaded = 0;
+
+	for (size_t i = 1; i < n; i++) {
+		struct gaz_batch_entry *e = entry_of(links[i]);
+		e->code = code;
+		e->status = status;
+		snprintf(e->msg, sizeof(e->msg), "%s", msg ? msg : "");
+		if (links[i]->parked) {
+			gaz__append_answer_parked(a, e);
+			continue;
+		}
+		if (code == GAZ_GRPC_OK && status == PROTOCOL__STATUS__OK)
+			gaz_labelset_copy(e->a->registers, a->registers);
+		links[threaded++] = links[i]; /* compacted in place; unused after */
+	}
+	gaz_replica_done_queued(r, links, threaded);
+}
+
+int gaz__append_batch_commit(struct append_ctx *a)
+{
+	struct gaz_replica *r = a->res.replica;
+	struct gaz_batch_link *links[BATCH_MAX_MEMBERS];
+	struct gaz_batch_entry *self = a->batch;
+	bool replicated = r->pipeline != NULL;
+	size_t n = 1;
+	int rc;
+
+	links[0] = &self->link;
+	n += gaz__append_batch_take(a, links + 1, BATCH_MAX_MEMBERS - 1, BATCH_MAX_BYTES - self->len);
+	if (!gaz_journal_may_write(a->res.spec->flags)) {
+		batch_answer(a, links, n, GAZ_GRPC_OK, PROTOCOL__STATUS__NOT_ALLOWED, NULL);
+		gaz__append_respond_status(a, PROTOCOL__STATUS__NOT_ALLOWED);
+		return 0;
+	}
+	a->total_chunks = (int64_t)a->pre.n - 1;
+	rc = batch_write(a, links, n);
+	if (!rc)
+		rc = commit(a, NULL);
+	if (rc && a->token) {
+		if (r->pipeline)
+			gaz__append_pipeline_fail(a, "group commit rolled back");
+		pthread_mutex_lock(&r->mu);
+		gaz_metric_spool_rollback(r->spool.delta);
+		gaz_spool_rollback(&r->spool);
+		pthread_mutex_unlock(&r->mu);
+	}
+	if (rc) {
+		const char *why = a->finished ? "broker's etcd lease expired; the journal may have moved"
+			: replicated ? "replication to a peer failed; the append may have committed"
+				     : "commit failed";
+		int code = a->finished || replicated ? GAZ_GRPC_UNAVAILABLE : GAZ_GRPC_INTERNAL;
+		batch_answer(a, links, n, code, 0, why);
+		if (!a->finished)
+			gaz__append_respond_error(a, code, why);
+		return 0;
+	}
+	if (a->token) { /* committed everywhere: the next group may start */
+		gaz_replica_release(a->token);
+		a->token = NULL;
+	}
+	batch_answer(a, links, n, GAZ_GRPC_OK, PROTOCOL__STATUS__OK, NULL);
+	gaz_metric_group_commit((int64_t)n);
+	a->commit_begin = self->begin;
+	a->commit_end = self->end;
+	memcpy(a->commit_sum, self->sum, sizeof(a->commit_sum));
+	gaz__append_respond_commit(a);
+	return 0;
 }
 
 int gaz__append_local(struct append_ctx *a)
@@ -389,6 +531,10 @@ int gaz__append_local(struct append_ctx *a)
 		EVP_MD_CTX_free(sha);
 		gaz__append_respond_error(a, GAZ_GRPC_INTERNAL, "rolling the spool failed");
 		return 0;
+	}
+	if (a->batch) {
+		EVP_MD_CTX_free(sha);
+		return gaz__append_batch_commit(a);
 	}
 	rc = stream_content(a, sha);
 	if (!rc && r->spool.delta == 0 &&

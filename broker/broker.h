@@ -76,6 +76,7 @@ struct gaz_broker {
 	atomic_bool exiting;           /* SIGTERM seen; member marked exiting */
 	atomic_bool stopping;          /* replicas are being shut down */
 	atomic_bool lease_lost;
+	atomic_llong append_prefetched; /* content bytes appends read ahead (append_batch.c) */
 	pthread_t maintain_thread, alloc_thread, pulse_thread;
 	bool threads_started;
 };
@@ -88,6 +89,9 @@ struct gaz_resolve_opts {
 	int64_t min_etcd_revision;
 	const Protocol__Header *proxy_header;   /* the request's header or NULL */
 	struct gaz_rpc_call *call;              /* waits are cancelled with it; may be NULL */
+	bool no_wait;                           /* never block: no revision waits, and a
+						 * missing or stale local replica is left
+						 * NULL instead of created */
 };
 
 /* The outcome of resolving a journal: owned copies, release with
@@ -168,6 +172,14 @@ int gaz_recv_request(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor
 /* protocol.Journal handlers (arg: the broker), registered in main.c. Each
  * validates its request before touching state and ends its call. */
 void gaz_handle_append(struct gaz_rpc_call *call, void *arg);
+
+/* gaz_append_fast is the Append fast path (append_batch.c; a lib/rpc
+ * gaz_rpc_fast_fn run on a poller once the request is read): a complete,
+ * plain request for a journal this broker is primary of, arriving while
+ * another append holds the journal's token, is parked in the replica's
+ * group-commit queue with no thread of its own, and the token holder
+ * answers it. Returns true when parked. Never blocks. */
+bool gaz_append_fast(struct gaz_rpc_call *call, struct gaz_broker *b);
 void gaz_handle_read(struct gaz_rpc_call *call, void *arg);
 void gaz_handle_list(struct gaz_rpc_call *call, void *arg);
 void gaz_handle_apply(struct gaz_rpc_call *call, void *arg);

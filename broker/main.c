@@ -126,13 +126,15 @@ struct counted {
 	const char *op;
 	gaz_rpc_handler_fn fn;
 	bool self_completes;
+	unsigned flags; /* GAZ_RPC_*: Append starts with its small request whole */
+	bool fast;      /* Append's fast path (append_batch.c) */
 };
 
 static struct counted counted_methods[] = {
 	{"List", gaz_handle_list, false},
 	{"Apply", gaz_handle_apply, false},
 	{"Read", gaz_handle_read, true},
-	{"Append", gaz_handle_append, true},
+	{"Append", gaz_handle_append, true, GAZ_RPC_DISPATCH_READ, true},
 	{"ListFragments", gaz_handle_list_fragments, false},
 	{"FragmentStoreHealth", gaz_handle_store_health, false},
 	{"Replicate", gaz_handle_replicate, false},
@@ -148,6 +150,12 @@ static void counted_handler(struct gaz_rpc_call *call, void *arg)
 		gaz_metric_rpc_completed(c->op, "ok");
 }
 
+static bool counted_fast(struct gaz_rpc_call *call, void *arg)
+{
+	(void)arg;
+	return gaz_append_fast(call, &broker);
+}
+
 static int start_serving(struct gaz_broker *b, struct gaz_status *st)
 {
 	struct gaz_rpc_server_opts o = {.max_recv_bytes = (int)b->cfg.max_grpc_recv_size};
@@ -158,7 +166,9 @@ static int start_serving(struct gaz_broker *b, struct gaz_status *st)
 		return gaz_status_set(st, GAZ_ENOMEM, "creating the gRPC server");
 	for (size_t i = 0; i < sizeof(counted_methods) / sizeof(counted_methods[0]); i++) {
 		snprintf(path, sizeof(path), "/protocol.Journal/%s", counted_methods[i].op);
-		gaz_rpc_server_register(b->srv, path, counted_handler, &counted_methods[i]);
+		gaz_rpc_server_register_fast(b->srv, path, counted_handler,
+					     counted_methods[i].fast ? counted_fast : NULL,
+					     &counted_methods[i], counted_methods[i].flags);
 	}
 	if (gaz_rpc_server_start(b->srv, NULL, NULL))
 		return gaz_status_set(st, GAZ_EIO, "starting the gRPC server");
@@ -209,7 +219,29 @@ static int start_keyspace(struct gaz_broker *b, sigset_t *sigs, struct gaz_statu
 	return rc;
 }
 
-static void on_keyspace(void *arg) { gaz_broker_kick(arg); }
+/* After each keyspace update: wake the loops, and take up an exiting mark
+ * that someone else wrote into our member key (gazette-operator does when
+ * our pod is terminating; Gazette's allocator honours it the same way).
+ * From then on we answer not-ready and persist before each hand-off, as
+ * after SIGTERM; the process still exits only on a signal. */
+static void on_keyspace(void *arg)
+{
+	struct gaz_broker *b = arg;
+	bool marked = false;
+
+	if (atomic_load(&b->announced) && !atomic_load(&b->exiting)) {
+		gaz_keyspace_rlock(b->ks);
+		const struct gaz_ks_entry *e = gaz_keyspace_get(b->ks, b->member_key);
+		const struct gaz_ks_value *v = e ? e->decoded : NULL;
+		/* Our key, not a previous process's under the same id that the
+		 * mirror may still hold: it carries our lease. */
+		marked = v && v->broker && v->broker->exiting && e->lease == b->lease_id;
+		gaz_keyspace_runlock(b->ks);
+	}
+	if (marked && !atomic_exchange(&b->exiting, true))
+		gaz_info("member marked exiting in etcd; handing off journals", "key=%s", b->member_key);
+	gaz_broker_kick(b);
+}
 
 /* Whether a live member outside `journal`'s route could take our place
  * (read lock held; `live` lists live members' "zone#suffix"). */
@@ -413,8 +445,10 @@ int main(int argc, char **argv)
 	if (gaz_flags_find_ini("gazette.ini", ini, sizeof(ini)) == 0)
 		f.ini_path = ini;
 	rc = gaz_flags_parse(&f, argc - 2, argv + 2, &st);
-	if (rc == GAZ_FLAGS_HELP)
+	if (rc == GAZ_FLAGS_HELP) {
+		gaz_flags_release(&f); /* the help was printed; leak nothing */
 		return 0;
+	}
 	if (rc) {
 		fprintf(stderr, "gazette: %s\n", st.msg);
 		return 1;

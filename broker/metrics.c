@@ -5,7 +5,7 @@
 #include "protocol.pb-c.h"
 
 static struct gaz_metric *started, *completed, *write_head, *commits, *commit_bytes, *rollbacks,
-	*rollback_bytes, *completed_spools, *persisted, *alloc_ops;
+	*rollback_bytes, *completed_spools, *persisted, *alloc_ops, *group_commits, *group_members, *parked;
 
 int gaz_broker_metrics_init(void)
 {
@@ -32,7 +32,23 @@ int gaz_broker_metrics_init(void)
 					"Cumulative number of persisted spools.", NULL);
 	alloc_ops = gaz_metrics_counter(r, "gazette_allocator_assignment_total",
 					"Cumulative allocator assignment operations by kind.", "kind");
+	group_commits = gaz_metrics_counter(r, "gazette_append_group_commits_total",
+					    "Commits that carried more than one append (group commit).", NULL);
+	group_members = gaz_metrics_counter(r, "gazette_append_group_members_total",
+					    "Appends committed as part of a group commit.", NULL);
+	parked = gaz_metrics_counter(r, "gazette_append_parked_total",
+				     "Appends queued for group commit with no handler thread.", NULL);
 	return gaz_metrics_process(r, &st);
+}
+
+void gaz_metric_append_parked(void) { gaz_metric_inc(gaz_metric_with(parked)); }
+
+void gaz_metric_group_commit(int64_t members)
+{
+	if (members < 2)
+		return;
+	gaz_metric_inc(gaz_metric_with(group_commits));
+	gaz_metric_add(gaz_metric_with(group_members), members);
 }
 
 void gaz_metric_rpc_started(const char *op) { gaz_metric_inc(gaz_metric_with(started, op)); }

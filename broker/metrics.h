@@ -25,6 +25,11 @@ void gaz_metric_spool_completed(void);
 void gaz_metric_spool_persisted(void);
 void gaz_metric_allocator_txn(const char *kind, int64_t n);
 
+/* A commit of `members` appends together (append_batch.c); counted when
+ * more than one (ours: Gazette commits each append alone). */
+void gaz_metric_group_commit(int64_t members);
+void gaz_metric_append_parked(void);
+
 /* gaz_status_label names a Protocol__Status for metric labels. */
 const char *gaz_status_label(int status);
 

@@ -148,9 +148,8 @@ void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__R
 static int relay_chunks(struct append_ctx *a, struct gaz_rpc_stream *s, bool *upstream)
 {
 	for (;;) {
-		ProtobufCMessage *m = NULL;
-		int rc = gaz_rpc_recv(a->call, &protocol__append_request__descriptor, &m,
-				      GAZ_DEADLINE_NEVER);
+		Protocol__AppendRequest *m = NULL;
+		int rc = gaz__append_next_chunk(a, &m, GAZ_DEADLINE_NEVER);
 		*upstream = false;
 		if (rc == GAZ_EOF) {
 			*upstream = true;
@@ -158,8 +157,8 @@ static int relay_chunks(struct append_ctx *a, struct gaz_rpc_stream *s, bool *up
 		}
 		if (rc)
 			return rc;
-		rc = gaz_rpc_stream_send(s, m);
-		protobuf_c_message_free_unpacked(m, NULL);
+		rc = gaz_rpc_stream_send(s, &m->base);
+		protobuf_c_message_free_unpacked(&m->base, NULL);
 		if (rc) {
 			*upstream = true;
 			return rc;

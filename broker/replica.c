@@ -201,9 +201,148 @@ int gaz_replica_acquire(struct gaz_replica *r, struct gaz_rpc_call *call)
 	return w.granted ? 0 : (rc ? rc : GAZ_ESTOPPED);
 }
 
+static void batch_remove(struct gaz_replica *r, struct gaz_batch_link *l)
+{
+	for (struct gaz_batch_link **pp = &r->batch_queue; *pp; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			return;
+		}
+}
+
+int gaz_replica_acquire_queued(struct gaz_replica *r, struct gaz_rpc_call *call,
+			       struct gaz_batch_link *l)
+{
+	struct gaz_token_waiter w = {.call = call}, **tail;
+	struct gaz_batch_link **ltail;
+	int rc = 0;
+
+	pthread_mutex_lock(&r->mu);
+	if (r->dead) {
+		pthread_mutex_unlock(&r->mu);
+		return GAZ_ESTOPPED;
+	}
+	if (!r->token_held && !r->token_queue) {
+		r->token_held = true;
+		pthread_mutex_unlock(&r->mu);
+		return 0;
+	}
+	*l = (struct gaz_batch_link){.waiter = &w, .call = call};
+	for (ltail = &r->batch_queue; *ltail; ltail = &(*ltail)->next)
+		;
+	*ltail = l;
+	for (tail = &r->token_queue; *tail; tail = &(*tail)->next)
+		;
+	*tail = &w;
+	while (!w.granted && !l->taken && !r->dead && !rc) {
+		pthread_mutex_unlock(&r->mu);
+		rc = gaz_rpc_wait(call, gaz_deadline_in(1000));
+		if (rc == GAZ_ETIMEDOUT)
+			rc = 0;
+		pthread_mutex_lock(&r->mu);
+	}
+	if (l->taken) {
+		/* The taker reads our content until it is done with it. */
+		while (!l->done) {
+			pthread_mutex_unlock(&r->mu);
+			if (gaz_rpc_wait(call, gaz_deadline_in(1000)) == GAZ_ECANCELLED)
+				usleep(1000);
+			pthread_mutex_lock(&r->mu);
+		}
+		pthread_mutex_unlock(&r->mu);
+		return 1;
+	}
+	batch_remove(r, l);
+	if (!w.granted)
+		queue_remove(r, &w);
+	pthread_mutex_unlock(&r->mu);
+	if (w.granted && (rc || r->dead)) {
+		gaz_replica_release(r);
+		return rc ? rc : GAZ_ESTOPPED;
+	}
+	return w.granted ? 0 : (rc ? rc : GAZ_ESTOPPED);
+}
+
+bool gaz_replica_park(struct gaz_replica *r, struct gaz_batch_link *l)
+{
+	struct gaz_batch_link **tail;
+	bool ok;
+
+	pthread_mutex_lock(&r->mu);
+	ok = r->token_held && !r->dead;
+	if (ok) {
+		l->next = NULL;
+		l->waiter = NULL;
+		l->taken = l->done = false;
+		for (tail = &r->batch_queue; *tail; tail = &(*tail)->next)
+			;
+		*tail = l;
+	}
+	pthread_mutex_unlock(&r->mu);
+	return ok;
+}
+
+/* unpark_all (r->mu held) detaches every parked link into a list. */
+static struct gaz_batch_link *unpark_all(struct gaz_replica *r)
+{
+	struct gaz_batch_link *out = NULL, **pp = &r->batch_queue;
+
+	while (*pp) {
+		struct gaz_batch_link *l = *pp;
+		if (l->parked) {
+			*pp = l->next;
+			l->next = out;
+			out = l;
+		} else {
+			pp = &l->next;
+		}
+	}
+	return out;
+}
+
+static void unpark_list(struct gaz_batch_link *l)
+{
+	while (l) {
+		struct gaz_batch_link *next = l->next;
+		l->unpark(l);
+		l = next;
+	}
+}
+
+size_t gaz_replica_take_queued(struct gaz_replica *r, struct gaz_batch_link **out, size_t max,
+			       bool (*accept)(struct gaz_batch_link *l, void *arg), void *arg)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&r->mu);
+	while (n < max && r->batch_queue && accept(r->batch_queue, arg)) {
+		struct gaz_batch_link *l = r->batch_queue;
+		r->batch_queue = l->next;
+		l->next = NULL;
+		if (l->waiter)
+			queue_remove(r, l->waiter);
+		l->waiter = NULL;
+		l->taken = true;
+		out[n++] = l;
+	}
+	pthread_mutex_unlock(&r->mu);
+	return n;
+}
+
+void gaz_replica_done_queued(struct gaz_replica *r, struct gaz_batch_link **links, size_t n)
+{
+	pthread_mutex_lock(&r->mu);
+	for (size_t i = 0; i < n; i++) {
+		links[i]->done = true;
+		gaz_rpc_wake(links[i]->call);
+	}
+	pthread_mutex_unlock(&r->mu);
+}
+
 void gaz_replica_release(struct gaz_replica *r)
 {
 	struct gaz_token_waiter *w;
+	struct gaz_batch_link *parked = NULL;
 
 	pthread_mutex_lock(&r->mu);
 	if ((w = r->token_queue)) {
@@ -214,8 +353,16 @@ void gaz_replica_release(struct gaz_replica *r)
 			gaz_rpc_wake(w->call);
 	} else {
 		r->token_held = false;
+		/* With no waiter left, every queued link is parked: the first
+		 * gets a thread, to take the token and commit the rest. */
+		if ((parked = r->batch_queue)) {
+			r->batch_queue = parked->next;
+			parked->next = NULL;
+		}
 	}
 	pthread_mutex_unlock(&r->mu);
+	if (parked)
+		parked->unpark(parked);
 }
 
 int gaz_replica_wait_ready(struct gaz_replica *r, struct gaz_rpc_call *call)
@@ -262,9 +409,13 @@ void gaz_replica_teardown(struct gaz_replica *r)
 	bool found;
 	int i;
 
+	struct gaz_batch_link *parked;
+
 	pthread_mutex_lock(&r->mu);
 	r->dead = true;
+	parked = unpark_all(r);
 	pthread_mutex_unlock(&r->mu);
+	unpark_list(parked);
 	gaz_notifier_broadcast(&r->notifier);
 	/* Wait for an append in progress to let go of the spool. */
 	pthread_mutex_lock(&r->mu);

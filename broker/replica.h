@@ -25,6 +25,25 @@ struct gaz_token_waiter {
 	struct gaz_token_waiter *next;
 };
 
+/* An append queued for group commit (append_batch.c embeds it first in
+ * its entry): its content is complete, and whichever append holds the
+ * token may commit it with its own. Fields are guarded by the replica's
+ * mu. */
+struct gaz_batch_link {
+	struct gaz_batch_link *next;
+	struct gaz_token_waiter *waiter;  /* the owner's place in the token queue */
+	struct gaz_rpc_call *call;        /* woken when done */
+	bool taken;                       /* a token holder is committing it */
+	bool done;                        /* its outcome is set */
+	/* A parked link has no thread behind it (append_batch.c's fast path):
+	 * no token wait, and a token holder answers it itself. Should the
+	 * token go free with it still queued, or the replica die, it is
+	 * handed back through unpark (no locks held), which gives the call a
+	 * handler thread. */
+	bool parked;
+	void (*unpark)(struct gaz_batch_link *l);
+};
+
 struct gaz_replica {
 	char *journal;
 	atomic_int refs;
@@ -41,6 +60,7 @@ struct gaz_replica {
 	int64_t refresh_interval_ns;
 	bool token_held;
 	struct gaz_token_waiter *token_queue; /* FIFO of appends waiting for the token */
+	struct gaz_batch_link *batch_queue;   /* FIFO of appends queued for group commit */
 	bool primary;                  /* per the last resolution by maintenance */
 	bool dead;                     /* torn down: holders must let go */
 	int64_t fc_balance;            /* append flow-control balance, bytes */
@@ -76,6 +96,32 @@ struct gaz_replica *gaz_replica_new(struct gaz_broker *b, const char *journal,
  * the replica was torn down meanwhile. */
 int gaz_replica_acquire(struct gaz_replica *r, struct gaz_rpc_call *call);
 void gaz_replica_release(struct gaz_replica *r);
+
+/* gaz_replica_acquire_queued is gaz_replica_acquire for an append whose
+ * content is complete: `link` joins the group-commit queue in the same
+ * step as the token queue. Returns 0 with the token held (link no longer
+ * queued); 1 when a token holder took the link and marked it done (the
+ * token is not held; a taken link is always waited for, even past a
+ * cancellation, since the taker reads its owner's content); or an error
+ * of gaz_replica_acquire (link no longer queued). */
+int gaz_replica_acquire_queued(struct gaz_replica *r, struct gaz_rpc_call *call,
+			       struct gaz_batch_link *link);
+
+/* gaz_replica_park queues a parked link (l->parked, l->unpark set) for
+ * group commit, only while the token is held (so that its release will
+ * see it). Returns false, not queued, when the token is free or the
+ * replica dead. */
+bool gaz_replica_park(struct gaz_replica *r, struct gaz_batch_link *l);
+
+/* gaz_replica_take_queued: with the token held, detaches queued links in
+ * FIFO order while accept(link, arg) says yes, marking each taken and
+ * dropping its token wait. Stores up to `max` of them in out[]; returns
+ * how many. */
+size_t gaz_replica_take_queued(struct gaz_replica *r, struct gaz_batch_link **out, size_t max,
+			       bool (*accept)(struct gaz_batch_link *l, void *arg), void *arg);
+
+/* gaz_replica_done_queued marks taken links done and wakes their owners. */
+void gaz_replica_done_queued(struct gaz_replica *r, struct gaz_batch_link **links, size_t n);
 
 /* gaz_replica_wait_ready waits for the first index refresh. */
 int gaz_replica_wait_ready(struct gaz_replica *r, struct gaz_rpc_call *call);

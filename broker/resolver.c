@@ -155,7 +155,14 @@ int gaz_resolve(struct gaz_broker *b, const char *journal, const struct gaz_reso
 		return rc;
 	if (o->proxy_header && o->proxy_header->etcd && o->proxy_header->etcd->revision > min_rev)
 		min_rev = o->proxy_header->etcd->revision;
-	if (min_rev > 0) {
+	if (min_rev > 0 && o->no_wait) {
+		gaz_keyspace_rlock(b->ks);
+		rc = gaz_keyspace_revision(b->ks) < min_rev ? GAZ_ETIMEDOUT : 0;
+		gaz_keyspace_runlock(b->ks);
+		if (rc)
+			return gaz_status_set(st, rc, "etcd revision %lld not reached yet",
+					      (long long)min_rev);
+	} else if (min_rev > 0) {
 		rc = gaz_wait_revision(b, o->call, min_rev, GAZ_DEADLINE_NEVER);
 		if (rc)
 			return gaz_status_set(st, rc, "waiting for etcd revision %lld: %s",
@@ -174,6 +181,14 @@ int gaz_resolve(struct gaz_broker *b, const char *journal, const struct gaz_reso
 	if (rc)
 		return gaz_status_set(st, rc, "resolve: out of memory");
 	if (res->status == PROTOCOL__STATUS__OK && res->local_index >= 0 &&
+	    res->process_index == res->local_index && o->no_wait) {
+		res->replica = gaz_replica_get(b, res->journal);
+		if (res->replica && (res->replica->create_revision != res->item_create_revision ||
+				     atomic_load(&b->stopping))) {
+			gaz_replica_unref(res->replica);
+			res->replica = NULL;
+		}
+	} else if (res->status == PROTOCOL__STATUS__OK && res->local_index >= 0 &&
 	    res->process_index == res->local_index) {
 		res->replica = gaz_replica_get(b, res->journal);
 		/* Assigned, but maintenance has not created the replica yet:

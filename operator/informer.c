@@ -31,6 +31,7 @@
 struct gaz_informer {
 	struct gaz_kube *kube;
 	char *base;                 /* collection path, no query */
+	char *selector;             /* "&labelSelector=<escaped>" or "" */
 	char *plural;
 	int64_t watch_timeout_s;
 	gaz_informer_change_fn on_change;
@@ -107,8 +108,8 @@ static int list_page(struct gaz_informer *inf, const char *cont, json_t *into, c
 	char *esc = cont && *cont ? gaz_kube_escape(cont) : NULL;
 	int rc;
 
-	snprintf(path, sizeof(path), "%s?limit=%d%s%s", inf->base, LIST_PAGE, esc ? "&continue=" : "",
-		 esc ? esc : "");
+	snprintf(path, sizeof(path), "%s?limit=%d%s%s%s", inf->base, LIST_PAGE, inf->selector,
+		 esc ? "&continue=" : "", esc ? esc : "");
 	free(esc);
 	if ((rc = gaz_kube_request(inf->kube, "GET", path, NULL, NULL, &resp, NULL, st)))
 		return rc;
@@ -204,8 +205,8 @@ static int watch_once(struct gaz_informer *inf, struct gaz_status *st)
 	snprintf(rv, sizeof(rv), "%s", inf->rv);
 	pthread_mutex_unlock(&inf->mu);
 	snprintf(path, sizeof(path),
-		 "%s?watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%lld", inf->base,
-		 rv, (long long)inf->watch_timeout_s);
+		 "%s?watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%lld%s",
+		 inf->base, rv, (long long)inf->watch_timeout_s, inf->selector);
 	inf->expired = false;
 	gaz_debug("watching", "resource=%s resourceVersion=%s", inf->plural, rv);
 	/* No byte for twice the server's timeout: the connection is dead. */
@@ -284,6 +285,17 @@ struct gaz_informer *gaz_informer_start(const struct gaz_informer_opts *o, struc
 		inf->base = NULL;
 		goto oom;
 	}
+	if (o->label_selector && *o->label_selector) {
+		char *esc = gaz_kube_escape(o->label_selector);
+		n = esc ? asprintf(&inf->selector, "&labelSelector=%s", esc) : -1;
+		free(esc);
+	} else {
+		n = (inf->selector = strdup("")) ? 0 : -1;
+	}
+	if (n < 0) {
+		inf->selector = NULL;
+		goto oom;
+	}
 	inf->kube = o->kube;
 	inf->watch_timeout_s = o->watch_timeout_s > 0 ? o->watch_timeout_s : 300;
 	inf->on_change = o->on_change;
@@ -304,6 +316,7 @@ oom:
 		json_decref(inf->cache);
 		free(inf->plural);
 		free(inf->base);
+		free(inf->selector);
 		free(inf);
 	}
 	gaz_status_set(st, GAZ_ENOMEM, "starting the %s informer: out of resources", o->plural);
@@ -320,6 +333,7 @@ void gaz_informer_stop(struct gaz_informer *inf)
 	json_decref(inf->cache);
 	free(inf->plural);
 	free(inf->base);
+	free(inf->selector);
 	free(inf);
 }
 

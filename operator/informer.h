@@ -37,6 +37,9 @@ struct gaz_informer_opts {
 	const char *api_path;           /* "/apis/gazette-c.dev/v1alpha1" */
 	const char *plural;             /* "journalspecs" */
 	const char *namespace;          /* NULL or "" = all namespaces */
+	const char *label_selector;     /* NULL or "" = every object; else a
+	                                 * labelSelector ("app=gazette,tier in
+	                                 * (a,b)") applied to list and watch */
 	int64_t watch_timeout_s;        /* server-side timeoutSeconds of each
 	                                 * watch; 0 = 300 */
 	gaz_informer_change_fn on_change;

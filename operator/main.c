@@ -29,6 +29,7 @@
 #include "common/flags.h"
 #include "common/http.h"
 #include "common/log.h"
+#include "operator/drain.h"
 #include "operator/operator.h"
 #include "rpc/rpc.h"
 
@@ -36,6 +37,13 @@
 #define QUEUE_MAX 100000
 
 static struct gaz_op op;
+/* Broker drains (drain.h): flag storage, and the controller when enabled. */
+static struct {
+	char *selector, *namespace, *pdb;
+	bool finalizer;
+	int64_t max_replication, interval_ns;
+} drain_flags;
+static struct gaz_drain *drain;
 
 #define F(n, e, t, d, h, p, g) {.name = n, .env = e, .type = t, .def = d, .help = h, .ptr = p, .group = g}
 
@@ -60,6 +68,12 @@ static const struct gaz_flag flag_table[] = {
 	F("lease.renew-deadline", "OPERATOR_LEASE_RENEW_DEADLINE", GAZ_FLAG_DURATION, "10s", "A leader that cannot renew within this exits", &op.cfg.renew_deadline_ns, "Leader election"),
 	F("lease.retry-period", "OPERATOR_LEASE_RETRY_PERIOD", GAZ_FLAG_DURATION, "2s", "Interval of Lease attempts and renewals", &op.cfg.retry_period_ns, "Leader election"),
 	F("identity", "POD_NAME", GAZ_FLAG_STRING, "", "Holder identity in the Lease (empty: hostname and pid)", &op.cfg.identity, "Leader election"),
+	F("brokers.selector", "BROKERS_SELECTOR", GAZ_FLAG_STRING, "", "Label selector of the broker pods to drain (empty: no drains, no PDB)", &drain_flags.selector, "Drains"),
+	F("brokers.namespace", "BROKERS_NAMESPACE", GAZ_FLAG_STRING, "", "Namespace of the broker pods (empty: --namespace, else the configuration's namespace, else default)", &drain_flags.namespace, "Drains"),
+	F("brokers.pdb", "BROKERS_PDB", GAZ_FLAG_STRING, "", "PodDisruptionBudget kept over the broker pods (empty: none)", &drain_flags.pdb, "Drains"),
+	F("brokers.finalizer", "BROKERS_FINALIZER", GAZ_FLAG_BOOL, "true", "Hold a terminating broker pod until its member key is gone from etcd", &drain_flags.finalizer, "Drains"),
+	F("brokers.max-replication", "BROKERS_MAX_REPLICATION", GAZ_FLAG_INT64, "9", "The brokers' --broker.max-replication", &drain_flags.max_replication, "Drains"),
+	F("drain.interval", "DRAIN_INTERVAL", GAZ_FLAG_DURATION, "5s", "Drains and the PDB are re-evaluated at least this often", &drain_flags.interval_ns, "Drains"),
 	{.name = "log.level", .env = "LOG_LEVEL", .type = GAZ_FLAG_STRING, .def = "info", .help = "Logging level", .ptr = &op.cfg.log_level, .group = "Logging", .choices = "trace|debug|info|warn|error|fatal"},
 	{.name = "log.format", .env = "LOG_FORMAT", .type = GAZ_FLAG_STRING, .def = "text", .help = "Logging output format", .ptr = &op.cfg.log_format, .group = "Logging", .choices = "json|text|color"},
 	{0},
@@ -84,6 +98,8 @@ static int readyz(struct gaz_http_req *req, struct gaz_http_resp *resp, void *ar
 		return gaz_http_resp_error(resp, 503, "JournalSpec cache not synced");
 	if (!op.shards || !gaz_informer_synced(op.shards))
 		return gaz_http_resp_error(resp, 503, "ShardSpec cache not synced");
+	if (!gaz_drain_synced(drain))
+		return gaz_http_resp_error(resp, 503, "broker pod cache not synced");
 	if (!atomic_load(&op.leading))
 		return gaz_http_resp_error(resp, 503, "not the leader");
 	return gaz_http_resp_send(resp, "ok", 2);
@@ -329,6 +345,15 @@ static int start(struct gaz_op *o, pthread_t *wt, pthread_t *et, struct gaz_stat
 		return rc ? rc : st->code;
 	if ((rc = gaz_shard_informer_start(o, st)))
 		return rc;
+	if (drain_flags.selector[0]) {
+		struct gaz_drain_config dc = {.selector = drain_flags.selector,
+					      .namespace = drain_flags.namespace, .pdb_name = drain_flags.pdb,
+					      .finalizer = drain_flags.finalizer,
+					      .max_replication = drain_flags.max_replication,
+					      .interval_ns = drain_flags.interval_ns};
+		if (!(drain = gaz_drain_start(o, &dc, st)))
+			return st->code;
+	}
 	atomic_store(&o->leading, !o->cfg.leader_elect);
 	if (o->cfg.leader_elect && pthread_create(et, NULL, gaz_election_run, o))
 		return gaz_status_set(st, GAZ_ENOMEM, "starting the election thread failed");
@@ -356,8 +381,10 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	rc = gaz_flags_parse(&f, argc - 1, argv + 1, &st);
-	if (rc == GAZ_FLAGS_HELP)
+	if (rc == GAZ_FLAGS_HELP) {
+		gaz_flags_release(&f); /* the help was printed; leak nothing */
 		return 0;
+	}
 	if (rc || f.npos || gaz_log_setup(op.cfg.log_level, op.cfg.log_format)) {
 		fprintf(stderr, "gazette-operator: %s\n", rc ? st.msg : "unexpected arguments");
 		return 2;
@@ -374,6 +401,7 @@ int main(int argc, char **argv)
 	pthread_join(wt, NULL);
 	if (op.cfg.leader_elect)
 		pthread_join(et, NULL);
+	gaz_drain_stop(drain);
 	gaz_informer_stop(op.journals);
 	gaz_informer_stop(op.shards);
 	gaz_etcd_free(op.etcd);

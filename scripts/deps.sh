@@ -12,6 +12,9 @@
 #   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/gazette-<version>/{gazette,gazctl}
 # and etcd 3.6 likewise (Gazette's etcd client needs >= 3.5; Debian has 3.4):
 #   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/etcd-<version>/{etcd,etcdctl}
+# and helm, which renders and lints charts/gazette-c (`--helm-dir` prints
+# where; `--build-helm` builds it):
+#   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/helm-<version>/helm
 set -euo pipefail
 
 GAZETTE_VERSION=v0.103.0
@@ -19,11 +22,13 @@ ETCD_VERSION=v3.6.14
 # SeaweedFS has no semver tags; this pseudo-version is its 2026-11-09 commit.
 WEED_VERSION=v0.0.0-20261109003541-7506e5f91cd6
 KUBE_VERSION=v1.35.4
+HELM_VERSION=v3.21.4
 CACHE=${GAZ_CACHE:-$HOME/.cache/gazette-c}
 GAZETTE_DIR=$CACHE/gazette-$GAZETTE_VERSION
 ETCD_DIR=$CACHE/etcd-$ETCD_VERSION
 WEED_DIR=$CACHE/seaweedfs-$WEED_VERSION
 KUBE_DIR=$CACHE/kubernetes-$KUBE_VERSION
+HELM_DIR=$CACHE/helm-$HELM_VERSION
 
 PKGS=(build-essential pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
       protobuf-compiler libprotobuf-dev etcd-server etcd-client libssl-dev libzstd-dev
@@ -136,7 +141,42 @@ build_kube() {
 	rm -rf "$tmp"
 }
 
+build_helm() {
+	# helm for chart checks (helm lint, helm template). `go install` asks the
+	# proxy for version lists, so build through a throwaway module. helm's
+	# Makefile stamps its version and the default Kubernetes version that
+	# `helm template` and `helm lint` assume (otherwise v1.20); stamp them
+	# with the minor of the kube-apiserver the suite runs.
+	command -v go >/dev/null || { echo "deps: go is needed to build helm" >&2; return 1; }
+	local tmp minor
+	tmp=$(mktemp -d)
+	minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
+	echo "deps: building helm $HELM_VERSION into $HELM_DIR" >&2
+	(
+		export GOTOOLCHAIN=local GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0
+		export GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache
+		cd "$tmp"
+		go mod init rig.local/helmbuild >/dev/null 2>&1
+		go get helm.sh/helm/v3/cmd/helm@$HELM_VERSION
+		local ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+		ld="$ld -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor"
+		ld="$ld -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$minor"
+		go build -trimpath -ldflags "$ld" -o "$tmp/helm" helm.sh/helm/v3/cmd/helm
+	)
+	mkdir -p "$HELM_DIR"
+	mv "$tmp/helm" "$HELM_DIR/"
+	rm -rf "$tmp"
+}
+
 case "${1:-}" in
+--helm-dir)
+	echo "$HELM_DIR"
+	exit 0
+	;;
+--build-helm)
+	build_helm
+	exit 0
+	;;
 --weed-dir)
 	echo "$WEED_DIR"
 	exit 0
@@ -169,6 +209,7 @@ case "${1:-}" in
 	[ -x "$ETCD_DIR/etcd" ] || { echo "deps: missing $ETCD_DIR/etcd (run: make deps)" >&2; bad=1; }
 	[ -x "$WEED_DIR/weed" ] || { echo "deps: missing $WEED_DIR/weed (run: make deps)" >&2; bad=1; }
 	[ -x "$KUBE_DIR/kube-apiserver" ] || { echo "deps: missing $KUBE_DIR/kube-apiserver (run: make deps)" >&2; bad=1; }
+	[ -x "$HELM_DIR/helm" ] || { echo "deps: missing $HELM_DIR/helm (run: make deps)" >&2; bad=1; }
 	exit $bad
 	;;
 esac
@@ -193,4 +234,7 @@ if [ ! -x "$WEED_DIR/weed" ]; then
 fi
 if [ ! -x "$KUBE_DIR/kube-apiserver" ] || [ ! -x "$KUBE_DIR/kubectl" ]; then
 	build_kube
+fi
+if [ ! -x "$HELM_DIR/helm" ]; then
+	build_helm
 fi

@@ -83,6 +83,51 @@ struct gaz_rpc_server *gaz_rpc_server_new(const struct gaz_rpc_server_opts *opts
 int gaz_rpc_server_register(struct gaz_rpc_server *srv, const char *path, gaz_rpc_handler_fn fn,
 			    void *arg);
 
+/* Flags of gaz_rpc_server_register_flags. */
+enum {
+	/* Start the handler only once the request stream has ended (client
+	 * half-close, confirmed; or cancellation) or the read-ahead is full
+	 * (4 messages or 64 KiB): a client-streaming handler then finds a
+	 * small request whole instead of waking once per message. */
+	GAZ_RPC_DISPATCH_READ = 1 << 0,
+};
+
+/* gaz_rpc_server_register_flags is gaz_rpc_server_register with `flags`. */
+int gaz_rpc_server_register_flags(struct gaz_rpc_server *srv, const char *path,
+				  gaz_rpc_handler_fn fn, void *arg, unsigned flags);
+
+/* A fast path for a GAZ_RPC_DISPATCH_READ method: runs on a poller when
+ * the call's request has been read, before a handler thread is used. It
+ * must not block; it may only peek at the request (gaz_rpc_peek). It
+ * returns false to run the handler as usual, or true when it took the
+ * call: whoever holds it then either ends it (gaz_rpc_finish, then
+ * gaz_rpc_unpark) or hands it to its handler after all
+ * (gaz_rpc_dispatch), from any thread, exactly once. */
+typedef bool (*gaz_rpc_fast_fn)(struct gaz_rpc_call *call, void *arg);
+
+/* gaz_rpc_server_register_fast registers a method with a fast path (`arg`
+ * goes to both); flags as gaz_rpc_server_register_flags, which must
+ * include GAZ_RPC_DISPATCH_READ. */
+int gaz_rpc_server_register_fast(struct gaz_rpc_server *srv, const char *path,
+				 gaz_rpc_handler_fn fn, gaz_rpc_fast_fn fast, void *arg,
+				 unsigned flags);
+
+/* gaz_rpc_peek unpacks (a copy of) the i-th request message read ahead
+ * and not yet received, into *out (free with
+ * protobuf_c_message_free_unpacked). Returns 0, GAZ_EOF when the request
+ * has exactly i messages and the client half-closed (confirmed),
+ * GAZ_ETIMEDOUT when it has not arrived (or the end is not confirmed) yet,
+ * GAZ_ECANCELLED, or GAZ_EPROTO (failed to unpack). Fast path only. */
+int gaz_rpc_peek(struct gaz_rpc_call *call, size_t i, const ProtobufCMessageDescriptor *desc,
+		 ProtobufCMessage **out);
+
+/* gaz_rpc_dispatch hands a call the fast path took to its handler. */
+void gaz_rpc_dispatch(struct gaz_rpc_call *call);
+
+/* gaz_rpc_unpark lets go of a call the fast path took, once finished (a
+ * call not finished is answered INTERNAL). The call may be freed. */
+void gaz_rpc_unpark(struct gaz_rpc_call *call);
+
 /* gaz_rpc_server_start starts serving. Connections come in through
  * gaz_rpc_server_add_fd (one-port mode) and, if `listen_addr` is non-NULL
  * ("127.0.0.1:0"), a native grpc listener too; the bound port is stored in

@@ -25,6 +25,7 @@
  * - Lock order: a call's mu and srv->mu are never held together.
  */
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <grpc/support/alloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -42,12 +43,15 @@
 #define RECV_AHEAD 4               /* messages a call may receive ahead of its handler */
 #define RECV_AHEAD_BYTES (64 << 10) /* ...while they hold less than this */
 #define IDLE_THREAD_NS (30 * GAZ_NS_PER_S) /* idle pool threads exit after */
+#define DISPATCH_READ_NS (20 * GAZ_NS_PER_MS) /* GAZ_RPC_DISPATCH_READ waits at most */
 
 struct method {
 	void *handle; /* from grpc_server_register_method */
 	gaz_rpc_handler_fn fn;
 	void *arg;
 	char *path;
+	unsigned flags; /* GAZ_RPC_* */
+	gaz_rpc_fast_fn fast;
 };
 
 /* A request kept outstanding with grpc, reused after every accept. */
@@ -86,6 +90,13 @@ struct gaz_rpc_server {
 	struct gaz_rpc_call *qhead, *qtail;
 	int queued, nthreads, idle;
 	bool stopping;
+
+	/* GAZ_RPC_DISPATCH_READ calls by dispatch deadline (FIFO: all wait
+	 * the same), each holding a reference; one timer thread, started on
+	 * first use, hands to the pool those whose request is still open. */
+	pthread_cond_t timer_cv;
+	struct gaz_rpc_call *thead, *ttail;
+	bool timer_running;
 };
 
 /* One in-flight batch of a call. */
@@ -112,10 +123,12 @@ struct gaz_rpc_call {
 	int64_t deadline_ns;
 	char *peer;
 	struct gaz_rpc_call *next; /* pool queue link */
+	struct gaz_rpc_call *tnext; /* dispatch timer link */
+	int64_t dispatch_by_ns;     /* monotonic; GAZ_RPC_DISPATCH_READ */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* op completions, cancellation, wake */
-	int refs;
+	atomic_int refs;           /* changed under mu, except the final drops */
 	struct optag close_op, recv_op, send_op, fin_op;
 	int close_cancelled; /* written by grpc */
 	bool cancelled, woken, md_sent, finished, eof;
@@ -133,6 +146,8 @@ struct gaz_rpc_call {
 	int n_ahead;
 	size_t ahead_bytes;
 	bool recv_end;             /* a receive completed without a message */
+	bool eof_probe;            /* headers in flight to confirm a half-close */
+	bool dispatch_pending;     /* GAZ_RPC_DISPATCH_READ: not yet handed to the pool */
 	bool recv_waiting;         /* the handler waits in recv_bb */
 	bool send_waiting;         /* the handler waits for send_op */
 	int recv_end_ok;           /* ...with this ok (1: half-close or cancel) */
@@ -193,12 +208,13 @@ static void call_destroy(struct gaz_rpc_call *c)
  * c->mu held, returns unlocked. */
 static void call_unref_locked(struct gaz_rpc_call *c, bool wake)
 {
-	bool last = --c->refs == 0;
-
+	/* Signal with mu released, or the woken handler would at once block
+	 * on it (a second thread switch); our reference keeps c alive until
+	 * the decrement after. */
+	pthread_mutex_unlock(&c->mu);
 	if (wake)
 		pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->mu);
-	if (last)
+	if (atomic_fetch_sub(&c->refs, 1) == 1)
 		call_destroy(c);
 }
 
@@ -211,6 +227,47 @@ static int recv_start(struct gaz_rpc_call *c)
 
 	op.data.recv_message.recv_message = &c->recv_bb;
 	return call_start(c, &c->recv_op, &op, 1);
+}
+
+/* eof_probe_start (c->mu held, on a poller) sends the response headers
+ * as soon as the request stream ends without a message, while no send was
+ * made yet: their completion tells a half-close from a cancellation (see
+ * eof_confirmed) without the handler waiting a round trip for it. */
+static void eof_probe_start(struct gaz_rpc_call *c)
+{
+	grpc_op op = {.op = GRPC_OP_SEND_INITIAL_METADATA};
+
+	if (c->cancelled || c->md_sent || c->finished || c->send_op.pending)
+		return;
+	c->md_sent = true;
+	c->eof_probe = true;
+	if (call_start(c, &c->send_op, &op, 1) != 0) {
+		c->eof_probe = false;
+		c->cancelled = true;
+	}
+}
+
+/* dispatch_ready (c->mu held): a GAZ_RPC_DISPATCH_READ call may go to its
+ * handler: nothing more arrives without it. */
+static bool dispatch_ready(struct gaz_rpc_call *c)
+{
+	if (!c->dispatch_pending)
+		return false;
+	if (!c->cancelled && (c->recv_op.pending || c->eof_probe))
+		return false;
+	c->dispatch_pending = false;
+	return true;
+}
+
+static void pool_push(struct gaz_rpc_server *srv, struct gaz_rpc_call *c);
+
+/* call_dispatch (mu not held) offers a read call to its method's fast
+ * path, else queues it for a handler thread. */
+static void call_dispatch(struct gaz_rpc_call *c)
+{
+	if (c->m->fast && c->m->fast(c, c->m->arg))
+		return;
+	pool_push(c->srv, c);
 }
 
 /* recv_arrived queues a completed receive (c->mu held, on a poller) and
@@ -226,6 +283,8 @@ static void recv_arrived(struct gaz_rpc_call *c)
 		c->recv_end_ok = c->recv_op.ok;
 		if (bb)
 			grpc_byte_buffer_destroy(bb);
+		else if (c->recv_op.ok)
+			eof_probe_start(c);
 		return;
 	}
 	c->ahead[c->n_ahead++] = bb;
@@ -242,6 +301,8 @@ static void op_cb(void *tag, int ok)
 	struct optag *o = tag;
 	struct gaz_rpc_call *c = o->call;
 
+	bool dispatch, wake;
+
 	pthread_mutex_lock(&c->mu);
 	o->pending = false;
 	o->done = true;
@@ -250,11 +311,21 @@ static void op_cb(void *tag, int ok)
 		c->cancelled = true;
 	if (o == &c->recv_op)
 		recv_arrived(c);
+	if (o == &c->send_op && c->eof_probe) { /* consumed here */
+		c->eof_probe = false;
+		o->done = false;
+		if (!ok)
+			c->cancelled = true;
+	}
 	/* Wake the handler only for what it waits on: a handler waiting for
 	 * a journal's append token must not wake for each message read
 	 * ahead (thread switches are the cost of small appends). */
-	call_unref_locked(c, o == &c->close_op || (o == &c->recv_op && c->recv_waiting) ||
-				     (o == &c->send_op && c->send_waiting));
+	wake = o == &c->close_op || (o == &c->recv_op && c->recv_waiting) ||
+	       (o == &c->send_op && c->send_waiting);
+	dispatch = dispatch_ready(c);
+	call_unref_locked(c, wake);
+	if (dispatch) /* the handler's reference keeps c alive */
+		call_dispatch(c);
 }
 
 /* call_start starts a batch tagged `o`; c->mu held (released meanwhile so
@@ -417,8 +488,73 @@ static void pool_push(struct gaz_rpc_server *srv, struct gaz_rpc_call *c)
 			gaz_error("cannot start rpc handler thread", "errno=%d threads=%d", err,
 				  srv->nthreads);
 	}
-	pthread_cond_signal(&srv->work_cv);
 	pthread_mutex_unlock(&srv->mu);
+	pthread_cond_signal(&srv->work_cv); /* unlocked: the worker takes mu next */
+}
+
+/* timer_main hands GAZ_RPC_DISPATCH_READ calls to the pool at their
+ * dispatch deadline if nothing else did; at shutdown, all at once. */
+static void *timer_main(void *arg)
+{
+	struct gaz_rpc_server *srv = arg;
+	struct gaz_rpc_call *c;
+	bool dispatch;
+
+	pthread_setname_np(pthread_self(), "gaz-rpc-timer");
+	srv_lock(srv);
+	for (;;) {
+		if (!(c = srv->thead)) {
+			if (srv->stopping)
+				break;
+			pthread_cond_wait(&srv->timer_cv, &srv->mu);
+			continue;
+		}
+		if (!srv->stopping && c->dispatch_by_ns > gaz_mono_ns()) {
+			gaz__rpc_timedwait(&srv->timer_cv, &srv->mu, c->dispatch_by_ns);
+			continue;
+		}
+		srv->thead = c->tnext;
+		if (!srv->thead)
+			srv->ttail = NULL;
+		pthread_mutex_unlock(&srv->mu);
+		pthread_mutex_lock(&c->mu);
+		dispatch = c->dispatch_pending;
+		c->dispatch_pending = false;
+		call_unref_locked(c, false); /* the handler's reference remains if dispatching */
+		if (dispatch)
+			pool_push(srv, c);
+		srv_lock(srv);
+	}
+	srv->timer_running = false;
+	srv_unlock_signal(srv);
+	return NULL;
+}
+
+/* timer_add queues `c` (holding a reference for the timer) for dispatch
+ * at its deadline. Returns false if no timer thread can run. */
+static bool timer_add(struct gaz_rpc_server *srv, struct gaz_rpc_call *c)
+{
+	bool first;
+
+	srv_lock(srv);
+	if (!srv->timer_running) {
+		if (srv->stopping || gaz__rpc_spawn(timer_main, srv) != 0) {
+			pthread_mutex_unlock(&srv->mu);
+			return false;
+		}
+		srv->timer_running = true;
+	}
+	c->tnext = NULL;
+	first = !srv->thead;
+	if (srv->ttail)
+		srv->ttail->tnext = c;
+	else
+		srv->thead = c;
+	srv->ttail = c;
+	pthread_mutex_unlock(&srv->mu);
+	if (first)
+		pthread_cond_signal(&srv->timer_cv);
+	return true;
 }
 
 /* pool_stop (srv->mu held) lets workers exit once the queue is empty and
@@ -430,7 +566,8 @@ static void pool_stop(struct gaz_rpc_server *srv)
 
 	srv->stopping = true;
 	pthread_cond_broadcast(&srv->work_cv);
-	while (srv->nthreads > 0 || srv->live > 0 || srv->qhead) {
+	pthread_cond_broadcast(&srv->timer_cv);
+	while (srv->nthreads > 0 || srv->live > 0 || srv->qhead || srv->timer_running) {
 		if (srv->nthreads == 0 && (c = pool_pop(srv))) {
 			pthread_mutex_unlock(&srv->mu);
 			call_run(c);
@@ -497,6 +634,7 @@ static void accept_registered(struct req *r)
 {
 	struct gaz_rpc_call *c = call_new(r);
 	grpc_op op = {.op = GRPC_OP_RECV_CLOSE_ON_SERVER};
+	bool dispatch;
 
 	if (!c)
 		reject(r->gc, &r->md);
@@ -511,8 +649,22 @@ static void accept_registered(struct req *r)
 	 * handler thread is being dispatched. */
 	else if (recv_start(c) != 0)
 		c->recv_end = true; /* recv_end_ok 0: reads as cancelled */
+	c->dispatch_pending = c->m->flags & GAZ_RPC_DISPATCH_READ;
+	dispatch = !c->dispatch_pending || dispatch_ready(c);
+	if (!dispatch) {
+		c->dispatch_by_ns = gaz_mono_ns() + DISPATCH_READ_NS;
+		atomic_fetch_add(&c->refs, 1); /* the timer's */
+	}
 	pthread_mutex_unlock(&c->mu);
-	pool_push(c->srv, c);
+	if (!dispatch && !timer_add(c->srv, c)) {
+		/* No timer: dispatch now, unless a completion just did. */
+		pthread_mutex_lock(&c->mu);
+		dispatch = c->dispatch_pending;
+		c->dispatch_pending = false;
+		call_unref_locked(c, false);
+	}
+	if (dispatch)
+		pool_push(c->srv, c);
 }
 
 /* An unknown method's call, answered UNIMPLEMENTED in one batch. */
@@ -647,6 +799,7 @@ struct gaz_rpc_server *gaz_rpc_server_new(const struct gaz_rpc_server_opts *opts
 	pthread_mutex_init(&srv->mu, NULL);
 	gaz__rpc_cond_init(&srv->cv);
 	gaz__rpc_cond_init(&srv->work_cv);
+	gaz__rpc_cond_init(&srv->timer_cv);
 	srv->shutdown_tag.cb = shutdown_cb;
 	srv->gs = server_create(&srv->opts);
 	srv->fd_creds = grpc_insecure_server_credentials_create();
@@ -657,8 +810,23 @@ struct gaz_rpc_server *gaz_rpc_server_new(const struct gaz_rpc_server_opts *opts
 int gaz_rpc_server_register(struct gaz_rpc_server *srv, const char *path, gaz_rpc_handler_fn fn,
 			    void *arg)
 {
+	return gaz_rpc_server_register_flags(srv, path, fn, arg, 0);
+}
+
+int gaz_rpc_server_register_flags(struct gaz_rpc_server *srv, const char *path,
+				  gaz_rpc_handler_fn fn, void *arg, unsigned flags)
+{
+	return gaz_rpc_server_register_fast(srv, path, fn, NULL, arg, flags);
+}
+
+int gaz_rpc_server_register_fast(struct gaz_rpc_server *srv, const char *path,
+				 gaz_rpc_handler_fn fn, gaz_rpc_fast_fn fast, void *arg,
+				 unsigned flags)
+{
 	struct method *m, **ms;
 
+	if (fast && !(flags & GAZ_RPC_DISPATCH_READ))
+		return GAZ_EINVAL;
 	if (!srv || !path || path[0] != '/' || !fn || srv->state != SRV_NEW)
 		return GAZ_EINVAL;
 	ms = realloc(srv->methods, (srv->nmethods + 1) * sizeof(*ms));
@@ -677,6 +845,8 @@ int gaz_rpc_server_register(struct gaz_rpc_server *srv, const char *path, gaz_rp
 	}
 	m->fn = fn;
 	m->arg = arg;
+	m->flags = flags;
+	m->fast = fast;
 	ms[srv->nmethods++] = m;
 	return 0;
 }
@@ -823,6 +993,7 @@ void gaz_rpc_server_free(struct gaz_rpc_server *srv)
 	free(srv->peers);
 	grpc_server_credentials_release(srv->fd_creds);
 	pthread_cond_destroy(&srv->work_cv);
+	pthread_cond_destroy(&srv->timer_cv);
 	pthread_cond_destroy(&srv->cv);
 	pthread_mutex_destroy(&srv->mu);
 	free(srv);
@@ -846,6 +1017,11 @@ static bool eof_confirmed(struct gaz_rpc_call *c)
 		if (call_start(c, &c->send_op, &op, 1) != 0 || !call_await(c, &c->send_op))
 			c->cancelled = true;
 	}
+	/* Or a poller's probe (eof_probe_start): its completion sets cancelled. */
+	c->send_waiting = true;
+	while (c->eof_probe)
+		pthread_cond_wait(&c->cv, &c->mu);
+	c->send_waiting = false;
 	c->eof = !c->cancelled;
 	return c->eof;
 }
@@ -1059,6 +1235,37 @@ int gaz_rpc_finish(struct gaz_rpc_call *call, const ProtobufCMessage *resp, int 
 	return ok ? 0 : GAZ_ECANCELLED;
 }
 
+int gaz_rpc_peek(struct gaz_rpc_call *call, size_t i, const ProtobufCMessageDescriptor *desc,
+		 ProtobufCMessage **out)
+{
+	int rc = GAZ_ETIMEDOUT;
+
+	*out = NULL;
+	pthread_mutex_lock(&call->mu);
+	if (call->cancelled || call->finished)
+		rc = GAZ_ECANCELLED;
+	else if (i < (size_t)call->n_ahead)
+		rc = gaz__rpc_unpack(call->ahead[i], desc, out, NULL);
+	else if (i == (size_t)call->n_ahead && call->recv_end && call->recv_end_ok &&
+		 call->md_sent && !call->eof_probe)
+		rc = GAZ_EOF; /* the poller's probe confirmed the half-close */
+	pthread_mutex_unlock(&call->mu);
+	return rc;
+}
+
+void gaz_rpc_dispatch(struct gaz_rpc_call *call)
+{
+	pool_push(call->srv, call);
+}
+
+void gaz_rpc_unpark(struct gaz_rpc_call *call)
+{
+	if (!call->finished)
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_INTERNAL, "parked call ended without a status");
+	pthread_mutex_lock(&call->mu);
+	call_unref_locked(call, false);
+}
+
 bool gaz_rpc_cancelled(struct gaz_rpc_call *call)
 {
 	bool c;
@@ -1073,8 +1280,8 @@ void gaz_rpc_wake(struct gaz_rpc_call *call)
 {
 	pthread_mutex_lock(&call->mu);
 	call->woken = true;
-	pthread_cond_broadcast(&call->cv);
 	pthread_mutex_unlock(&call->mu);
+	pthread_cond_broadcast(&call->cv); /* the caller keeps the call alive */
 }
 
 int gaz_rpc_wait(struct gaz_rpc_call *call, int64_t deadline_ns)

@@ -1,0 +1,292 @@
+"""Deployment artifacts against real tools: the Helm chart (charts/gazette-c)
+linted and rendered by helm (built by scripts/deps.sh), what it renders
+applied to the real kube-apiserver with a server-side dry run (validation,
+defaulting and admission, nothing stored), and the least-privilege RBAC
+manifest (deploy/rbac.yaml): applied for real, checked grant by grant, and
+sufficient for gazette-operator running under it with drains and the PDB."""
+import base64
+import json
+import os
+import subprocess
+import uuid
+
+import pytest
+import yaml
+
+from conftest import CRDS, GAZETTE, OPERATOR, ROOT, Operator, wait_for
+
+CHART = os.path.join(ROOT, "charts/gazette-c")
+RBAC = os.path.join(ROOT, "deploy/rbac.yaml")
+HELM = os.path.join(subprocess.check_output([os.path.join(ROOT, "scripts/deps.sh"), "--helm-dir"],
+                                            text=True).strip(), "helm")
+KUBE_VERSION = "1.35.0"
+
+
+def helm(*args, check=True):
+    if not os.access(HELM, os.X_OK):
+        pytest.fail("no helm at %s: run scripts/deps.sh" % HELM)
+    r = subprocess.run([HELM] + list(args), capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, HELM_CACHE_HOME="/tmp/gaz-helm-cache",
+                                HELM_CONFIG_HOME="/tmp/gaz-helm-config", HELM_DATA_HOME="/tmp/gaz-helm-data"))
+    if check and r.returncode:
+        raise AssertionError("helm %s failed:\n%s%s" % (" ".join(args), r.stdout, r.stderr))
+    return r
+
+
+def render(*sets, namespace="gazette", include_crds=False, values=None):
+    args = ["template", "rel", CHART, "--namespace", namespace, "--kube-version", KUBE_VERSION]
+    for s in sets:
+        args += ["--set", s]
+    if values:
+        args += ["-f", values]
+    if include_crds:
+        args.append("--include-crds")
+    text = helm(*args).stdout
+    return text, [d for d in yaml.safe_load_all(text) if d]
+
+
+def find(docs, kind, suffix=""):
+    got = [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(suffix)]
+    assert len(got) == 1, (kind, suffix, [d["metadata"]["name"] for d in docs])
+    return got[0]
+
+
+def env_of(container):
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+def test_chart_lints_strict():
+    r = helm("lint", "--strict", CHART, "--kube-version", KUBE_VERSION)
+    assert "1 chart(s) linted, 0 chart(s) failed" in r.stdout, r.stdout
+
+
+def test_chart_crds_are_the_projects():
+    """Helm installs charts/gazette-c/crds/; they must be crds/ byte for byte."""
+    names = sorted(os.listdir(CRDS))
+    assert sorted(os.listdir(os.path.join(CHART, "crds"))) == names
+    for n in names:
+        assert open(os.path.join(CRDS, n), "rb").read() == open(os.path.join(CHART, "crds", n), "rb").read(), n
+
+
+def test_broker_statefulset_gives_the_hand_off_time():
+    _, docs = render()
+    sts = find(docs, "StatefulSet", "-broker")
+    pod = sts["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    env = env_of(c)
+    # Broker id = pod name (the operator's pod -> member mapping).
+    assert env["BROKER_ID"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["BROKER_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert env["ETCD_ADDRESS"] == "http://etcd:2379" and env["ETCD_PREFIX"] == "/gazette/cluster"
+    # SIGTERM's hand-off is bounded by --broker.exit-timeout (2m): the
+    # grace period leaves time to persist after it.
+    assert env["BROKER_EXIT_TIMEOUT"] == "2m"
+    assert pod["terminationGracePeriodSeconds"] >= 120 + 60
+    assert c["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "5"]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/debug/ready", "port": "http"}
+    assert "httpGet" not in c["livenessProbe"]  # a draining broker is not dead
+    assert pod["automountServiceAccountToken"] is False
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"name": "spool", "mountPath": env["TMPDIR"]} in c["volumeMounts"]
+    # Every variable is one of the broker's flags (no typo goes unnoticed).
+    help_text = subprocess.run([GAZETTE, "serve", "--help"], capture_output=True, text=True).stdout
+    for name in env:
+        if name != "TMPDIR":
+            assert "[$%s]" % name in help_text, name
+
+
+def test_zone_from_pod_label():
+    _, docs = render("broker.zoneFromPodLabel=true")
+    env = env_of(find(docs, "StatefulSet", "-broker")["spec"]["template"]["spec"]["containers"][0])
+    assert env["BROKER_ZONE"] == {"fieldRef": {"fieldPath": "metadata.labels['topology.kubernetes.io/zone']"}}
+    _, docs = render("broker.zone=us-east-1a")
+    env = env_of(find(docs, "StatefulSet", "-broker")["spec"]["template"]["spec"]["containers"][0])
+    assert env["BROKER_ZONE"] == "us-east-1a"
+
+
+def test_operator_deployment_elects_and_drains_the_chart_brokers():
+    _, docs = render()
+    dep = find(docs, "Deployment", "-operator")
+    assert dep["spec"]["replicas"] == 2
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    env = env_of(c)
+    assert env["OPERATOR_LEADER_ELECT"] == "true"
+    assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    # The drain selector selects exactly the StatefulSet's pods; the PDB
+    # the operator keeps is the chart's only one.
+    sts = find(docs, "StatefulSet", "-broker")
+    labels = sts["spec"]["selector"]["matchLabels"]
+    assert dict(kv.split("=") for kv in env["BROKERS_SELECTOR"].split(",")) == labels
+    assert all(sts["spec"]["template"]["metadata"]["labels"][k] == v for k, v in labels.items())
+    assert env["BROKERS_PDB"] == "rel-gazette-c-broker"
+    assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert env["BROKER_ADDRESS"] == "http://rel-gazette-c-broker.gazette.svc:8080"
+    # Followers are healthy but not "ready" at /readyz: probes use /healthz
+    # so a rollout of two replicas does not stall on the standby.
+    assert c["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    help_text = subprocess.run([OPERATOR, "--help"], capture_output=True, text=True).stdout
+    for name in env:
+        assert "[$%s]" % name in help_text, name
+
+
+def test_static_pdb_without_the_operator():
+    _, docs = render("operator.enabled=false")
+    pdb = find(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == \
+        find(docs, "StatefulSet", "-broker")["spec"]["selector"]["matchLabels"]
+    assert not [d for d in docs if d["kind"] in ("Deployment", "Role", "RoleBinding", "ServiceAccount")]
+
+
+def test_chart_rbac_is_the_standalone_manifest():
+    _, docs = render()
+    role = find(docs, "Role")
+    standalone = [d for d in yaml.safe_load_all(open(RBAC)) if d and d["kind"] == "Role"][0]
+    assert role["rules"] == standalone["rules"]
+    binding = find(docs, "RoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "rel-gazette-c-operator",
+                                    "namespace": "gazette"}]
+
+
+@pytest.fixture
+def ns(kube):
+    n = "deploy-" + uuid.uuid4().hex[:8]
+    kube.kubectl("create", "namespace", n)
+    kube.kubectl("apply", "-f", CRDS)
+    kube.kubectl("wait", "--for=condition=Established", "crd/journalspecs.gazette-c.dev", "--timeout=60s")
+    return n
+
+
+@pytest.mark.parametrize("sets", [(), ("operator.enabled=false",), ("broker.zoneFromPodLabel=true",
+                                                                     "broker.replicas=5")],
+                         ids=["defaults", "no-operator", "zones"])
+def test_rendered_chart_passes_a_server_side_dry_run(kube, ns, sets):
+    text, docs = render(*sets, namespace=ns, include_crds=True)
+    r = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=text, namespace=ns)
+    kinds = {d["kind"] for d in docs}
+    want = {"CustomResourceDefinition", "StatefulSet", "Service"}
+    want |= {"PodDisruptionBudget"} if "operator.enabled=false" in sets else \
+        {"Deployment", "Role", "RoleBinding", "ServiceAccount"}
+    assert want <= kinds, kinds
+    assert r.stdout.count("(server dry run)") == len(docs), r.stdout
+    # Nothing was stored.
+    assert "No resources found" in kube.kubectl("get", "statefulsets", namespace=ns).stderr
+
+
+def test_e2e_manifests_pass_a_server_side_dry_run(kube, ns):
+    text, _ = render(namespace=ns, values=os.path.join(ROOT, "e2e/values-kind.yaml"))
+    kube.kubectl("apply", "--dry-run=server", "-f", "-", input=text, namespace=ns)
+    r = kube.kubectl("apply", "--dry-run=server", "-f", os.path.join(ROOT, "e2e/journals.yaml"), namespace=ns)
+    assert r.stdout.count("(server dry run)") == 3, r.stdout
+    for m in ("etcd.yaml", "minio.yaml"):
+        body = open(os.path.join(ROOT, "e2e/manifests", m)).read()
+        body = body.replace("${ETCD_IMAGE}", "etcd:pinned").replace("${MINIO_IMAGE}", "minio:pinned")
+        kube.kubectl("apply", "--dry-run=server", "-f", "-", input=body, namespace=ns)
+
+
+def apply_rbac(kube, ns):
+    text = open(RBAC).read().replace("namespace: gazette\n", "namespace: %s\n" % ns)
+    kube.kubectl("apply", "-f", "-", input=text, namespace=ns)
+
+
+ALLOWED = [("get", "journalspecs.gazette-c.dev"), ("list", "journalspecs.gazette-c.dev"),
+           ("watch", "journalspecs.gazette-c.dev"), ("patch", "journalspecs.gazette-c.dev"),
+           ("patch", "journalspecs.gazette-c.dev", "status"), ("list", "shardspecs.gazette-c.dev"),
+           ("create", "events"), ("get", "leases.coordination.k8s.io"),
+           ("create", "leases.coordination.k8s.io"), ("update", "leases.coordination.k8s.io"),
+           ("list", "pods"), ("watch", "pods"), ("patch", "pods"),
+           ("get", "poddisruptionbudgets.policy"), ("create", "poddisruptionbudgets.policy"),
+           ("patch", "poddisruptionbudgets.policy")]
+DENIED = [("delete", "pods"), ("update", "pods"), ("create", "pods"), ("get", "secrets"),
+          ("list", "configmaps"), ("delete", "journalspecs.gazette-c.dev"),
+          ("create", "journalspecs.gazette-c.dev"), ("update", "journalspecs.gazette-c.dev", "status"),
+          ("delete", "poddisruptionbudgets.policy"), ("delete", "leases.coordination.k8s.io"),
+          ("patch", "pods", "eviction"), ("create", "pods", "eviction"), ("patch", "pods", "status")]
+
+
+def test_rbac_grants_exactly_what_the_operator_calls(kube, ns):
+    apply_rbac(kube, ns)
+    who = "system:serviceaccount:%s:gazette-operator" % ns
+
+    def can(verb, resource, sub=None, namespace=ns):
+        args = ["auth", "can-i", verb, resource, "--as", who, "-n", namespace]
+        if sub:
+            args += ["--subresource", sub]
+        return kube.kubectl(*args, check=False).stdout.strip() == "yes"
+    for a in ALLOWED:
+        assert can(*a), a
+    for d in DENIED:
+        assert not can(*d), d
+    # Nothing outside its namespace, nothing cluster-scoped.
+    assert not can("list", "pods", namespace="default")
+    assert not can("list", "nodes")
+    assert not can("list", "customresourcedefinitions.apiextensions.k8s.io")
+
+
+def test_operator_runs_under_the_rbac_manifest(kube, ns, cluster, tmp_path):
+    """The grants are sufficient: gazette-operator in-cluster mode with a
+    token of the manifest's ServiceAccount syncs a JournalSpec, elects
+    itself, puts its finalizer on a broker pod and keeps the PDB."""
+    apply_rbac(kube, ns)
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    ca = kube.kubectl("config", "view", "--raw", "-o",
+                      "jsonpath={.clusters[0].cluster.certificate-authority-data}").stdout
+    (sa / "ca.crt").write_bytes(base64.b64decode(ca))
+    (sa / "namespace").write_text(ns + "\n")
+    (sa / "token").write_text(kube.kubectl("create", "token", "gazette-operator", "--duration", "10m",
+                                           namespace=ns).stdout)
+    server = kube.kubectl("config", "view", "-o", "jsonpath={.clusters[0].cluster.server}").stdout
+    host, port = server.replace("https://", "").rsplit(":", 1)
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "broker-0", "labels": {"app.kubernetes.io/component": "broker"}},
+           "spec": {"containers": [{"name": "broker", "image": "gazette-c:test"}]}}
+    kube.kubectl("apply", "-f", "-", input=json.dumps(pod), namespace=ns)
+    b = cluster.start(bid="broker-0")
+    op = Operator(kube, cluster, ns, b.address, in_cluster=True,
+                  extra=["--kube.service-account-dir", str(sa), "--leader-elect",
+                         "--brokers.selector", "app.kubernetes.io/component=broker",
+                         "--brokers.pdb", "brokers", "--drain.interval", "1s"],
+                  env={"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port})
+    try:
+        op.start()
+        doc = {"apiVersion": "gazette-c.dev/v1alpha1", "kind": "JournalSpec", "metadata": {"name": "rbac"},
+               "spec": {"name": "deploy/rbac", "replication": 1,
+                        "fragment": {"stores": ["file:///"], "refreshInterval": "1s"}}}
+        kube.kubectl("apply", "-f", "-", input=json.dumps(doc), namespace=ns)
+
+        def ready():
+            st = json.loads(kube.kubectl("get", "journalspec", "rbac", "-o", "json", namespace=ns).stdout)
+            return any(c["type"] == "Ready" and c["status"] == "True"
+                       for c in (st.get("status") or {}).get("conditions", []))
+        wait_for(ready, 30, "JournalSpec Ready under the manifest's grants")
+
+        def pod_finalized():
+            p = json.loads(kube.kubectl("get", "pod", "broker-0", "-o", "json", namespace=ns).stdout)
+            return "gazette-c.dev/drain" in (p["metadata"].get("finalizers") or [])
+        wait_for(pod_finalized, 30, "drain finalizer on the broker pod")
+
+        def pdb():
+            r = kube.kubectl("get", "pdb", "brokers", "-o", "json", namespace=ns, check=False)
+            return r.returncode == 0 and json.loads(r.stdout)["spec"]["maxUnavailable"] == 1
+        wait_for(pdb, 30, "PDB kept under the manifest's grants")
+        lease = json.loads(kube.kubectl("get", "lease", "gazette-operator", "-o", "json", namespace=ns).stdout)
+        assert lease["spec"]["holderIdentity"]
+        log = op.logtext()
+        # (The API server's 403 answers say "forbidden"; timestamps may hold "403".)
+        assert "forbidden" not in log.lower(), op.logtail()
+    finally:
+        op.stop()
+        kube.kubectl("patch", "pod", "broker-0", "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
+                     namespace=ns, check=False)
+
+
+@pytest.mark.parametrize("bad,message", [
+    ("broker.replicsa=3", "additional properties 'replicsa' not allowed"),
+    ("etcd.prefix=/gazette/", "/etcd/prefix"),
+    ("broker.logLevel=verbose", "/broker/logLevel"),
+    ("operator.drains.interval=5", "/operator/drains/interval"),
+])
+def test_values_schema_rejects_mistakes(bad, message):
+    r = helm("template", "rel", CHART, "--kube-version", KUBE_VERSION, "--set", bad, check=False)
+    assert r.returncode != 0 and message in r.stderr, r.stderr
