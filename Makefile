@@ -26,8 +26,8 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initi
 LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS   = -lgrpc -lgpr $(shell pkg-config --libs $(PKGS)) -lsnappy -lm
 
-GEN_PROTOS = proto/protocol.proto proto/etcd.proto
-GEN_C      = $(BUILD)/gen/protocol.pb-c.c $(BUILD)/gen/etcd.pb-c.c \
+GEN_PROTOS = proto/protocol.proto proto/etcd.proto proto/consumer.proto
+GEN_C      = $(BUILD)/gen/protocol.pb-c.c $(BUILD)/gen/etcd.pb-c.c $(BUILD)/gen/consumer.pb-c.c \
              $(BUILD)/gen/google/protobuf/duration.pb-c.c
 GEN_H      = $(GEN_C:.c=.h)
 
@@ -71,7 +71,7 @@ $(BUILD)/obj/%.o: %.c | $(GEN_H)
 	@echo "  CC $<"
 	@$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
-$(BUILD)/obj/$(BUILD)/gen/%.o: $(BUILD)/gen/%.c
+$(BUILD)/obj/$(BUILD)/gen/%.o: $(BUILD)/gen/%.c | $(GEN_H)
 	@mkdir -p $(dir $@)
 	@echo "  CC $<"
 	@$(CC) $(CFLAGS) -Wno-unused-parameter -c -o $@ $<

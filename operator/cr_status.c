@@ -1,5 +1,5 @@
 /*
- * cr_status.c - writes to JournalSpec resources: our finalizer (a merge
+ * cr_status.c - writes to JournalSpec and ShardSpec resources: our finalizer (a merge
  * patch carrying metadata.resourceVersion, so a concurrent edit makes it
  * fail with 409 instead of being overwritten) and the status subresource
  * (a merge patch written only when something other than lastSyncTime
@@ -13,13 +13,40 @@
 #include "common/log.h"
 #include "operator/operator.h"
 
+static bool is_shard(const json_t *obj)
+{
+	return !strcmp(json_string_value(json_object_get(obj, "kind")) ?: "", "ShardSpec");
+}
+
+static const char *finalizer(const json_t *obj)
+{
+	return is_shard(obj) ? GAZ_OP_SHARD_FINALIZER : GAZ_OP_FINALIZER;
+}
+
 void gaz_cr_path(const json_t *obj, const char *suffix, char *buf, size_t cap)
 {
 	const json_t *md = json_object_get(obj, "metadata");
 
-	snprintf(buf, cap, GAZ_OP_API_PATH "/namespaces/%s/journalspecs/%s%s",
+	snprintf(buf, cap, GAZ_OP_API_PATH "/namespaces/%s/%s/%s%s",
 		 json_string_value(json_object_get(md, "namespace")) ?: "",
+		 is_shard(obj) ? "shardspecs" : "journalspecs",
 		 json_string_value(json_object_get(md, "name")) ?: "", suffix);
+}
+
+static bool same(const json_t *a, const json_t *b)
+{
+	return (!a && !b) || (a && b && json_equal((json_t *)a, (json_t *)b));
+}
+
+bool gaz_cr_needs_reconcile(const json_t *old, const json_t *obj)
+{
+	const json_t *mo = json_object_get(old, "metadata"), *mn = json_object_get(obj, "metadata");
+
+	if (!old || !obj)
+		return true;
+	return !same(json_object_get(mo, "generation"), json_object_get(mn, "generation")) ||
+	       !same(json_object_get(mo, "deletionTimestamp"), json_object_get(mn, "deletionTimestamp")) ||
+	       !same(json_object_get(mo, "finalizers"), json_object_get(mn, "finalizers"));
 }
 
 bool gaz_cr_has_finalizer(const json_t *obj)
@@ -28,7 +55,7 @@ bool gaz_cr_has_finalizer(const json_t *obj)
 	size_t i;
 
 	json_array_foreach(fins, i, f) {
-		if (json_is_string(f) && !strcmp(json_string_value(f), GAZ_OP_FINALIZER))
+		if (json_is_string(f) && !strcmp(json_string_value(f), finalizer(obj)))
 			return true;
 	}
 	return false;
@@ -44,11 +71,11 @@ int gaz_cr_set_finalizer(struct gaz_op *op, const json_t *obj, bool add, struct 
 	int rc;
 
 	json_array_foreach(fins, i, f) {
-		if (!json_is_string(f) || strcmp(json_string_value(f), GAZ_OP_FINALIZER))
+		if (!json_is_string(f) || strcmp(json_string_value(f), finalizer(obj)))
 			json_array_append(list, (json_t *)f);
 	}
 	if (add)
-		json_array_append_new(list, json_string(GAZ_OP_FINALIZER));
+		json_array_append_new(list, json_string(finalizer(obj)));
 	patch = json_pack("{s:{s:O?, s:o}}", "metadata", "resourceVersion",
 			  json_object_get(md, "resourceVersion"), "finalizers", list);
 	if (!patch)

@@ -4,7 +4,8 @@
  * bytes (facts §4.1), written with Gazette's Apply compare (ModRevision ==
  * expected, 0 = must not exist; facts §2.5) through lib/etcd's txn
  * builder; and the journal's assignment keys, <root>/assign/<journal>#
- * <zone>#<suffix>#<slot>, for its route.
+ * <zone>#<suffix>#<slot>, for its route. Consumer keyspaces use the same
+ * assignment layout for shards (gaz_item_route_at).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,9 +114,13 @@ int gaz_item_delete(struct gaz_op *op, const char *journal, int64_t expect_mod, 
 
 void gaz_item_route_release(struct gaz_item_route *r)
 {
-	for (size_t i = 0; i < r->n; i++)
+	for (size_t i = 0; i < r->n; i++) {
 		free(r->members[i]);
+		if (r->values)
+			free(r->values[i].data);
+	}
 	free(r->members);
+	free(r->values);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -143,6 +148,12 @@ static char *parse_assignment(const char *rest, size_t len, long *slot)
 int gaz_item_route(struct gaz_op *op, const char *journal, struct gaz_item_route *out,
 		   struct gaz_status *st)
 {
+	return gaz_item_route_at(op, op->cfg.etcd_prefix, journal, false, out, st);
+}
+
+int gaz_item_route_at(struct gaz_op *op, const char *root, const char *item, bool values,
+		      struct gaz_item_route *out, struct gaz_status *st)
+{
 	Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
 	Etcdserverpb__RangeResponse *resp = NULL;
 	char *prefix = NULL;
@@ -150,7 +161,7 @@ int gaz_item_route(struct gaz_op *op, const char *journal, struct gaz_item_route
 
 	memset(out, 0, sizeof(*out));
 	out->primary = -1;
-	if (asprintf(&prefix, "%s/assign/%s#", op->cfg.etcd_prefix, journal) < 0)
+	if (asprintf(&prefix, "%s/assign/%s#", root, item) < 0)
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 	size_t plen = strlen(prefix);
 	uint8_t end[plen];
@@ -159,9 +170,11 @@ int gaz_item_route(struct gaz_op *op, const char *journal, struct gaz_item_route
 	req.key.len = plen;
 	req.range_end.data = end;
 	req.range_end.len = plen;
-	req.keys_only = 1;
+	req.keys_only = !values;
 	if ((rc = gaz_etcd_range(op->etcd, &req, &resp, st)) == 0) {
 		out->members = calloc(resp->n_kvs ? resp->n_kvs : 1, sizeof(char *));
+		if (values)
+			out->values = calloc(resp->n_kvs ? resp->n_kvs : 1, sizeof(*out->values));
 		for (size_t i = 0; out->members && i < resp->n_kvs; i++) {
 			const ProtobufCBinaryData *k = &resp->kvs[i]->key;
 			long slot = -1;
@@ -170,6 +183,12 @@ int gaz_item_route(struct gaz_op *op, const char *journal, struct gaz_item_route
 				continue;
 			if (slot == 0)
 				out->primary = (int)out->n;
+			if (out->values && resp->kvs[i]->value.len &&
+			    (out->values[out->n].data = malloc(resp->kvs[i]->value.len))) {
+				memcpy(out->values[out->n].data, resp->kvs[i]->value.data,
+				       resp->kvs[i]->value.len);
+				out->values[out->n].len = resp->kvs[i]->value.len;
+			}
 			out->members[out->n++] = m;
 		}
 		protobuf_c_message_free_unpacked(&resp->base, NULL);

@@ -94,7 +94,7 @@ static int label_cmp(const void *a, const void *b)
 	return c ? c : strcmp(x->value, y->value);
 }
 
-static int convert_labels(const json_t *arr, Protocol__LabelSet **out, struct gaz_status *st)
+int gaz_cr_labels_to_pb(const json_t *arr, Protocol__LabelSet **out, struct gaz_status *st)
 {
 	Protocol__LabelSet *set = malloc(sizeof(*set));
 	size_t i, n = json_array_size(arr);
@@ -234,7 +234,7 @@ static int convert(const json_t *spec, Protocol__JournalSpec *js, struct gaz_sta
 		return field_err(st, "replication", "out of range");
 	js->replication = (int32_t)repl;
 	js->max_append_rate = rate;
-	if ((rc = convert_labels(json_object_get(spec, "labels"), &js->labels, st)) ||
+	if ((rc = gaz_cr_labels_to_pb(json_object_get(spec, "labels"), &js->labels, st)) ||
 	    (rc = convert_fragment(json_object_get(spec, "fragment"), &js->fragment, st)))
 		return rc;
 	return convert_flags(spec, &js->flags, st);
@@ -316,7 +316,7 @@ static json_t *fragment_to_cr(const Protocol__JournalSpec__Fragment *f)
 	return o;
 }
 
-static int labels_to_cr(json_t *o, const Protocol__LabelSet *set)
+int gaz_cr_labels_from_pb(json_t *o, const Protocol__LabelSet *set)
 {
 	json_t *arr;
 
@@ -343,7 +343,7 @@ json_t *gaz_journal_spec_to_cr(const Protocol__JournalSpec *spec)
 	if (!bad && spec->replication)
 		bad |= json_object_set_new(o, "replication", json_integer(spec->replication));
 	if (!bad)
-		bad |= labels_to_cr(o, spec->labels);
+		bad |= gaz_cr_labels_from_pb(o, spec->labels);
 	if (!bad && spec->fragment && !(frag = fragment_to_cr(spec->fragment)))
 		bad = 1;
 	if (!bad && frag)

@@ -57,6 +57,19 @@ enum gaz_deletion_policy gaz_journal_cr_policy(const json_t *spec);
  * exactly when no write is needed. Suspend is compared too. */
 bool gaz_journal_spec_equal(const Protocol__JournalSpec *a, const Protocol__JournalSpec *b);
 
+/* Shared with shard_cr.c (ShardSpec labels have the same CR shape). */
+
+/* gaz_cr_labels_to_pb converts a CR label list ([{name, value}], NULL =
+ * none; borrowed) into a new LabelSet (*out, always set, also on error;
+ * free with protobuf_c_message_free_unpacked), sorted by (name, value)
+ * without exact duplicates, as a LabelSet must be. Errors: GAZ_EINVAL
+ * naming the field, GAZ_ENOMEM. */
+int gaz_cr_labels_to_pb(const json_t *arr, Protocol__LabelSet **out, struct gaz_status *st);
+
+/* gaz_cr_labels_from_pb sets o.labels from `set` (nothing when empty).
+ * 0, or -1 on OOM. */
+int gaz_cr_labels_from_pb(json_t *o, const Protocol__LabelSet *set);
+
 /* Codec and flag names as the CR spells them (Gazette's enum names). */
 const char *gaz_codec_name(int codec);
 const char *gaz_suspend_level_name(int level);

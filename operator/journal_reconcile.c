@@ -18,9 +18,15 @@
  *   equal, never synced        -> "Adopted" (nothing written)
  *   a lost compare re-reads and tries again (Gazette's Apply semantics).
  *   status: Ready, observedGeneration, route, write head, persisted-through.
+ *   bucket lifecycle rules from fragment.retention (lifecycle.c):
+ *   condition Lifecycle, status.lifecycle; a failure is retried at the
+ *   next resync.
  *
  * Deletion (deletionTimestamp set, our finalizer present):
  *   not the owner                       -> drop the finalizer only
+ *   owner, no other live claimant       -> first remove our bucket
+ *                                          lifecycle rules (retried until
+ *                                          done), then by policy:
  *   deletionPolicy Retain               -> drop the finalizer; item stays
  *   Delete, another CR claims the name  -> hand over: as Retain
  *   Delete -> suspend through the primary (SUSPEND_NOW: the spool rolls
@@ -40,6 +46,7 @@
 #include "common/log.h"
 #include "keyspace/journals.h"
 #include "operator/journal_cr.h"
+#include "operator/lifecycle.h"
 #include "operator/operator.h"
 #include "protocol/validate.h"
 
@@ -143,7 +150,8 @@ static void event(struct recon *r, const char *type, const char *reason, const c
 static void status_init(struct recon *r)
 {
 	static const char *const keep[] = {"adopted", "primary", "replicas", "suspend", "writeHead",
-					   "persistedThrough", "etcdModRevision", "conditions"};
+					   "persistedThrough", "etcdModRevision", "conditions",
+					   "lifecycle"};
 
 	r->status = json_object();
 	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
@@ -258,7 +266,7 @@ static int conflict(struct recon *r)
 	gaz_cr_condition(r->status, r->old_status, "Ready", "False", "Conflict", msg, r->generation);
 	json_object_set_new(r->status, "lastError", json_string(msg));
 	static const char *const drop[] = {"etcdModRevision", "adopted", "primary", "replicas",
-					   "writeHead", "persistedThrough", "suspend"};
+					   "writeHead", "persistedThrough", "suspend", "lifecycle"};
 	for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
 		json_object_del(r->status, drop[i]);
 	return write_status(r);
@@ -332,8 +340,36 @@ static int apply(struct recon *r, Protocol__JournalSpec *d, struct gaz_item *it,
 	return 0;
 }
 
+/* Bucket lifecycle rules from the retention (lifecycle.c); d NULL removes
+ * them. A Warning event when it starts failing or the failure changes;
+ * the failure's text goes to why[cap]. Nothing with --bucket-lifecycle
+ * off. */
+static int lifecycle(struct recon *r, const Protocol__JournalSpec *d, char *why, size_t cap)
+{
+	struct gaz_status st = {0};
+	const char *old_msg = NULL;
+	const json_t *c;
+	size_t i;
+	int rc;
+
+	json_array_foreach(json_object_get(r->old_status, "conditions"), i, c) {
+		if (!strcmp(json_string_value(json_object_get(c, "type")) ?: "", "Lifecycle") &&
+		    !strcmp(json_string_value(json_object_get(c, "status")) ?: "", "False"))
+			old_msg = json_string_value(json_object_get(c, "message"));
+	}
+	if (!r->op->cfg.bucket_lifecycle ||
+	    !(rc = gaz_lifecycle_sync(d, r->old_status, r->status, r->generation, &st)))
+		return 0;
+	snprintf(why, cap, "%s", st.msg);
+	gaz_warn("bucket lifecycle failed", "key=%s journal=%s err=\"%s\"", r->key, r->journal, st.msg);
+	if (!old_msg || strcmp(old_msg, st.msg))
+		event(r, "Warning", "LifecycleFailed", "%s", st.msg);
+	return rc;
+}
+
 static int sync(struct recon *r, int64_t *requeue)
 {
+	char why[600];
 	struct gaz_status st = {0};
 	struct gaz_item it;
 	Protocol__JournalSpec *d;
@@ -357,6 +393,9 @@ static int sync(struct recon *r, int64_t *requeue)
 	if (!rc && !*requeue) {
 		observe(r, d);
 		set_ready(r, true, "Synced", "");
+		/* A failure shows as condition Lifecycle=False and is retried
+		 * at the next resync: it does not hold the journal back. */
+		lifecycle(r, d, why, sizeof(why));
 		rc = write_status(r);
 	}
 	protobuf_c_message_free_unpacked(&d->base, NULL);
@@ -423,6 +462,12 @@ static int finalize(struct recon *r, int64_t *requeue)
 		return 0;
 	if (strcmp(r->owner, r->key))
 		return drop_finalizer(r, requeue);
+	if (!r->other_live_claimant && lifecycle(r, NULL, why, sizeof(why))) {
+		set_ready(r, false, "Deleting", why);
+		write_status(r);
+		*requeue = REQUEUE_ERROR_MS;
+		return 0;
+	}
 	if (gaz_journal_cr_policy(r->spec) == GAZ_DELETION_RETAIN) {
 		event(r, "Normal", "Retained", "journal \"%s\" stays in etcd (deletionPolicy Retain)",
 		      r->journal);

@@ -1,6 +1,7 @@
 /*
  * main.c - the gazette-operator process: flags (with environment
- * variables), the Kubernetes and etcd clients, the JournalSpec informer,
+ * variables), the Kubernetes and etcd clients, the JournalSpec and
+ * ShardSpec informers (shard_reconcile.c),
  * one reconcile worker with a periodic resync, optional Lease leader
  * election, and /healthz, /readyz and /metrics on one HTTP port.
  *
@@ -54,10 +55,12 @@ static const struct gaz_flag flag_table[] = {
 	F("namespace", "WATCH_NAMESPACE", GAZ_FLAG_STRING, "", "Namespace whose JournalSpecs are managed (empty: all namespaces)", &op.cfg.namespace, "Kubernetes"),
 	F("etcd.address", "ETCD_ADDRESS", GAZ_FLAG_STRING, "http://localhost:2379", "Etcd service address endpoint of the brokers", &op.cfg.etcd_address, "Etcd"),
 	F("etcd.prefix", "ETCD_PREFIX", GAZ_FLAG_STRING, "/gazette/cluster", "Etcd base prefix of the brokers (their --etcd.prefix)", &op.cfg.etcd_prefix, "Etcd"),
+	F("consumer.etcd-prefix", "CONSUMER_ETCD_PREFIX", GAZ_FLAG_STRING, "", "Etcd prefix of the consumer application (its --etcd.prefix) for ShardSpecs without spec.etcdPrefix", &op.cfg.consumer_prefix, "Etcd"),
 	F("broker.address", "BROKER_ADDRESS", GAZ_FLAG_STRING, "http://localhost:8080", "A broker, for suspending journals before deletion and for write heads (empty: no broker calls)", &op.cfg.broker_address, "Broker"),
 	F("broker.timeout", "BROKER_TIMEOUT", GAZ_FLAG_DURATION, "30s", "Bound on each broker call", &op.cfg.broker_timeout_ns, "Broker"),
 	F("resync", "OPERATOR_RESYNC", GAZ_FLAG_DURATION, "1m", "Every JournalSpec is reconciled at least this often (drift correction)", &op.cfg.resync_ns, "Operator"),
 	F("http.address", "OPERATOR_HTTP_ADDRESS", GAZ_FLAG_STRING, ":8081", "host:port serving /healthz, /readyz and /metrics", &op.cfg.http_address, "Operator"),
+	F("bucket-lifecycle", "OPERATOR_BUCKET_LIFECYCLE", GAZ_FLAG_BOOL, "true", "Keep S3 bucket lifecycle rules expiring each journal's fragments after its retention", &op.cfg.bucket_lifecycle, "Operator"),
 	F("leader-elect", "OPERATOR_LEADER_ELECT", GAZ_FLAG_BOOL, "false", "Run only while holding a coordination.k8s.io Lease", &op.cfg.leader_elect, "Leader election"),
 	F("lease.name", "OPERATOR_LEASE_NAME", GAZ_FLAG_STRING, "gazette-operator", "Name of the Lease", &op.cfg.lease_name, "Leader election"),
 	F("lease.namespace", "OPERATOR_LEASE_NAMESPACE", GAZ_FLAG_STRING, "", "Namespace of the Lease (empty: the configuration's namespace, else default)", &op.cfg.lease_namespace, "Leader election"),
@@ -93,6 +96,8 @@ static int readyz(struct gaz_http_req *req, struct gaz_http_resp *resp, void *ar
 	(void)req, (void)arg;
 	if (!op.journals || !gaz_informer_synced(op.journals))
 		return gaz_http_resp_error(resp, 503, "JournalSpec cache not synced");
+	if (!op.shards || !gaz_informer_synced(op.shards))
+		return gaz_http_resp_error(resp, 503, "ShardSpec cache not synced");
 	if (!gaz_drain_synced(drain))
 		return gaz_http_resp_error(resp, 503, "broker pod cache not synced");
 	if (!atomic_load(&op.leading))
@@ -246,20 +251,24 @@ static void *worker(void *arg)
 
 	atomic_store(&o->worker_alive, true);
 	while (!atomic_load(&o->stop)) {
-		if (!atomic_load(&o->leading) || !gaz_informer_synced(o->journals)) {
+		if (!atomic_load(&o->leading) || !gaz_informer_synced(o->journals) ||
+		    !gaz_informer_synced(o->shards)) {
 			struct timespec ts = {0, 100 * 1000000L};
 			nanosleep(&ts, NULL);
 			continue;
 		}
 		if (gaz_mono_ns() >= next_resync) {
 			enqueue_all(o);
+			gaz_shard_enqueue_all(o);
 			next_resync = gaz_mono_ns() + o->cfg.resync_ns;
 		}
 		char *key = gaz_queue_take(o->queue, 200);
 		if (!key)
 			continue;
 		int64_t t0 = gaz_mono_ns(), requeue = 0;
-		int rc = gaz_journal_reconcile(o, key, &requeue);
+		int rc = strncmp(key, GAZ_OP_SHARD_KEY, strlen(GAZ_OP_SHARD_KEY))
+				 ? gaz_journal_reconcile(o, key, &requeue)
+				 : gaz_shard_reconcile(o, key, &requeue);
 		gaz_metric_observe(gaz_metric_with(o->m_duration), (double)(gaz_mono_ns() - t0) / 1e9);
 		gaz_metric_inc(gaz_metric_with(o->m_reconciles, rc ? "error" : requeue ? "requeue" : "ok"));
 		if (requeue)
@@ -334,6 +343,8 @@ static int start(struct gaz_op *o, pthread_t *wt, pthread_t *et, struct gaz_stat
 	io.kube = o->kube;
 	if ((rc = http_start(o->cfg.http_address, st)) || !(o->journals = gaz_informer_start(&io, st)))
 		return rc ? rc : st->code;
+	if ((rc = gaz_shard_informer_start(o, st)))
+		return rc;
 	if (drain_flags.selector[0]) {
 		struct gaz_drain_config dc = {.selector = drain_flags.selector,
 					      .namespace = drain_flags.namespace, .pdb_name = drain_flags.pdb,
@@ -358,7 +369,7 @@ static int start(struct gaz_op *o, pthread_t *wt, pthread_t *et, struct gaz_stat
 int main(int argc, char **argv)
 {
 	struct gaz_flags f = {.prog = "gazette-operator", .table = flag_table,
-			      .description = "Keeps Gazette journals in etcd in line with JournalSpec resources."};
+			      .description = "Keeps Gazette journals and consumer shards in etcd in line with JournalSpec and ShardSpec resources."};
 	struct gaz_status st = {0};
 	pthread_t wt, et;
 	sigset_t sigs;
@@ -392,6 +403,7 @@ int main(int argc, char **argv)
 		pthread_join(et, NULL);
 	gaz_drain_stop(drain);
 	gaz_informer_stop(op.journals);
+	gaz_informer_stop(op.shards);
 	gaz_etcd_free(op.etcd);
 	gaz_kube_free(op.kube);
 	gaz_queue_free(op.queue);

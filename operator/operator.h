@@ -1,6 +1,6 @@
 /*
  * operator.h - gazette-operator's shared state and the pieces the
- * JournalSpec reconciler is made of:
+ * JournalSpec and ShardSpec reconcilers are made of:
  *
  *   journal_reconcile.c  the decisions: ownership and conflicts, apply with
  *                        Gazette's optimistic concurrency, adoption, drift,
@@ -11,6 +11,9 @@
  *                        fragments (write head, persisted-through)
  *   cr_status.c          the Kubernetes side: finalizers, status, conditions
  *   election.c           Lease leader election
+ *   shard_reconcile.c    the same decisions for ShardSpec CRs against a
+ *                        consumer keyspace (<prefix>/items/<shard id>);
+ *                        shard_cr.c converts them
  *
  * Threads: informer threads only enqueue; one worker thread runs every
  * reconcile, so two reconciles never race on one journal inside this
@@ -38,6 +41,10 @@
 #define GAZ_OP_VERSION "v1alpha1"
 #define GAZ_OP_API_PATH "/apis/" GAZ_OP_GROUP "/" GAZ_OP_VERSION
 #define GAZ_OP_FINALIZER "gazette-c.dev/journal"
+#define GAZ_OP_SHARD_FINALIZER "gazette-c.dev/shard"
+/* Work-queue keys of ShardSpecs are this plus "namespace/name" (journal
+ * keys are bare "namespace/name"; ':' is in no namespace or name). */
+#define GAZ_OP_SHARD_KEY "shard:"
 #define GAZ_OP_COMPONENT "gazette-operator"
 
 struct gaz_op_config {
@@ -46,11 +53,13 @@ struct gaz_op_config {
 	char *namespace;         /* watched namespace; "" = all */
 	char *etcd_address;
 	char *etcd_prefix;       /* the brokers' --etcd.prefix */
+	char *consumer_prefix;   /* default consumer --etcd.prefix of ShardSpecs ("" = none) */
 	char *broker_address;    /* for suspension and fragment summaries */
 	int64_t resync_ns;       /* every CR reconciled at least this often */
 	int64_t watch_timeout_ns;
 	int64_t broker_timeout_ns;
 	char *http_address;      /* "127.0.0.1:8081" or ":8081" */
+	bool bucket_lifecycle;   /* keep S3 lifecycle rules from retention */
 	bool leader_elect;
 	char *lease_name, *lease_namespace, *identity;
 	int64_t lease_duration_ns, renew_deadline_ns, retry_period_ns;
@@ -63,6 +72,7 @@ struct gaz_op {
 	struct gaz_kube *kube;
 	struct gaz_etcd *etcd;
 	struct gaz_informer *journals;
+	struct gaz_informer *shards;
 	struct gaz_queue *queue;
 	atomic_bool stop;
 	atomic_bool leading;     /* true when elected, or without election */
@@ -103,10 +113,18 @@ struct gaz_item_route {
 	char **members;
 	size_t n;
 	int primary;
+	ProtobufCBinaryData *values; /* each assignment's value (owned), when asked for */
 };
 
 int gaz_item_route(struct gaz_op *op, const char *journal, struct gaz_item_route *out,
 		   struct gaz_status *st);
+/* gaz_item_route_at: the same for item `item` of the allocator keyspace
+ * rooted at `root` (a consumer's prefix and a shard id: Gazette's consumer
+ * allocator uses the brokers' assignment key layout), with each
+ * assignment's value in out->values[i] when `values` (a consumer's
+ * ReplicaStatus; NULL otherwise). */
+int gaz_item_route_at(struct gaz_op *op, const char *root, const char *item, bool values,
+		      struct gaz_item_route *out, struct gaz_status *st);
 void gaz_item_route_release(struct gaz_item_route *r);
 
 /* ---- broker_ops.c --------------------------------------------------------- */
@@ -134,11 +152,13 @@ int gaz_broker_fragments(struct gaz_op *op, const char *journal, struct gaz_frag
 
 /* ---- cr_status.c ----------------------------------------------------------- */
 
-/* gaz_cr_path writes the API path of a JournalSpec ("/apis/.../namespaces/
- * <ns>/journalspecs/<name>") plus `suffix` ("" or "/status"). */
+/* gaz_cr_path writes the API path of a JournalSpec or ShardSpec (by its
+ * kind: "/apis/.../namespaces/<ns>/journalspecs/<name>", or shardspecs)
+ * plus `suffix` ("" or "/status"). */
 void gaz_cr_path(const json_t *obj, const char *suffix, char *buf, size_t cap);
 
-/* gaz_cr_has_finalizer: metadata.finalizers holds ours. */
+/* gaz_cr_has_finalizer: metadata.finalizers holds ours (the journal or
+ * the shard finalizer, by the object's kind). */
 bool gaz_cr_has_finalizer(const json_t *obj);
 
 /* gaz_cr_set_finalizer adds (add=true) or removes ours with a merge patch
@@ -159,6 +179,11 @@ void gaz_cr_condition(json_t *status, const json_t *old_status, const char *type
 int gaz_cr_patch_status(struct gaz_op *op, const json_t *obj, json_t *status, bool *written,
 			struct gaz_status *st);
 
+/* gaz_cr_needs_reconcile: a watch event changed more than the status
+ * (generation, deletionTimestamp or finalizers), or added/removed the
+ * object. Status-only changes are mostly our own writes. */
+bool gaz_cr_needs_reconcile(const json_t *old, const json_t *obj);
+
 /* ---- journal_reconcile.c ---------------------------------------------------- */
 
 /* gaz_journal_reconcile brings the JournalSpec CR `key` and its etcd item in
@@ -169,6 +194,21 @@ int gaz_journal_reconcile(struct gaz_op *op, const char *key, int64_t *requeue_m
 
 /* gaz_journal_enqueue_related queues every cached CR naming `journal`. */
 void gaz_journal_enqueue_related(struct gaz_op *op, const char *journal, const char *except_key);
+
+/* ---- shard_reconcile.c ------------------------------------------------------ */
+
+/* gaz_shard_informer_start starts the ShardSpec informer (op->shards),
+ * which queues GAZ_OP_SHARD_KEY "<ns>/<name>" keys on changes. Errors of
+ * gaz_informer_start. */
+int gaz_shard_informer_start(struct gaz_op *op, struct gaz_status *st);
+
+/* gaz_shard_enqueue_all queues every cached ShardSpec (the resync). */
+void gaz_shard_enqueue_all(struct gaz_op *op);
+
+/* gaz_shard_reconcile brings the ShardSpec CR of queue key `key`
+ * (GAZ_OP_SHARD_KEY "<ns>/<name>") and its consumer-keyspace item in
+ * line; returns and requeues as gaz_journal_reconcile. */
+int gaz_shard_reconcile(struct gaz_op *op, const char *key, int64_t *requeue_ms);
 
 /* ---- election.c ------------------------------------------------------------- */
 

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from conftest import CRDS, GAZCTL, Operator, wait_for
+from conftest import CRDS, ETCDCTL_BIN, GAZCTL, GO_DIR, Operator, wait_for
 
 GROUP = "gazette-c.dev"
 
@@ -362,10 +362,10 @@ kind: Role
 metadata: {name: gazette-operator}
 rules:
 - apiGroups: [gazette-c.dev]
-  resources: [journalspecs]
+  resources: [journalspecs, shardspecs]
   verbs: [get, list, watch, patch, update]
 - apiGroups: [gazette-c.dev]
-  resources: [journalspecs/status]
+  resources: [journalspecs/status, shardspecs/status]
   verbs: [get, patch, update]
 - apiGroups: [""]
   resources: [events]
@@ -463,3 +463,500 @@ def test_leader_election_hands_over(crds, cluster):
     finally:
         first.stop()
         second.stop()
+
+
+# ---- ShardSpecs ------------------------------------------------------------------
+#
+# A ShardSpec CR becomes <consumer prefix>/items/<shard id> in etcd, a
+# consumer.ShardSpec protobuf. Gazette's `gazctl shards list` reads shards
+# through a running consumer application (the consumer.Shard List RPC),
+# which this suite does not have; instead each value is decoded with
+# Gazette's own consumer/protocol/protocol.proto (from the Go module cache)
+# by protoc, independently of our C encoder.
+
+GOMOD = os.path.join(os.path.dirname(GO_DIR), "gomod")
+
+
+def gazette_proto_args():
+    import glob
+    core = glob.glob(os.path.join(GOMOD, "go.gazette.dev/core@v0.103.0"))
+    gogo = sorted(glob.glob(os.path.join(GOMOD, "github.com/gogo/protobuf@*")))
+    assert core and gogo, "Gazette's module or gogo/protobuf missing from %s" % GOMOD
+    return ["-I" + core[0], "-I" + gogo[-1], "-I/usr/include", "consumer/protocol/protocol.proto"]
+
+
+def gazette_shard_text(raw):
+    """Gazette's consumer.ShardSpec decoding of `raw`, as protobuf text."""
+    r = subprocess.run(["protoc", "--decode=consumer.ShardSpec"] + gazette_proto_args(), input=raw,
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr.decode()
+    text = r.stdout.decode()
+    # Fields Gazette's schema does not know would print as bare numbers.
+    assert not any(l.strip()[:1].isdigit() for l in text.splitlines()), text
+    return text
+
+
+def gazette_bytes(message, text):
+    """A consumer `message` encoded by protoc from Gazette's schema."""
+    r = subprocess.run(["protoc", "--encode=" + message] + gazette_proto_args(), input=text.encode(),
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr.decode()
+    return r.stdout
+
+
+def gazette_shard_bytes(text):
+    return gazette_bytes("consumer.ShardSpec", text)
+
+
+class ShardEnv(Env):
+    def __init__(self, kube, cluster, ns, op, prefix):
+        super().__init__(kube, cluster, ns, None, op)
+        self.prefix = prefix
+
+    def apply_shard(self, name, shard, check=True, **spec):
+        spec.setdefault("maxTxnDuration", "1s")
+        spec["name"] = shard
+        doc = {"apiVersion": GROUP + "/v1alpha1", "kind": "ShardSpec", "metadata": {"name": name}, "spec": spec}
+        return self.k("apply", "-f", "-", input=json.dumps(doc), check=check)
+
+    def cr(self, name):
+        r = self.k("get", "shardspec", name, "-o", "json", check=False)
+        return json.loads(r.stdout) if r.returncode == 0 else None
+
+    def item(self, shard, prefix=None):
+        """(raw value, mod revision) of the shard's etcd item, or None."""
+        import base64
+        out = json.loads(self.cluster.etcd.ctl("get", "-w", "json", "%s/items/%s" % (prefix or self.prefix, shard)))
+        kvs = out.get("kvs") or []
+        return (base64.b64decode(kvs[0]["value"]), int(kvs[0]["mod_revision"])) if kvs else None
+
+    def put_item(self, shard, raw):
+        env = dict(os.environ, ETCDCTL_API="3")
+        subprocess.run([ETCDCTL_BIN, "--endpoints", self.cluster.etcd.endpoint, "put",
+                        "%s/items/%s" % (self.prefix, shard)], input=raw, env=env, check=True, capture_output=True)
+
+    def text(self, shard):
+        it = self.item(shard)
+        return gazette_shard_text(it[0]) if it else None
+
+
+@pytest.fixture
+def shards(crds, cluster):
+    """A namespace and an operator (no broker) whose default consumer
+    prefix is this test's."""
+    ns = "s-" + uuid.uuid4().hex[:10]
+    crds.kubectl("create", "namespace", ns)
+    prefix = cluster.prefix + "/consumer"
+    op = Operator(crds, cluster, ns, "", extra=["--consumer.etcd-prefix", prefix]).start()
+    yield ShardEnv(crds, cluster, ns, op, prefix)
+    op.stop()
+
+
+def test_shard_apply_update_and_delete_with_retain(shards):
+    e = shards
+    e.apply_shard("s", "shards/part-000", hotStandbys=1, minTxnDuration="10ms",
+                  sources=[{"journal": "k8s/src/b", "minOffset": 1024}, {"journal": "k8s/src/a"}],
+                  recoveryLogPrefix="recovery/app", hintPrefix="/hints/app", hintBackups=2,
+                  labels=[{"name": "app.gazette.dev/tag", "value": "x"}], ringBufferSize=4096)
+    wait_for(lambda: e.ready("s"), 20, "Ready")
+    text = e.text("shards/part-000")
+    # Gazette's decoding: every field, sources sorted by journal as Gazette requires.
+    assert 'id: "shards/part-000"' in text
+    assert text.index('journal: "k8s/src/a"') < text.index('journal: "k8s/src/b"')
+    assert "min_offset: 1024" in text
+    assert 'recovery_log_prefix: "recovery/app"' in text and 'hint_prefix: "/hints/app"' in text
+    assert "hint_backups: 2" in text and "hot_standbys: 1" in text and "ring_buffer_size: 4096" in text
+    assert "max_txn_duration {\n  seconds: 1\n}" in text and "min_txn_duration {\n  nanos: 10000000\n}" in text
+    assert 'labels {\n    name: "app.gazette.dev/tag"\n    value: "x"\n  }' in text
+    st = e.cr("s")["status"]
+    raw, rev = e.item("shards/part-000")
+    assert st["shard"] == "shards/part-000" and st["etcdKey"] == e.prefix + "/items/shards/part-000"
+    assert st["etcdModRevision"] == rev and "adopted" not in st and st["observedGeneration"] == 1
+    assert "gazette-c.dev/shard" in e.cr("s")["metadata"]["finalizers"]
+    assert "Created" in e.events("s")
+    # The consumer allocator's assignments (same layout as the brokers') give the
+    # route; their ReplicaStatus values (Gazette's encoding) reduce to the highest code.
+    def assign(member, slot, status_text):
+        key = "%s/assign/shards/part-000#%s#%d" % (e.prefix, member, slot)
+        raw = gazette_bytes("consumer.ReplicaStatus", status_text)
+        subprocess.run([ETCDCTL_BIN, "--endpoints", e.cluster.etcd.endpoint, "put", key], input=raw,
+                       env=dict(os.environ, ETCDCTL_API="3"), check=True, capture_output=True)
+    assign("zone-b#consumer-2", 1, "code: STANDBY")
+    assign("zone-a#consumer-1", 0, "code: PRIMARY")
+    wait_for(lambda: e.cr("s")["status"].get("primary") == "zone-a/consumer-1", 20, "status primary")
+    st = e.cr("s")["status"]
+    assert st["replicas"] == ["zone-a/consumer-1", "zone-b/consumer-2"] and st["replicaStatus"] == "PRIMARY"
+    assign("zone-b#consumer-2", 1, 'code: FAILED errors: "store: disk full"')
+    wait_for(lambda: e.cr("s")["status"].get("replicaStatus") == "FAILED", 20, "FAILED reduced")
+    assert e.cr("s")["status"]["replicaErrors"] == ["store: disk full"]
+    table = e.k("get", "gs", "s").stdout.split("\n")
+    assert table[0].split()[:4] == ["NAME", "SHARD", "HOT", "STANDBYS"] and "FAILED" in table[1].split()
+
+    e.apply_shard("s", "shards/part-000", hotStandbys=2, disable=True)
+    wait_for(lambda: "hot_standbys: 2" in e.text("shards/part-000"), 20, "hot standbys 2")
+    text = e.text("shards/part-000")
+    assert "disable: true" in text and "sources" not in text and "recovery_log_prefix" not in text
+    wait_for(lambda: e.ready("s") and e.cr("s")["status"]["observedGeneration"] == 2, 20, "generation 2")
+    assert "Updated" in e.events("s")
+    # A resync of a settled shard writes nothing.
+    rev = e.item("shards/part-000")[1]
+    time.sleep(5)
+    assert e.item("shards/part-000")[1] == rev
+
+    e.k("delete", "shardspec", "s", "--timeout=30s")
+    assert e.cr("s") is None
+    assert "hot_standbys: 2" in e.text("shards/part-000")
+    assert "Retained" in e.events("s")
+
+
+def test_shard_delete_policy_removes_the_spec(shards):
+    e = shards
+    other = e.prefix.rsplit("/", 1)[0] + "/other-app"
+    e.apply_shard("d", "shards/del", deletionPolicy="Delete", etcdPrefix=other)
+    wait_for(lambda: e.ready("d"), 20, "Ready")
+    assert e.item("shards/del", prefix=other) and e.item("shards/del") is None  # spec.etcdPrefix wins
+    # A hint key next to it is the consumer's; deleting the spec leaves it.
+    e.cluster.etcd.ctl("put", other + "/hints/shards/del.primary", "{}")
+    e.k("delete", "shardspec", "d", "--timeout=30s")
+    assert e.cr("d") is None
+    assert e.item("shards/del", prefix=other) is None
+    assert e.cluster.etcd.ctl("get", "--print-value-only", other + "/hints/shards/del.primary").strip() == "{}"
+    assert "Deleted" in e.events("d")
+
+
+def test_shard_drift_garbage_and_deletion_in_etcd_are_corrected(shards):
+    e = shards
+    e.apply_shard("dr", "shards/drift", hotStandbys=1)
+    wait_for(lambda: e.ready("dr"), 20, "Ready")
+
+    def drift_condition(reason):
+        c = e.condition("dr", "DriftCorrected")
+        return c if c and c["status"] == "True" and c["reason"] == reason else None
+
+    # Changed by someone else (a valid spec, encoded from Gazette's schema).
+    e.put_item("shards/drift", gazette_shard_bytes('id: "shards/drift"\nmax_txn_duration { seconds: 5 }\n'
+                                                   'hot_standbys: 3\n'))
+    assert "hot_standbys: 3" in e.text("shards/drift")
+    wait_for(lambda: "hot_standbys: 1" in e.text("shards/drift"), 20, "drift corrected")
+    c = wait_for(lambda: drift_condition("ChangedInEtcd"), 20, "DriftCorrected ChangedInEtcd")
+    assert e.prefix + "/items/shards/drift" in c["message"]
+
+    # Garbage: a consumer would skip it; the operator says so and rewrites it.
+    e.put_item("shards/drift", b"not a shard spec")
+    wait_for(lambda: e.item("shards/drift")[0] != b"not a shard spec", 20, "garbage replaced")
+    assert "hot_standbys: 1" in e.text("shards/drift")
+    c = wait_for(lambda: drift_condition("UnreadableInEtcd"), 20, "DriftCorrected UnreadableInEtcd")
+    assert "value is not a ShardSpec" in c["message"], c
+    assert e.ready("dr")
+    assert "UnreadableInEtcd" in e.events("dr")
+    # A valid spec of another shard under this key is unreadable too (Gazette's decoder refuses it).
+    e.put_item("shards/drift", gazette_shard_bytes('id: "shards/other"\nmax_txn_duration { seconds: 1 }\n'))
+    c = wait_for(lambda: (drift_condition("UnreadableInEtcd") or {}).get("message", "").find("names shard") >= 0
+                 and drift_condition("UnreadableInEtcd"), 20, "names another shard")
+    assert 'value names shard "shards/other"' in c["message"]
+    assert 'id: "shards/drift"' in e.text("shards/drift")
+
+    # Deleted behind its back.
+    e.cluster.etcd.ctl("del", e.prefix + "/items/shards/drift")
+    wait_for(lambda: e.item("shards/drift") is not None, 20, "item recreated")
+    wait_for(lambda: drift_condition("DeletedFromEtcd"), 20, "DriftCorrected DeletedFromEtcd")
+    assert {"ChangedInEtcd", "DeletedFromEtcd"} <= set(e.events("dr"))
+
+
+def test_shard_adoption_of_an_existing_spec(shards):
+    e = shards
+    e.put_item("shards/adopt", gazette_shard_bytes('id: "shards/adopt"\nmax_txn_duration { seconds: 2 }\n'
+                                                   'hot_standbys: 2\n'))
+    before = e.item("shards/adopt")[1]
+    e.apply_shard("ad", "shards/adopt", maxTxnDuration="2s")
+    wait_for(lambda: e.ready("ad"), 20, "Ready")
+    st = e.cr("ad")["status"]
+    raw, rev = e.item("shards/adopt")
+    assert st["adopted"] is True and rev > before and st["etcdModRevision"] == rev
+    assert "hot_standbys" not in gazette_shard_text(raw)
+    assert "Adopted" in e.events("ad")
+    # An identical spec is adopted without a write.
+    e.k("delete", "shardspec", "ad", "--timeout=30s")
+    e.apply_shard("ad2", "shards/adopt", maxTxnDuration="2s")
+    wait_for(lambda: e.ready("ad2"), 20, "Ready")
+    assert e.cr("ad2")["status"]["adopted"] is True
+    assert e.item("shards/adopt")[1] == rev
+
+
+def test_two_shardspecs_naming_one_shard_conflict(shards):
+    e = shards
+    e.apply_shard("first", "shards/conflict", hotStandbys=1)
+    wait_for(lambda: e.ready("first"), 20, "first Ready")
+    e.apply_shard("second", "shards/conflict", hotStandbys=2, deletionPolicy="Delete")
+    wait_for(lambda: (e.condition("second", "Conflict") or {}).get("status") == "True", 20,
+             "Conflict")
+    ready = e.condition("second", "Ready")
+    assert ready["status"] == "False" and ready["reason"] == "Conflict" and e.ns + "/first" in ready["message"]
+    assert "Conflict" in e.events("second")
+    time.sleep(3)
+    assert "hot_standbys: 1" in e.text("shards/conflict")
+    # The same id in another consumer's keyspace is another shard: no conflict.
+    e.apply_shard("elsewhere", "shards/conflict", etcdPrefix=e.prefix + "-b")
+    wait_for(lambda: e.ready("elsewhere"), 20, "elsewhere Ready")
+    # The owner goes (Retain): the other takes over.
+    e.k("delete", "shardspec", "first", "--timeout=30s")
+    wait_for(lambda: e.ready("second"), 20, "second Ready")
+    assert "hot_standbys: 2" in e.text("shards/conflict")
+    assert e.cr("second")["status"]["adopted"] is True
+
+
+def test_shard_spec_the_schema_admits_but_gazette_rejects(shards):
+    e = shards
+    # "ab;meta" passes the schema's length, but its name part is 2 bytes.
+    e.apply_shard("bad", "shards/bad", sources=[{"journal": "ab;meta"}])
+    wait_for(lambda: (e.condition("bad", "Ready") or {}).get("reason") == "InvalidSpec", 20,
+             "InvalidSpec")
+    assert e.cr("bad")["status"]["lastError"].startswith("Sources[0].Journal: invalid length (2;")
+    assert e.item("shards/bad") is None
+    assert "InvalidSpec" in e.events("bad")
+    e.apply_shard("bad", "shards/bad", sources=[{"journal": "abcd;meta"}])
+    wait_for(lambda: e.ready("bad"), 20, "Ready once fixed")
+    assert 'journal: "abcd;meta"' in e.text("shards/bad")
+    # The brokers' own keyspace is not a consumer's.
+    e.apply_shard("brokers", "shards/in-brokers", etcdPrefix=e.cluster.prefix)
+    wait_for(lambda: (e.condition("brokers", "Ready") or {}).get("reason") == "InvalidSpec", 20, "InvalidSpec")
+    assert "is the brokers' --etcd.prefix" in e.cr("brokers")["status"]["lastError"]
+    assert e.item("shards/in-brokers", prefix=e.cluster.prefix) is None
+
+
+def test_shard_without_a_consumer_prefix(crds, cluster):
+    ns = "s-" + uuid.uuid4().hex[:10]
+    crds.kubectl("create", "namespace", ns)
+    op = Operator(crds, cluster, ns, "").start()
+    e = ShardEnv(crds, cluster, ns, op, cluster.prefix + "/consumer")
+    try:
+        e.apply_shard("np", "shards/no-prefix")
+        wait_for(lambda: (e.condition("np", "Ready") or {}).get("reason") == "NoConsumerPrefix",
+                 20, "NoConsumerPrefix")
+        assert "--consumer.etcd-prefix" in e.cr("np")["status"]["lastError"]
+        e.k("delete", "shardspec", "np", "--timeout=30s")  # nothing to clean up: it goes at once
+    finally:
+        op.stop()
+
+
+SHARD_INVALID = [
+    ({"name": "abc"}, "should be at least 4 chars long"),
+    ({"name": "a b c d"}, "spec.name in body should match"),
+    ({"maxTxnDuration": "0s"}, "maxTxnDuration must be positive"),
+    ({"maxTxnDuration": "1d"}, "spec.maxTxnDuration in body should match"),
+    ({"minTxnDuration": "-1s"}, "spec.minTxnDuration in body should match"),
+    ({"hotStandbys": -1}, "should be greater than or equal to 0"),
+    ({"hotStandbys": 4294967296}, "should be less than or equal to 4294967295"),
+    ({"hintBackups": -1}, "should be greater than or equal to 0"),
+    ({"recoveryLogPrefix": "recovery/logs"}, "hintPrefix is required with recoveryLogPrefix"),
+    ({"hintPrefix": "/hints"}, "hintPrefix is required with recoveryLogPrefix"),
+    ({"recoveryLogPrefix": "/abs", "hintPrefix": "/hints"}, "spec.recoveryLogPrefix in body should match"),
+    ({"recoveryLogPrefix": "logs", "hintPrefix": "hints"}, "spec.hintPrefix in body should match"),
+    ({"recoveryLogPrefix": "logs", "hintPrefix": "/a/../b"}, "hintPrefix must be a clean path"),
+    ({"name": "a//b", "recoveryLogPrefix": "logs", "hintPrefix": "/h"}, "recovery log recoveryLogPrefix/name"),
+    ({"sources": [{"journal": "a/journal"}, {"journal": "a/journal"}]}, "Duplicate value"),
+    ({"sources": [{"journal": "/abs/journal"}]}, "spec.sources[0].journal in body should match"),
+    ({"sources": [{"journal": "a/./journal"}]}, "source journal must be a clean path"),
+    ({"sources": [{"journal": "a/journal", "minOffset": -1}]}, "should be greater than or equal to 0"),
+    ({"labels": [{"name": "id", "value": "x"}]}, "label name 'id' is reserved"),
+    ({"labels": [{"name": "content-type", "value": "a/b"}, {"name": "content-type", "value": "c/d"}]},
+     "take one value"),
+    ({"labels": [{"name": "t1", "value": ""}, {"name": "t1", "value": "x"}]},
+     "a label with an empty value must be the only value of its name"),
+    ({"etcdPrefix": "relative/prefix"}, "spec.etcdPrefix in body should match"),
+    ({"etcdPrefix": "/a/../b"}, "etcdPrefix must be a clean path"),
+    ({"deletionPolicy": "Orphan"}, 'Unsupported value: "Orphan"'),
+]
+
+
+@pytest.mark.parametrize("change,message", SHARD_INVALID, ids=[m + " " + json.dumps(c) for c, m in SHARD_INVALID])
+def test_invalid_shardspecs_are_rejected_by_the_api_server(crds, change, message):
+    spec = {"name": "shards/invalid", "maxTxnDuration": "1s"}
+    spec.update(change)
+    doc = {"apiVersion": GROUP + "/v1alpha1", "kind": "ShardSpec",
+           "metadata": {"name": "invalid-" + uuid.uuid4().hex[:8], "namespace": "default"}, "spec": spec}
+    r = crds.kubectl("apply", "-f", "-", input=json.dumps(doc), check=False)
+    assert r.returncode != 0
+    assert message in r.stderr, r.stderr
+
+
+def test_shard_name_and_prefix_are_immutable(shards):
+    e = shards
+    e.apply_shard("imm", "shards/immutable")
+    r = e.apply_shard("imm", "shards/other", check=False)
+    assert r.returncode != 0 and "name is immutable" in r.stderr
+    r = e.apply_shard("imm", "shards/immutable", check=False, etcdPrefix="/somewhere/else")
+    assert r.returncode != 0 and "etcdPrefix is immutable" in r.stderr
+
+
+# ---- Bucket lifecycle rules from retention ---------------------------------------------
+
+LC_OWN = "gazette-operator/"
+
+
+@pytest.fixture
+def lc(crds, cluster, s3):
+    """A namespace and an operator (no broker) with the S3 server's
+    credentials; yields (env, s3)."""
+    ns = "lc-" + uuid.uuid4().hex[:10]
+    crds.kubectl("create", "namespace", ns)
+    op = Operator(crds, cluster, ns, "", env=s3.env()).start()
+    yield Env(crds, cluster, ns, None, op), s3
+    op.stop()
+
+
+def rules(s3, bucket):
+    """The bucket's lifecycle rules as the S3 server returns them, by ID."""
+    from botocore.exceptions import ClientError
+    try:
+        got = s3.client().get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    except ClientError as e:
+        assert e.response["Error"]["Code"] == "NoSuchLifecycleConfiguration", e
+        return {}
+    return {r["ID"]: r for r in got}
+
+
+def lc_apply(e, name, journal, stores, retention=None, labels=None, **kw):
+    frag = {"stores": stores, "refreshInterval": "1s", "compressionCodec": "NONE"}
+    if retention:
+        frag["retention"] = retention
+    return e.apply(name, journal, fragment=frag, labels=labels or [], **kw)
+
+
+def lc_condition(e, name):
+    return e.condition(name, "Lifecycle") or {}
+
+
+FOREIGN = {"ID": "someone-else", "Status": "Enabled", "Filter": {"Prefix": "other/"},
+           "Expiration": {"Days": 3}}
+
+
+def test_lifecycle_rules_follow_retention(lc):
+    e, s3 = lc
+    b1, b2 = s3.new_bucket(), s3.new_bucket()
+    s3.client().put_bucket_lifecycle_configuration(Bucket=b1, LifecycleConfiguration={"Rules": [FOREIGN]})
+    stores = [s3.url(b1, "frag/"), s3.url(b2), "file:///"]
+    lc_apply(e, "a", "k8s/lc/a", stores, retention="36h")
+    wait_for(lambda: lc_condition(e, "a").get("reason") == "Applied", 20, "Lifecycle Applied")
+    got1, got2 = rules(s3, b1), rules(s3, b2)
+    id1, id2 = LC_OWN + "frag/k8s/lc/a/", LC_OWN + "k8s/lc/a/"
+    assert set(got1) == {"someone-else", id1} and set(got2) == {id2}
+    assert got1["someone-else"] == FOREIGN  # untouched
+    # 36h rounds up to 2 whole days; the filter is the store prefix + journal + '/'.
+    assert got1[id1] == {"ID": id1, "Status": "Enabled", "Filter": {"Prefix": "frag/k8s/lc/a/"},
+                         "Expiration": {"Days": 2}}
+    assert got2[id2]["Filter"] == {"Prefix": "k8s/lc/a/"} and got2[id2]["Expiration"] == {"Days": 2}
+    st = e.cr("a")["status"]["lifecycle"]
+    assert sorted((r["bucket"], r["id"], r["prefix"], r["expirationDays"]) for r in st["rules"]) == sorted(
+        [(b1, id1, "frag/k8s/lc/a/", 2), (b2, id2, "k8s/lc/a/", 2)])
+    assert "excluded" not in st and e.ready("a")
+
+    # A second journal in the same bucket adds its own rule beside.
+    lc_apply(e, "b", "k8s/lc/b", [s3.url(b1, "frag/")], retention="1ns")
+    wait_for(lambda: LC_OWN + "frag/k8s/lc/b/" in rules(s3, b1), 20, "second journal's rule")
+    assert rules(s3, b1)[LC_OWN + "frag/k8s/lc/b/"]["Expiration"] == {"Days": 1}
+
+    # Retention changes follow; drift in the bucket is undone at the next resync.
+    lc_apply(e, "a", "k8s/lc/a", stores, retention="240h")
+    wait_for(lambda: rules(s3, b1)[id1]["Expiration"] == {"Days": 10}, 20, "10 days")
+    wait_for(lambda: rules(s3, b2)[id2]["Expiration"] == {"Days": 10}, 20, "10 days in the second bucket")
+    edited = [FOREIGN, dict(rules(s3, b1)[id1], Expiration={"Days": 99}), rules(s3, b1)[LC_OWN + "frag/k8s/lc/b/"]]
+    s3.client().put_bucket_lifecycle_configuration(Bucket=b1, LifecycleConfiguration={"Rules": edited})
+    wait_for(lambda: rules(s3, b1)[id1]["Expiration"] == {"Days": 10}, 20, "drift undone")
+
+    # No retention: its rules go, everyone else's stay; an emptied bucket has no configuration.
+    lc_apply(e, "a", "k8s/lc/a", stores)
+    wait_for(lambda: lc_condition(e, "a").get("reason") == "NoRetention", 20, "NoRetention")
+    assert set(rules(s3, b1)) == {"someone-else", LC_OWN + "frag/k8s/lc/b/"}
+    assert rules(s3, b2) == {}
+    assert e.cr("a")["status"]["lifecycle"] == {"rules": [], "excluded": "NoRetention"}
+
+    # Deleting the resource (Retain) removes its rules too; the journal stays.
+    e.k("delete", "journalspec", "b", "--timeout=30s")
+    assert set(rules(s3, b1)) == {"someone-else"}
+    assert e.cluster.etcd.ctl("get", "--keys-only", "%s/items/k8s/lc/b" % e.cluster.prefix).strip()
+
+
+def test_lifecycle_never_for_recovery_logs(lc):
+    e, s3 = lc
+    b = s3.new_bucket()
+    lc_apply(e, "rl", "k8s/lc/recovery/shard-0", [s3.url(b)], retention="24h")
+    wait_for(lambda: lc_condition(e, "rl").get("reason") == "Applied", 20, "Applied")
+    assert list(rules(s3, b)) == [LC_OWN + "k8s/lc/recovery/shard-0/"]
+    # Labelled as a recovery log: its rule goes and none comes back.
+    lc_apply(e, "rl", "k8s/lc/recovery/shard-0", [s3.url(b)], retention="24h",
+             labels=[{"name": "content-type", "value": "application/x-gazette-recoverylog"}])
+    wait_for(lambda: lc_condition(e, "rl").get("reason") == "RecoveryLog", 20, "RecoveryLog")
+    assert rules(s3, b) == {}
+    assert "never age-expired" in lc_condition(e, "rl")["message"]
+    assert e.cr("rl")["status"]["lifecycle"]["excluded"] == "RecoveryLog"
+
+
+def test_lifecycle_rule_limit(lc):
+    e, s3 = lc
+    b = s3.new_bucket()
+    full = [{"ID": "r%04d" % i, "Status": "Enabled", "Filter": {"Prefix": "p%04d/" % i},
+             "Expiration": {"Days": 1}} for i in range(1000)]
+    s3.client().put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": full})
+    assert len(rules(s3, b)) == 1000
+    lc_apply(e, "lim", "k8s/lc/limit", [s3.url(b)], retention="24h")
+    c = wait_for(lambda: lc_condition(e, "lim").get("status") == "False" and lc_condition(e, "lim"), 20,
+                 "Lifecycle False")
+    assert c["reason"] == "RuleLimit"
+    assert "would hold 1001 lifecycle rules, more than S3's 1000 (1000 of other owners" in c["message"], c
+    assert len(rules(s3, b)) == 1000 and LC_OWN + "k8s/lc/limit/" not in rules(s3, b)
+    assert e.ready("lim")  # the journal itself is synced
+    assert "LifecycleFailed" in e.events("lim")
+    # Room made: it goes in.
+    s3.client().put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": full[:999]})
+    wait_for(lambda: LC_OWN + "k8s/lc/limit/" in rules(s3, b), 30, "rule written once there is room")
+    wait_for(lambda: lc_condition(e, "lim").get("reason") == "Applied", 20, "Applied")
+
+
+def test_lifecycle_s3_errors_are_reported(crds, cluster, s3):
+    ns = "lc-" + uuid.uuid4().hex[:10]
+    crds.kubectl("create", "namespace", ns)
+    bad = dict(s3.env(), AWS_SECRET_ACCESS_KEY="wrong-secret")
+    op = Operator(crds, cluster, ns, "", env=bad).start()
+    e = Env(crds, cluster, ns, None, op)
+    try:
+        b = s3.new_bucket()
+        lc_apply(e, "err", "k8s/lc/err", [s3.url(b)], retention="24h")
+        c = wait_for(lambda: lc_condition(e, "err").get("status") == "False" and lc_condition(e, "err"), 20,
+                     "Lifecycle False")
+        assert c["reason"] == "S3Error" and b in c["message"] and "403" in c["message"], c
+        assert rules(s3, b) == {}
+        # The resource can still be deleted once its rules are known to be absent? It has none: yes.
+        e.k("delete", "journalspec", "err", "--timeout=30s")
+    finally:
+        op.stop()
+
+
+def test_lifecycle_long_journal_name_gets_a_hashed_id(lc):
+    import hashlib
+    e, s3 = lc
+    b = s3.new_bucket()
+    journal = "k8s/lc/" + "/".join(["segment-%02d" % i for i in range(25)])  # 281 bytes
+    lc_apply(e, "long", journal, [s3.url(b, "frag/")], retention="1h")
+    wait_for(lambda: lc_condition(e, "long").get("reason") == "Applied", 20, "Applied")
+    prefix = "frag/" + journal + "/"
+    rid = LC_OWN + "sha256-" + hashlib.sha256(prefix.encode()).hexdigest()
+    got = rules(s3, b)
+    assert list(got) == [rid] and len(rid) <= 255
+    assert got[rid]["Filter"] == {"Prefix": prefix} and got[rid]["Expiration"] == {"Days": 1}
+
+
+def test_lifecycle_can_be_turned_off(crds, cluster, s3):
+    ns = "lc-" + uuid.uuid4().hex[:10]
+    crds.kubectl("create", "namespace", ns)
+    op = Operator(crds, cluster, ns, "", env=s3.env(), extra=["--bucket-lifecycle=false"]).start()
+    e = Env(crds, cluster, ns, None, op)
+    try:
+        b = s3.new_bucket()
+        lc_apply(e, "off", "k8s/lc/off", [s3.url(b)], retention="24h")
+        wait_for(lambda: e.ready("off"), 20, "Ready")
+        time.sleep(3)  # a resync later
+        assert rules(s3, b) == {}
+        assert e.condition("off", "Lifecycle") is None and "lifecycle" not in e.cr("off")["status"]
+    finally:
+        op.stop()
