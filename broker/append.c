@@ -74,7 +74,12 @@ static int resolve(struct append_ctx *a)
 	gaz_resolution_release(&a->res);
 	rc = gaz_resolve(a->b, a->req->journal, &o, &a->res, &st);
 	if (rc) {
-		gaz__append_respond_error(a, rc == GAZ_ECANCELLED ? GAZ_GRPC_CANCELLED : rc == GAZ_EUNAVAIL ? GAZ_GRPC_UNAVAILABLE : GAZ_GRPC_UNKNOWN, st.msg);
+		/* A broker shutting down answers UNAVAILABLE (Gazette: Unknown),
+		 * which clients retry: the journal is moving elsewhere. */
+		int code = rc == GAZ_ECANCELLED			      ? GAZ_GRPC_CANCELLED
+			   : rc == GAZ_EUNAVAIL || rc == GAZ_ESTOPPED ? GAZ_GRPC_UNAVAILABLE
+								      : GAZ_GRPC_UNKNOWN;
+		gaz__append_respond_error(a, code, st.msg);
 		return rc;
 	}
 	return 0;
