@@ -225,16 +225,21 @@ int gaz_pipeline_content(struct gaz_pipeline *p, const uint8_t *data, size_t len
 			 struct gaz_status *st)
 {
 	Protocol__ReplicateRequest m = PROTOCOL__REPLICATE_REQUEST__INIT;
+	struct gaz_rpc_packed *packed;
+	int rc = 0;
 
 	m.content.data = (uint8_t *)data;
 	m.content.len = len;
 	m.content_delta = delta;
-	for (size_t i = 0; i < p->n; i++)
-		if (gaz_rpc_stream_send(p->peers[i].s, &m.base))
-			return gaz_status_set(st, GAZ_EUNAVAIL, "replication to %s#%s failed",
-					      p->peers[i].header->process_id->zone,
-					      p->peers[i].header->process_id->suffix);
-	return 0;
+	if (!(packed = gaz_rpc_pack_msg(&m.base))) /* once for every peer */
+		return gaz_status_set(st, GAZ_ENOMEM, "replication: out of memory");
+	for (size_t i = 0; i < p->n && !rc; i++)
+		if (gaz_rpc_stream_send_packed(p->peers[i].s, packed))
+			rc = gaz_status_set(st, GAZ_EUNAVAIL, "replication to %s#%s failed",
+					    p->peers[i].header->process_id->zone,
+					    p->peers[i].header->process_id->suffix);
+	gaz_rpc_packed_free(packed);
+	return rc;
 }
 
 int gaz_pipeline_gather(struct gaz_pipeline *p, uint64_t ticket,

@@ -475,10 +475,48 @@ static bool send_settle(struct gaz_rpc_stream *s)
 	return ok;
 }
 
+struct gaz_rpc_packed {
+	grpc_slice slice;
+};
+
+struct gaz_rpc_packed *gaz_rpc_pack_msg(const ProtobufCMessage *msg)
+{
+	struct gaz_rpc_packed *p = malloc(sizeof(*p));
+	size_t len = protobuf_c_message_get_packed_size(msg);
+
+	if (!p)
+		return NULL;
+	p->slice = grpc_slice_malloc(len);
+	protobuf_c_message_pack(msg, GRPC_SLICE_START_PTR(p->slice));
+	return p;
+}
+
+void gaz_rpc_packed_free(struct gaz_rpc_packed *p)
+{
+	if (!p)
+		return;
+	grpc_slice_unref(p->slice);
+	free(p);
+}
+
+static int stream_send_bb(struct gaz_rpc_stream *s, grpc_byte_buffer *bb);
+
+int gaz_rpc_stream_send_packed(struct gaz_rpc_stream *s, const struct gaz_rpc_packed *p)
+{
+	grpc_slice slice = p->slice;
+
+	/* The byte buffer takes its own reference: no copy. */
+	return stream_send_bb(s, grpc_raw_byte_buffer_create(&slice, 1));
+}
+
 int gaz_rpc_stream_send(struct gaz_rpc_stream *s, const ProtobufCMessage *msg)
 {
+	return stream_send_bb(s, gaz__rpc_pack(msg));
+}
+
+static int stream_send_bb(struct gaz_rpc_stream *s, grpc_byte_buffer *bb)
+{
 	grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
-	grpc_byte_buffer *bb = gaz__rpc_pack(msg);
 	bool ok;
 
 	pthread_mutex_lock(&s->mu);

@@ -314,6 +314,18 @@ struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const cha
  * why). */
 int gaz_rpc_stream_send(struct gaz_rpc_stream *s, const ProtobufCMessage *msg);
 
+/* A message packed once, to send on several streams without packing or
+ * copying it again (a primary's fan-out to its replicas). */
+struct gaz_rpc_packed;
+
+/* gaz_rpc_pack_msg packs `msg`; NULL on allocation failure. Free with
+ * gaz_rpc_packed_free (sends in flight keep their own reference). */
+struct gaz_rpc_packed *gaz_rpc_pack_msg(const ProtobufCMessage *msg);
+void gaz_rpc_packed_free(struct gaz_rpc_packed *p);
+
+/* gaz_rpc_stream_send_packed is gaz_rpc_stream_send of a packed message. */
+int gaz_rpc_stream_send_packed(struct gaz_rpc_stream *s, const struct gaz_rpc_packed *p);
+
 /* gaz_rpc_stream_close_send half-closes the sending side. */
 int gaz_rpc_stream_close_send(struct gaz_rpc_stream *s);
 
