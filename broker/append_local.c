@@ -379,53 +379,68 @@ static int commit(struct append_ctx *a, EVP_MD_CTX *sha)
 static int commit(struct append_ctx *a, EVP_MD_CTX *sha);
 
 #define BATCH_MAX_MEMBERS 256
-#define BATCH_MAX_BYTES (4 << 20)
+#define BATCH_MAX_BYTES (8 << 20)
 #define BATCH_SLICE_BYTES (1 << 20) /* content per spool write and Replicate message */
+#define BATCH_JOIN_BYTES (64 << 10) /* members up to this size are joined into slices */
 
 static struct gaz_batch_entry *entry_of(struct gaz_batch_link *l)
 {
 	return (struct gaz_batch_entry *)l; /* the link is the entry's first member */
 }
 
-/* Writes the members' content after the spool's delta, in order, each
- * member's range and SHA-1 noted. Returns 0 or an error. */
+/* Writes one slice of content: to the peers, then the spool. */
+static int write_slice(struct append_ctx *a, const uint8_t *data, size_t len, struct rate *rt)
+{
+	struct gaz_replica *r = a->res.replica;
+	int rc = 0;
+
+	a->delayed_chunks += rate_debit(a, rt, (int64_t)len);
+	if (r->pipeline)
+		rc = gaz__append_replicate_content(a, data, len, r->spool.delta);
+	return rc ? rc : spool_write(a, data, len);
+}
+
+/* Writes the members' content after the spool's delta, in order, noting
+ * each member's range (its SHA-1 was taken before it queued). Small
+ * members are joined into slices of up to BATCH_SLICE_BYTES; large ones
+ * go out as they are. Returns 0 or an error. */
 static int batch_write(struct append_ctx *a, struct gaz_batch_link **links, size_t n)
 {
 	struct gaz_replica *r = a->res.replica;
 	struct rate rt = {.at_ns = gaz_mono_ns(), .max_rate = a->res.spec->max_append_rate};
-	size_t total = 0, off = 0;
+	int64_t at = r->spool.fragment.end + r->spool.delta;
 	uint8_t *joined = NULL;
-	const uint8_t *data;
+	size_t used = 0;
 	int rc = 0;
 
 	if (a->b->cfg.max_append_rate && (!rt.max_rate || a->b->cfg.max_append_rate < rt.max_rate))
 		rt.max_rate = a->b->cfg.max_append_rate;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && !rc; i++) {
 		struct gaz_batch_entry *e = entry_of(links[i]);
-		e->begin = r->spool.fragment.end + r->spool.delta + (int64_t)total;
-		e->end = e->begin + (int64_t)e->len;
-		EVP_Digest(e->data, e->len, e->sum, NULL, EVP_sha1(), NULL);
-		total += e->len;
-	}
-	if (n == 1) {
-		data = entry_of(links[0])->data;
-	} else {
-		if (!(joined = malloc(total)))
-			return GAZ_ENOMEM;
-		for (size_t i = 0; i < n; i++) {
-			memcpy(joined + off, entry_of(links[i])->data, entry_of(links[i])->len);
-			off += entry_of(links[i])->len;
+		e->begin = at;
+		e->end = at += (int64_t)e->len;
+		if (e->len > BATCH_JOIN_BYTES || used + e->len > BATCH_SLICE_BYTES) {
+			if (used)
+				rc = write_slice(a, joined, used, &rt);
+			used = 0;
 		}
-		data = joined;
+		if (!rc && e->len > BATCH_JOIN_BYTES) {
+			for (size_t off = 0; off < e->len && !rc; off += BATCH_SLICE_BYTES)
+				rc = write_slice(a, e->data + off,
+						 e->len - off < BATCH_SLICE_BYTES ? e->len - off
+										  : BATCH_SLICE_BYTES,
+						 &rt);
+			continue;
+		}
+		if (!rc && !joined && !(joined = malloc(BATCH_SLICE_BYTES)))
+			rc = GAZ_ENOMEM;
+		if (!rc) {
+			memcpy(joined + used, e->data, e->len);
+			used += e->len;
+		}
 	}
-	for (off = 0; off < total && !rc; off += BATCH_SLICE_BYTES) {
-		size_t len = total - off < BATCH_SLICE_BYTES ? total - off : BATCH_SLICE_BYTES;
-		a->delayed_chunks += rate_debit(a, &rt, (int64_t)len);
-		if (r->pipeline)
-			rc = gaz__append_replicate_content(a, data + off, len, r->spool.delta);
-		if (!rc)
-			rc = spool_write(a, data + off, len);
-	}
+	if (!rc && used)
+		rc = write_slice(a, joined, used, &rt);
 	free(joined);
 	return rc;
 }
