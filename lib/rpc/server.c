@@ -42,6 +42,8 @@
 #define REQS_PER_METHOD 8
 #define RECV_AHEAD 4               /* messages a call may receive ahead of its handler */
 #define RECV_AHEAD_BYTES (64 << 10) /* ...while they hold less than this */
+#define SEND_QUEUE 8               /* response messages queued behind the one in flight */
+#define SEND_QUEUE_LOW 2           /* a full queue's sender wakes when down to this */
 #define IDLE_THREAD_NS (30 * GAZ_NS_PER_S) /* idle pool threads exit after */
 #define DISPATCH_READ_NS (20 * GAZ_NS_PER_MS) /* GAZ_RPC_DISPATCH_READ waits at most */
 #define TIMER_TICK_NS (5 * GAZ_NS_PER_MS)     /* ...plus this */
@@ -137,6 +139,13 @@ struct gaz_rpc_call {
 	grpc_slice details;        /* status text; alive until destroy */
 	grpc_byte_buffer *fin_bb;  /* the final response, alive until destroy */
 	grpc_byte_buffer *send_bb; /* the streamed response in flight */
+	/* Streamed responses queued behind it: the poller starts the next
+	 * as one completes, so a streaming handler (a Read) waits only when
+	 * the queue is full, not once per message. */
+	grpc_byte_buffer *sendq[SEND_QUEUE];
+	int sendq_n;
+	int send_wait_len;         /* the handler waits for sendq_n <= this (-1: idle) */
+	bool send_failed;          /* a streamed send failed: the call is gone */
 
 	/* Read-ahead: pollers keep one RECV_MESSAGE in flight and queue what
 	 * arrives (at most RECV_AHEAD messages), so a handler busy elsewhere
@@ -194,6 +203,8 @@ static void call_destroy(struct gaz_rpc_call *c)
 		grpc_byte_buffer_destroy(c->fin_bb);
 	if (c->send_bb)
 		grpc_byte_buffer_destroy(c->send_bb);
+	for (int i = 0; i < c->sendq_n; i++)
+		grpc_byte_buffer_destroy(c->sendq[i]);
 	grpc_slice_unref(c->details);
 	grpc_call_unref(c->gc);
 	pthread_cond_destroy(&c->cv);
@@ -296,6 +307,39 @@ static void recv_arrived(struct gaz_rpc_call *c)
 	}
 }
 
+/* send_completed (c->mu held, on a poller) consumes a send_op
+ * completion: the half-close probe's, or a streamed message's, after
+ * which the next queued message goes out. */
+static void send_completed(struct gaz_rpc_call *c, int ok)
+{
+	grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
+
+	c->send_op.done = false;
+	if (c->eof_probe) {
+		c->eof_probe = false;
+		if (!ok)
+			c->cancelled = true;
+	} else {
+		if (c->send_bb)
+			grpc_byte_buffer_destroy(c->send_bb);
+		c->send_bb = NULL;
+		if (!ok)
+			c->send_failed = true;
+	}
+	if (c->send_failed || c->cancelled) {
+		while (c->sendq_n)
+			grpc_byte_buffer_destroy(c->sendq[--c->sendq_n]);
+		return;
+	}
+	if (c->sendq_n && !c->send_op.pending) {
+		c->send_bb = c->sendq[0];
+		memmove(c->sendq, c->sendq + 1, (size_t)--c->sendq_n * sizeof(*c->sendq));
+		op.data.send_message.send_message = c->send_bb;
+		if (call_start(c, &c->send_op, &op, 1) != 0)
+			c->send_failed = true;
+	}
+}
+
 /* op_cb runs on a poller when a batch of a server call completes. */
 static void op_cb(void *tag, int ok)
 {
@@ -312,17 +356,15 @@ static void op_cb(void *tag, int ok)
 		c->cancelled = true;
 	if (o == &c->recv_op)
 		recv_arrived(c);
-	if (o == &c->send_op && c->eof_probe) { /* consumed here */
-		c->eof_probe = false;
-		o->done = false;
-		if (!ok)
-			c->cancelled = true;
-	}
+	if (o == &c->send_op)
+		send_completed(c, ok);
 	/* Wake the handler only for what it waits on: a handler waiting for
 	 * a journal's append token must not wake for each message read
 	 * ahead (thread switches are the cost of small appends). */
 	wake = o == &c->close_op || (o == &c->recv_op && c->recv_waiting) ||
-	       (o == &c->send_op && c->send_waiting);
+	       (o == &c->send_op && c->send_waiting &&
+		(c->send_failed || c->cancelled || c->sendq_n <= c->send_wait_len ||
+		 (!c->send_op.pending && !c->sendq_n)));
 	dispatch = dispatch_ready(c);
 	call_unref_locked(c, wake);
 	if (dispatch) /* the handler's reference keeps c alive */
@@ -347,17 +389,6 @@ static int call_start(struct gaz_rpc_call *c, struct optag *o, const grpc_op *op
 	o->pending = false;
 	c->refs--;
 	return GAZ_EINVAL;
-}
-
-/* call_await waits (c->mu held) for `o` to complete and consumes it. */
-static int call_await(struct gaz_rpc_call *c, struct optag *o)
-{
-	c->send_waiting = true; /* only send_op is awaited */
-	while (!o->done)
-		pthread_cond_wait(&c->cv, &c->mu);
-	c->send_waiting = false;
-	o->done = false;
-	return o->ok;
 }
 
 static char *peer_of(struct gaz_rpc_server *srv, grpc_call *gc)
@@ -1017,10 +1048,14 @@ static bool eof_confirmed(struct gaz_rpc_call *c)
 
 	if (!c->cancelled && !c->md_sent) {
 		c->md_sent = true;
-		if (call_start(c, &c->send_op, &op, 1) != 0 || !call_await(c, &c->send_op))
+		c->eof_probe = true;
+		if (call_start(c, &c->send_op, &op, 1) != 0) {
+			c->eof_probe = false;
 			c->cancelled = true;
+		}
 	}
-	/* Or a poller's probe (eof_probe_start): its completion sets cancelled. */
+	/* Our probe or a poller's (eof_probe_start): its completion sets
+	 * cancelled on failure. */
 	c->send_waiting = true;
 	while (c->eof_probe)
 		pthread_cond_wait(&c->cv, &c->mu);
@@ -1131,26 +1166,16 @@ int gaz_rpc_recv_raw(struct gaz_rpc_call *call, uint8_t **buf, size_t *len, int6
 	return rc;
 }
 
-/* send_settle (c->mu held) waits for the send in flight, if any, frees
- * its message and returns whether it went out. grpc allows one send at a
- * time; the previous one has usually completed by the next send. */
+/* send_settle (c->mu held) waits until every streamed message went out
+ * (or one failed) and returns whether they all did. */
 static bool send_settle(struct gaz_rpc_call *c)
 {
-	bool ok = true;
-
 	c->send_waiting = true;
-	while (c->send_op.pending)
+	c->send_wait_len = -1;
+	while (c->send_op.pending || (c->sendq_n && !c->send_failed && !c->cancelled))
 		pthread_cond_wait(&c->cv, &c->mu);
 	c->send_waiting = false;
-	if (c->send_op.done) {
-		c->send_op.done = false;
-		ok = c->send_op.ok;
-	}
-	if (c->send_bb) {
-		grpc_byte_buffer_destroy(c->send_bb);
-		c->send_bb = NULL;
-	}
-	return ok;
+	return !c->send_failed;
 }
 
 int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
@@ -1166,7 +1191,26 @@ int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
 		ok = !local_expired(call);
 		goto out;
 	}
-	if (!send_settle(call)) {
+	if (call->send_op.pending || call->sendq_n) {
+		/* Queue behind the send in flight (grpc allows one at a time);
+		 * when full, wait for the poller to drain it. */
+		call->send_waiting = true;
+		call->send_wait_len = SEND_QUEUE_LOW;
+		while (call->sendq_n == SEND_QUEUE && !call->send_failed && !call->cancelled)
+			pthread_cond_wait(&call->cv, &call->mu);
+		call->send_waiting = false;
+		if (call->send_failed || call->cancelled) {
+			call->cancelled = true;
+			goto out;
+		}
+		if (call->send_op.pending || call->sendq_n) {
+			call->sendq[call->sendq_n++] = bb;
+			bb = NULL;
+			ok = 1;
+			goto out;
+		}
+	}
+	if (call->send_failed) {
 		call->cancelled = true;
 		goto out;
 	}
