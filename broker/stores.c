@@ -108,6 +108,23 @@ int gaz_fragment_reader_read(struct gaz_fragment_reader *r, void *buf, size_t ca
 	return rc;
 }
 
+int gaz_fragment_reader_finish(struct gaz_fragment_reader *r, struct gaz_status *st)
+{
+	uint8_t extra[1];
+	size_t n = 0;
+	int rc;
+
+	if (r->remaining > 0)
+		return gaz_status_set(st, GAZ_EIO, "fragment not read to its end (%lld bytes left)",
+				      (long long)r->remaining);
+	rc = gaz_decoder_read(r->dec, extra, sizeof(extra), &n, st);
+	if (rc == GAZ_EOF)
+		return 0;
+	if (rc == 0)
+		return gaz_status_set(st, GAZ_EPROTO, "did not read EOF at expected Fragment.End");
+	return rc;
+}
+
 /* Discards decompressed bytes up to the wanted offset. */
 static int skip(struct gaz_fragment_reader *r, int64_t n, struct gaz_status *st)
 {
@@ -141,10 +158,15 @@ int gaz_stores_open_fragment(struct gaz_broker *b, const struct gaz_fragment *f,
 	gaz_store_unref(s);
 	if (rc)
 		goto fail;
-	/* Offload-decompression objects are plain gzip to a reader that gets
-	 * them without transcoding. */
+	/* Offload-decompression objects are stored gzip with Content-Encoding:
+	 * gzip. Stores answer them as stored (S3, MinIO, SeaweedFS) or decode
+	 * them for a client that does not accept gzip (GCS); the answer's own
+	 * Content-Encoding says which, so the content is decoded exactly once
+	 * (case BR-13). File stores keep no metadata: always gzip. */
 	if (codec == PROTOCOL__COMPRESSION_CODEC__GZIP_OFFLOAD_DECOMPRESSION)
-		codec = PROTOCOL__COMPRESSION_CODEC__GZIP;
+		codec = r->raw->fd >= 0 || strstr(r->raw->content_encoding, "gzip")
+				? PROTOCOL__COMPRESSION_CODEC__GZIP
+				: PROTOCOL__COMPRESSION_CODEC__NONE;
 	if ((rc = gaz_decoder_new(codec, gaz_store_reader_read, r->raw, &r->dec, st)))
 		goto fail;
 	r->remaining = f->end - f->begin;

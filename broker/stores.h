@@ -27,9 +27,19 @@ struct gaz_fragment_reader;
  * Returns 0 and *out, GAZ_ENOTFOUND, GAZ_EIO, GAZ_EINVAL. */
 int gaz_stores_open_fragment(struct gaz_broker *b, const struct gaz_fragment *f, int64_t offset,
 			     struct gaz_fragment_reader **out, struct gaz_status *st);
-/* Reads decompressed bytes: 0 with *n > 0, GAZ_EOF at the fragment end. */
+/* Reads decompressed bytes: 0 with *n > 0, GAZ_EOF at the fragment end,
+ * GAZ_EIO ("fragment ended N bytes early") when the object decodes to
+ * fewer bytes than the fragment spans, or the decoder's error. */
 int gaz_fragment_reader_read(struct gaz_fragment_reader *r, void *buf, size_t cap, size_t *n,
 			     struct gaz_status *st);
+/* gaz_fragment_reader_finish checks, once every byte up to the fragment's
+ * end was read, that the object ends there too: its decoded stream must
+ * be complete (a gzip member's trailer, a zstd frame's end) and hold
+ * nothing more. Returns 0, GAZ_EPROTO "did not read EOF at expected
+ * Fragment.End" (extra bytes or another member), or the decoder's error
+ * (e.g. "unexpected EOF" for a cut trailer). As Gazette's FragmentReader
+ * (broker/client/reader.go), which the broker's own reads go through. */
+int gaz_fragment_reader_finish(struct gaz_fragment_reader *r, struct gaz_status *st);
 void gaz_fragment_reader_close(struct gaz_fragment_reader *r);
 
 /* gaz_stores_sign signs a GET of persisted fragment `f` valid ttl_s. */
