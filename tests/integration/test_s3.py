@@ -127,6 +127,9 @@ class Recorder(http.server.ThreadingHTTPServer):
         self.outage = False     # answer every request 503 SlowDown
         self.cut_next_get = 0   # end the next object GET's body after this many bytes
         self.ranges = []        # Range headers of object GETs
+        self.deny_delete = False  # answer DELETEs 403 AccessDenied (a bucket policy)
+        self.hold = {}          # path suffix -> seconds to hold the next signed GET of it
+        self.transcode = False  # decode gzip objects for GETs that do not accept gzip
         super().__init__(("127.0.0.1", 0), RecorderHandler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -145,6 +148,13 @@ class RecorderHandler(http.server.BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else None
         self.server.seen.append((self.command, self.path.split("?")[0], "X-Amz-Signature=" in self.path))
+        if self.command == "DELETE" and self.server.deny_delete:
+            return self.refuse(403, b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>")
+        for suffix, secs in list(self.server.hold.items()):
+            if self.command == "GET" and "X-Amz-Signature=" in self.path and \
+                    self.path.split("?")[0].endswith(suffix):
+                del self.server.hold[suffix]
+                time.sleep(secs)
         if self.server.outage or self.server.fail_next > 0:
             self.server.fail_next -= 1
             err = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
@@ -161,12 +171,17 @@ class RecorderHandler(http.server.BaseHTTPRequestHandler):
         conn.endheaders(body)
         resp = conn.getresponse()
         data = resp.read()
+        headers = resp.getheaders()
+        if self.server.transcode and resp.getheader("Content-Encoding") == "gzip" and \
+                "gzip" not in (self.headers.get("Accept-Encoding") or ""):
+            data = gzip.decompress(data)  # as GCS does for objects stored with gzip encoding
+            headers = [(k, v) for k, v in headers if k.lower() != "content-encoding"]
         cut = 0
         if self.command == "GET" and "?" not in self.path:
             self.server.ranges.append(self.headers.get("Range"))
             cut, self.server.cut_next_get = self.server.cut_next_get, 0
         self.send_response(resp.status)
-        for k, v in resp.getheaders():
+        for k, v in headers:
             if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                 self.send_header(k, v)
         self.send_header("Content-Length", str(len(data)))
@@ -177,6 +192,13 @@ class RecorderHandler(http.server.BaseHTTPRequestHandler):
         elif self.command != "HEAD":
             self.wfile.write(data)
         conn.close()
+
+    def refuse(self, code, body):
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = forward
 
