@@ -459,6 +459,7 @@ class Br15Run:
         self.transient = 0
         self.r1 = bytearray()
         self.r2 = []             # (offset, bytes)
+        self.r1_stream = None
         self.lock = threading.Lock()
 
     def saw_head(self, h):
@@ -490,7 +491,7 @@ def br15_writer(run, c):
 def br15_tail_reader(run, c):
     """r1: a blocking reader from 0, resumed after transient errors."""
     while not (run.done.is_set() and len(run.r1) >= run.final):
-        stream = c.read_stream("tier/j", offset=len(run.r1))
+        stream = run.r1_stream = c.read_stream("tier/j", offset=len(run.r1))
         try:
             for r in stream:
                 if r.content:
@@ -583,6 +584,9 @@ def test_BR15_readers_at_the_local_to_remote_hand_off(cluster, s3):
         writer.join(seconds * 6)
         assert not writer.is_alive() and len(run.acked) == run.n, run.errors
         run.done.set()
+        # r1 has no end offset: once it holds everything, end its stream.
+        wait_for(lambda: len(run.r1) >= run.final or run.errors, 120, "r1 to read the whole journal")
+        run.r1_stream.cancel()
         for t in readers:
             t.join(120)
         r3_reader.join(seconds * 6 + 120)
