@@ -46,6 +46,20 @@ void gaz_fragment_reader_close(struct gaz_fragment_reader *r);
 int gaz_stores_sign(struct gaz_broker *b, const struct gaz_fragment *f, int64_t ttl_s, char **url,
 		    struct gaz_status *st);
 
+/* gaz_stores_health reports the health of the store of `url` (borrowed)
+ * as its periodic checks last found it (facts §5.7; the PUT/GET/LIST/sign/
+ * fetch probe of gaz_store_health_check, or the store's open error). The
+ * first call for a URL starts its checks, the first at once; every call
+ * marks it used (checks stop after an hour unused, as Gazette sweeps).
+ * Until a check has completed it waits up to `wait_ms` for the first.
+ * Returns 0 healthy; the last check's error code with its text in st;
+ * GAZ_ETIMEDOUT "first health check hasn't completed yet"; GAZ_ENOMEM.
+ * Thread-safe; blocks in a condition wait only (call with no journal
+ * lock held). As Gazette's ActiveStore.HealthStatus. */
+int gaz_stores_health(struct gaz_broker *b, const char *url, int64_t wait_ms,
+		      struct gaz_status *st);
+
+/* gaz_stores_close_all stops health checks and drops every store. */
 void gaz_stores_close_all(void);
 
 #endif

@@ -296,7 +296,10 @@ def recorded_url(rec, bucket, prefix):
 
 def test_s3_retries_slowdown_then_reports_it(cluster, s3):
     """503 SlowDown answers are retried with backoff; when they do not
-    stop, the store is unhealthy with the S3 error named."""
+    stop, a store's health check fails with the S3 error named. Health is
+    what the store's periodic checks last found (Gazette's): a store found
+    healthy stays so until its next check (30 min), and an unhealthy one is
+    checked again within seconds, so it recovers without a restart."""
     rec = Recorder(s3.endpoint)
     bucket = s3.new_bucket()
     url = recorded_url(rec, bucket, "rt/")
@@ -307,13 +310,19 @@ def test_s3_retries_slowdown_then_reports_it(cluster, s3):
     puts = [p for m, p, q in rec.seen if m == "PUT" and p.endswith("/.test/health-check")]
     assert len(puts) == 4  # three 503s, then the upload
     rec.outage = True
+    other = recorded_url(rec, bucket, "rt2/")  # not checked yet
     t0 = time.time()
-    r = health(c, url)
+    r = health(c, other)
     assert r.status == pb.FRAGMENT_STORE_UNHEALTHY
     assert "HTTP 503 SlowDown" in r.store_health_error, r.store_health_error
     assert time.time() - t0 > 1.0  # it backed off between attempts
+    assert health(c, url).status == pb.OK  # as last checked
     rec.outage = False
-    assert health(c, url).status == pb.OK
+    t0 = time.time()
+    wait_for(lambda: health(c, other).status == pb.OK, 30, "the unhealthy store's re-check")
+    assert "store health check succeeded" in open(b.logpath).read()
+    checks = [p for m, p, q in rec.seen if m == "PUT" and p.endswith("/rt2/.test/health-check")]
+    assert len(checks) > 4  # the first check's four attempts, then re-checks
     rec.shutdown()
 
 
@@ -480,10 +489,34 @@ def test_BR20_missing_bucket_then_created(cluster, s3):
     h = health(c, url)
     assert h.status == pb.FRAGMENT_STORE_UNHEALTHY and "does not exist" in h.store_health_error
     s3.client().create_bucket(Bucket=bucket)
+    # The store's re-checks (0, 0.1 s, 1 s, 1 s, 10 s, ...) find it healthy.
     wait_for(lambda: c.append("mb/j", b"y" * 600, timeout=15).status == pb.OK, 30, "recovery")
     assert c.append("mb/j", b"z" * 600).status == pb.OK
     wait_for(lambda: s3.keys(bucket, "mb/mb/j/"), 30, "a fragment in the bucket")
     assert health(c, url).status == pb.OK
+    # Gazette's store metrics, labelled by the store URL.
+    m = metrics(b)
+    assert m[("gazette_store_health_check_total", url, "error")] >= 1
+    assert m[("gazette_store_health_check_total", url, "ok")] >= 1
+    assert m[("gazette_store_operation_total", url, "put", "success")] >= 2  # the probe and the fragment
+    assert m[("gazette_store_operation_total", url, "put", "error")] >= 1
+    assert m[("gazette_store_operation_total", url, "list", "success")] >= 1
+    assert m[("gazette_store_put_bytes_total", url, "none")] >= 600
+    assert m[("gazette_store_list_items_count_count", url)] >= 1
+    assert m[("gazette_store_active",)] >= 1
+
+
+def metrics(b):
+    """The broker's /debug/metrics as {(name, label values...): value}."""
+    import re
+    text = urllib.request.urlopen(b.address + "/debug/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'^([a-z_]+)(?:\{(.*)\})? (\S+)$', line)
+        if m:
+            labels = re.findall(r'[a-z_]+="((?:[^"\\]|\\.)*)"', m.group(2) or "")
+            out[(m.group(1),) + tuple(v for v in labels)] = float(m.group(3))
+    return out
 
 
 @pytest.mark.parametrize("bad,fixed,needle", [
@@ -549,49 +582,97 @@ def test_s3_multipart_upload_of_a_large_fragment(cluster, s3):
     assert hashlib.sha256(got).digest() == hashlib.sha256(data).digest()
 
 
-def test_s3_bucket_shared_with_gazettes_broker(etcd, tmp_path, s3):
-    """Gazette's Go broker writes fragments that ours reads, and ours writes
-    fragments that Gazette's broker serves to Gazette's gazctl."""
+CODEC_EXT = {pb.NONE: ".raw", pb.GZIP: ".gz", pb.ZSTANDARD: ".zst", pb.SNAPPY: ".sz",
+             pb.GZIP_OFFLOAD_DECOMPRESSION: ""}
+
+
+def keys_of(s3, bucket, prefix, ext):
+    """Fragment keys under prefix, checked to carry the codec's extension."""
+    keys = s3.keys(bucket, prefix)
+    for k in keys:
+        name = os.path.basename(k)
+        assert name.count("-") == 2 and name[len(name) - len(ext):] == ext and "." not in name[:len(name) - len(ext)], k
+    return keys
+
+
+def probe_direct_read(address, journal, end):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BROKER_", "AWS_"))}
+    env.update(PROBE_DO_NOT_PROXY="1", PROBE_CACHE="64", PROBE_BLOCK="0")
+    from conftest import BIN
+    return subprocess.run([os.path.join(BIN, "client-probe"), "read", address, journal, "0", str(end)],
+                          capture_output=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("codec", [pb.NONE, pb.GZIP, pb.ZSTANDARD, pb.SNAPPY, pb.GZIP_OFFLOAD_DECOMPRESSION],
+                         ids=lambda c: pb.CompressionCodec.Name(c))
+def test_s3_bucket_shared_with_gazettes_broker(etcd, tmp_path, s3, codec):
+    """For every codec: Gazette's Go broker writes fragments that ours
+    serves (streamed, and as signed URLs that our client and Gazette's
+    gazctl fetch from the bucket), and ours writes fragments that
+    Gazette's broker serves, streamed and to Gazette's gazctl by signed
+    URL. Every read is byte-identical to what was appended."""
     from conftest import Cluster
+    ext = CODEC_EXT[codec]
+    rec = Recorder(s3.endpoint)
     bucket = s3.new_bucket()
-    url = s3.url(bucket, "x/")
+    url = recorded_url(rec, bucket, "x/")
     data_go = records(3000, b"g")
     go = Cluster(etcd, str(tmp_path / "go"))
     try:
         gb = go.start(go=True, env=s3.env())
         gc = Client(gb.address)
-        gc.apply(spec("cmp/go", stores=(url,), length=16 * 1024, codec=pb.GZIP))
+        gc.apply(spec("cmp/go", stores=(url,), length=16 * 1024, codec=codec))
         wait_assigned(gc, "cmp/go")
         append_all(gc, "cmp/go", data_go, chunk=20 * 1024)
         # Gazette persists rolled fragments at once; a lone Gazette broker
         # never finishes its exit, so what we compare is what it persisted.
-        wait_for(lambda: len(s3.keys(bucket, "x/cmp/go/")) >= 3, 30, "Gazette's fragments in the bucket")
+        wait_for(lambda: len(keys_of(s3, bucket, "x/cmp/go/", ext)) >= 3, 30, "Gazette's fragments in the bucket")
         go_end = max(int(os.path.basename(k).split("-")[1], 16) for k in s3.keys(bucket, "x/cmp/go/"))
     finally:
         go.stop_all()
+    if codec == pb.GZIP_OFFLOAD_DECOMPRESSION:
+        k = s3.keys(bucket, "x/cmp/go/")[0]
+        assert s3.client().head_object(Bucket=bucket, Key=k)["ContentEncoding"] == "gzip"
     ours = Cluster(etcd, str(tmp_path / "ours"))
     data_c = records(3000, b"c")
     try:
         b = ours.start(env=s3.env())
         c = Client(b.address)
-        c.apply(spec("cmp/go", stores=(url,), length=16 * 1024, codec=pb.GZIP, flags=pb.JournalSpec.O_RDONLY),
-                spec("cmp/c", stores=(url,), length=16 * 1024, codec=pb.GZIP))
+        c.apply(spec("cmp/go", stores=(url,), length=16 * 1024, codec=codec, flags=pb.JournalSpec.O_RDONLY),
+                spec("cmp/c", stores=(url,), length=16 * 1024, codec=codec))
         wait_assigned(c, "cmp/go")
         got, last = c.read_bytes("cmp/go")
         assert got == data_go[:go_end] and last.write_head == go_end
+        p = probe_direct_read(b.address, "cmp/go", go_end)
+        assert p.returncode == 0 and p.stdout == data_go[:go_end], p.stderr
+        rec.seen.clear()
+        out = gazctl(GO_GAZCTL, b.address, "journals", "read", "--broker.cache.size", "256", "-l",
+                     "name=cmp/go").stdout
+        assert out == data_go[:go_end]
+        signed = [p for m, p, q in rec.seen if m == "GET" and q and "/x/cmp/go/" in p]
+        assert len(signed) >= 3, rec.seen  # Gazette's gazctl fetched our signed URLs
         wait_assigned(c, "cmp/c")
         append_all(c, "cmp/c", data_c, chunk=20 * 1024)
         assert b.stop() == 0
     finally:
         ours.stop_all()
+    keys = keys_of(s3, bucket, "x/cmp/c/", ext)
+    assert len(keys) >= 3
+    if codec == pb.GZIP_OFFLOAD_DECOMPRESSION:
+        assert s3.client().head_object(Bucket=bucket, Key=keys[0])["ContentEncoding"] == "gzip"
     go2 = Cluster(etcd, str(tmp_path / "go2"))
     try:
         gb = go2.start(go=True, env=s3.env())
         gc = Client(gb.address)
-        gc.apply(spec("cmp/c", stores=(url,), length=16 * 1024, codec=pb.GZIP, flags=pb.JournalSpec.O_RDONLY))
+        gc.apply(spec("cmp/c", stores=(url,), length=16 * 1024, codec=codec, flags=pb.JournalSpec.O_RDONLY))
         wait_assigned(gc, "cmp/c")
+        got, _ = gc.read_bytes("cmp/c")
+        assert got == data_c
+        rec.seen.clear()
         out = gazctl(GO_GAZCTL, gb.address, "journals", "read", "--broker.cache.size", "256", "-l",
                      "name=cmp/c").stdout
         assert out == data_c
+        assert [p for m, p, q in rec.seen if m == "GET" and q and "/x/cmp/c/" in p], rec.seen
     finally:
         go2.stop_all()
+    rec.shutdown()
