@@ -307,6 +307,42 @@ def test_BR12_multi_member_gzip_read_fully_and_bad_endings_fail(cluster, s3):
     assert "reading persisted fragment failed" in open(b.logpath).read()
 
 
+def zstd(data):
+    return subprocess.run(["zstd", "-q", "-c"], input=data, capture_output=True, check=True).stdout
+
+
+@pytest.mark.parametrize("codec,ext,encode", [
+    (pb.NONE, ".raw", lambda d: d),
+    (pb.ZSTANDARD, ".zst", zstd),
+    (pb.GZIP, ".gz", lambda d: gzip.compress(d, mtime=0)),
+], ids=["NONE", "ZSTANDARD", "GZIP"])
+def test_BR12_every_codec_ends_exactly_at_the_fragment_end(cluster, s3, codec, ext, encode):
+    """The kind of fault: an object whose decoded stream is cut short, runs
+    past the fragment's end, or ends in garbage is an error for every
+    codec, through the broker and through our client's direct read; the
+    intact object reads cleanly."""
+    bucket = s3.new_bucket()
+    content = b"".join(b"%05d\n" % i for i in range(2000))
+    key = "ce/ce/j/" + content_name(0, content, ext)
+    b = cluster.start(env=s3.env())
+    c = Client(b.address)
+    c.apply(spec("ce/j", stores=(s3.url(bucket, "ce/"),), codec=codec, flags=pb.JournalSpec.O_RDONLY))
+    wait_assigned(c, "ce/j")
+    good = encode(content)
+    variants = [(good, True), (good[:-3], False), (good + b"\x00junk", False)]
+    if codec != pb.NONE:
+        variants.append((good + encode(b"more"), False))  # decodes past the end
+    for body, ok in variants:
+        put_object(s3, bucket, key, body)
+        wait_for(lambda: c.fragments("ce/j").fragments, 10, "the index to list the object")
+        got, err = proxied_read_error(c, "ce/j")
+        assert (err is None) == ok, (len(body), err)
+        assert got == content[:len(got)] and (not ok or got == content)
+        p = probe_read(b.address, "ce/j", 0, 0, block=False, retry=False)
+        assert (p.returncode == 0) == ok, (len(body), p.stderr)
+        assert p.stdout == content[:len(p.stdout)] and (not ok or p.stdout == content)
+
+
 def test_BR12_gzip_writer_round_trip(cluster, s3):
     """Step 4: our broker writes a 3 MiB GZIP fragment (members of about
     1 MiB each) that gzip -dc and Gazette's gazctl read back exactly."""
