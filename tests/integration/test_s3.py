@@ -32,7 +32,10 @@ def gazctl(exe, address, *args, check=True):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BROKER_", "AWS_"))}
     env["BROKER_ADDRESS"] = address
     env["HOME"] = "/nonexistent"
-    p = subprocess.run([exe] + list(args), capture_output=True, env=env, timeout=120)
+    try:
+        p = subprocess.run([exe] + list(args), capture_output=True, env=env, timeout=120)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError("%s %s timed out: %s" % (exe, args, (e.stderr or b"")[-3000:].decode(errors="replace")))
     if check and p.returncode != 0:
         raise AssertionError("%s %s failed (%d): %s" % (exe, args, p.returncode, p.stderr.decode()))
     return p
@@ -717,6 +720,15 @@ def probe_direct_read(address, journal, end):
                           capture_output=True, env=env, timeout=120)
 
 
+def direct_flags(codec):
+    """gazctl flags for direct (signed-URL) reads. Gazette's gazctl
+    v0.103.0 cannot read ZSTANDARD fragments by URL, from its own broker
+    either: after a fragment's last byte its zstd reader has not reported
+    EOF, and `journals read` spins on the spent fragment forever
+    (decisions.md). ZSTANDARD is read through the broker instead."""
+    return () if codec == pb.ZSTANDARD else ("--broker.cache.size", "256")
+
+
 @pytest.mark.parametrize("codec", [pb.NONE, pb.GZIP, pb.ZSTANDARD, pb.SNAPPY, pb.GZIP_OFFLOAD_DECOMPRESSION],
                          ids=lambda c: pb.CompressionCodec.Name(c))
 def test_s3_bucket_shared_with_gazettes_broker(etcd, tmp_path, s3, codec):
@@ -760,11 +772,14 @@ def test_s3_bucket_shared_with_gazettes_broker(etcd, tmp_path, s3, codec):
         p = probe_direct_read(b.address, "cmp/go", go_end)
         assert p.returncode == 0 and p.stdout == data_go[:go_end], p.stderr
         rec.seen.clear()
-        out = gazctl(GO_GAZCTL, b.address, "journals", "read", "--broker.cache.size", "256", "-l",
+        out = gazctl(GO_GAZCTL, b.address, "journals", "read", *direct_flags(codec), "-l",
                      "name=cmp/go").stdout
         assert out == data_go[:go_end]
         signed = [p for m, p, q in rec.seen if m == "GET" and q and "/x/cmp/go/" in p]
-        assert len(signed) >= 3, rec.seen  # Gazette's gazctl fetched our signed URLs
+        if direct_flags(codec):
+            assert len(signed) >= 3, rec.seen  # Gazette's gazctl fetched our signed URLs
+        else:
+            assert not signed and [p for m, p, q in rec.seen if m == "GET" and "/x/cmp/go/" in p]
         wait_assigned(c, "cmp/c")
         append_all(c, "cmp/c", data_c, chunk=20 * 1024)
         assert b.stop() == 0
@@ -783,10 +798,10 @@ def test_s3_bucket_shared_with_gazettes_broker(etcd, tmp_path, s3, codec):
         got, _ = gc.read_bytes("cmp/c")
         assert got == data_c
         rec.seen.clear()
-        out = gazctl(GO_GAZCTL, gb.address, "journals", "read", "--broker.cache.size", "256", "-l",
+        out = gazctl(GO_GAZCTL, gb.address, "journals", "read", *direct_flags(codec), "-l",
                      "name=cmp/c").stdout
         assert out == data_c
-        assert [p for m, p, q in rec.seen if m == "GET" and q and "/x/cmp/c/" in p], rec.seen
+        assert [p for m, p, q in rec.seen if m == "GET" and q == bool(direct_flags(codec)) and "/x/cmp/c/" in p]
     finally:
         go2.stop_all()
     rec.shutdown()
