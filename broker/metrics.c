@@ -5,7 +5,7 @@
 #include "protocol.pb-c.h"
 
 static struct gaz_metric *started, *completed, *write_head, *commits, *commit_bytes, *rollbacks,
-	*rollback_bytes, *completed_spools, *persisted, *alloc_ops, *health_checks, *stores_active;
+	*rollback_bytes, *completed_spools, *persisted, *alloc_ops;
 
 int gaz_broker_metrics_init(void)
 {
@@ -32,10 +32,6 @@ int gaz_broker_metrics_init(void)
 					"Cumulative number of persisted spools.", NULL);
 	alloc_ops = gaz_metrics_counter(r, "gazette_allocator_assignment_total",
 					"Cumulative allocator assignment operations by kind.", "kind");
-	health_checks = gaz_metrics_counter(r, "gazette_store_health_check_total",
-					    "Total number of health checks performed", "store,status");
-	stores_active = gaz_metrics_gauge(r, "gazette_store_active",
-					  "Number of active fragment stores", NULL);
 	return gaz_metrics_process(r, &st);
 }
 
@@ -70,13 +66,6 @@ void gaz_metric_allocator_txn(const char *kind, int64_t n)
 {
 	gaz_metric_add(gaz_metric_with(alloc_ops, kind), n);
 }
-
-void gaz_metric_store_health_check(const char *store, bool ok)
-{
-	gaz_metric_inc(gaz_metric_with(health_checks, store, ok ? "ok" : "error"));
-}
-
-void gaz_metric_stores_active(int64_t n) { gaz_metric_set(gaz_metric_with(stores_active), n); }
 
 const char *gaz_status_label(int status)
 {

@@ -7,7 +7,6 @@
 #ifndef GAZ_BROKER_METRICS_H
 #define GAZ_BROKER_METRICS_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
 /* gaz_broker_metrics_init registers every family (and the process
@@ -25,10 +24,6 @@ void gaz_metric_spool_rollback(int64_t bytes);
 void gaz_metric_spool_completed(void);
 void gaz_metric_spool_persisted(void);
 void gaz_metric_allocator_txn(const char *kind, int64_t n);
-/* Store health (Gazette's gazette_store_health_check_total{store,status}
- * and gazette_store_active); store operations are counted in lib/store. */
-void gaz_metric_store_health_check(const char *store, bool ok);
-void gaz_metric_stores_active(int64_t n);
 
 /* gaz_status_label names a Protocol__Status for metric labels. */
 const char *gaz_status_label(int status);

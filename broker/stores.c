@@ -23,9 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/metrics.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "fragment/codec.h"
 
 #define HEALTH_OK_INTERVAL_NS (INT64_C(30) * 60 * GAZ_NS_PER_S)
@@ -51,6 +51,21 @@ static struct store_slot *slots;
 static size_t n_slots;
 static pthread_t checker;
 static bool checker_running, checker_stop;
+
+/* Gazette's store health metrics (broker/stores/stores.go), registered on
+ * first use: gazette_store_health_check_total{store, status=ok|error} and
+ * gazette_store_active (stores whose health is being checked). */
+static struct gaz_metric *m_health_checks, *m_active;
+static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
+
+static void metrics_init(void)
+{
+	struct gaz_metrics *r = gaz_metrics_default();
+
+	m_health_checks = gaz_metrics_counter(r, "gazette_store_health_check_total",
+					      "Total number of health checks performed", "store,status");
+	m_active = gaz_metrics_gauge(r, "gazette_store_active", "Number of active fragment stores", NULL);
+}
 
 /* Finds the slot of `url`, adding an empty one; NULL when out of memory.
  * Called with stores_mu held. */
@@ -119,7 +134,8 @@ static void record_check(const char *url, int rc, const struct gaz_status *st, i
 {
 	struct store_slot *sl = slot_of(url);
 
-	gaz_metric_store_health_check(url, rc == 0);
+	pthread_once(&metrics_once, metrics_init);
+	gaz_metric_inc(gaz_metric_with(m_health_checks, url, rc ? "error" : "ok"));
 	if (!sl)
 		return;
 	if (rc)
@@ -157,7 +173,8 @@ static ssize_t due_slot(int64_t now, int64_t *wake_ns)
 		else if (sl->next_check_ns < *wake_ns)
 			*wake_ns = sl->next_check_ns;
 	}
-	gaz_metric_stores_active((int64_t)active);
+	pthread_once(&metrics_once, metrics_init);
+	gaz_metric_set(gaz_metric_with(m_active), (int64_t)active);
 	return due;
 }
 
