@@ -3,9 +3,11 @@ conftest's `s3` fixture or named by GAZ_TEST_S3), with boto3 as an
 independent S3 client: persistence and read-back across a broker restart
 on an empty disk, signed URLs and direct reads (ours and Gazette's gazctl),
 listing past 1,000 objects with junk keys (BR-11), unhealthy stores that
-recover (BR-20), retries through SlowDown, an outage that ends, resumed
-GETs, multipart uploads, and buckets shared with Gazette's own Go broker
-in both directions. Faults are injected by a recording loopback proxy in
+recover (BR-20) through the store's periodic health checks, store
+metrics, retries through SlowDown, an outage that ends, resumed GETs,
+multipart uploads, path postfix templates and BR-09's signed URLs, and
+buckets shared with Gazette's own Go broker in both directions for every
+codec. Faults are injected by a recording loopback proxy in
 front of the real server."""
 import gzip
 import hashlib

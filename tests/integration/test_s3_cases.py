@@ -17,7 +17,6 @@ import time
 
 import grpc
 import pytest
-from google.protobuf import duration_pb2
 
 import protocol_pb2 as pb
 from conftest import BIN, GAZCTL, GO_GAZCTL, wait_for
