@@ -797,6 +797,10 @@ def test_s3_bucket_shared_with_gazettes_broker(etcd, tmp_path, s3, codec):
         gc = Client(gb.address)
         gc.apply(spec("cmp/c", stores=(url,), length=16 * 1024, codec=codec, flags=pb.JournalSpec.O_RDONLY))
         wait_assigned(gc, "cmp/c")
+        # Gazette's broker answers reads before its first listing of the
+        # store (OFFSET_NOT_YET_AVAILABLE at 0): wait for the listing.
+        wait_for(lambda: [f for f in gc.fragments("cmp/c").fragments if f.spec.backing_store], 20,
+                 "Gazette's broker to list our fragments")
         got, _ = gc.read_bytes("cmp/c")
         assert got == data_c
         rec.seen.clear()
