@@ -184,8 +184,8 @@ class RecorderHandler(http.server.BaseHTTPRequestHandler):
             data = gzip.decompress(data)  # as GCS does for objects stored with gzip encoding
             headers = [(k, v) for k, v in headers if k.lower() != "content-encoding"]
         cut = 0
-        if self.command == "GET" and "?" not in self.path:
-            self.server.ranges.append(self.headers.get("Range"))
+        if self.command == "GET" and "?" not in self.path and "/.test/" not in self.path:
+            self.server.ranges.append(self.headers.get("Range"))  # fragment GETs, not health probes
             cut, self.server.cut_next_get = self.server.cut_next_get, 0
         self.send_response(resp.status)
         for k, v in headers:
