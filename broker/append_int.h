@@ -41,7 +41,7 @@ struct append_ctx {
 	int64_t read_through_rev;
 	struct gaz_replica *token;         /* replica whose append token we hold */
 	Protocol__LabelSet *registers;     /* for the response (owned) */
-	char store_error[512];
+	char store_error[1024];
 	bool finished;
 	/* the commit */
 	int64_t commit_begin, commit_end;

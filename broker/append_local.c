@@ -12,6 +12,7 @@
 #include "broker/append_int.h"
 #include "broker/metrics.h"
 #include "broker/replica.h"
+#include "broker/stores.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "protocol/labels.h"
@@ -19,6 +20,9 @@
 
 #define SUSPEND(x) PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_##x
 #define LEVEL(x) PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__##x
+/* How long an append waits for its store's first health check (Gazette
+ * bounds a check at one minute). */
+#define STORE_HEALTH_WAIT_MS 60000
 
 /* maybeRoll (§6.3): the offset to roll the spool to, or -1 to keep it. */
 static int64_t roll_target(const struct gaz_replica *r, const Protocol__JournalSpec__Fragment *fs,
@@ -102,6 +106,23 @@ static int roll_and_recheck(struct append_ctx *a, int64_t to, int64_t *roll_to)
 	return preconditions(a, roll_to);
 }
 
+/* Gazette gates appends on the health of the journal's first store
+ * (§2.1, §5.7): its periodic checks' last result, waiting for the first.
+ * Answers FRAGMENT_STORE_UNHEALTHY and returns true when it is unhealthy. */
+static bool store_unhealthy(struct append_ctx *a)
+{
+	const Protocol__JournalSpec *spec = a->res.spec;
+	struct gaz_status st = {0};
+
+	if (!spec->fragment || !spec->fragment->n_stores ||
+	    !gaz_stores_health(a->b, spec->fragment->stores[0], STORE_HEALTH_WAIT_MS, &st))
+		return false;
+	snprintf(a->store_error, sizeof(a->store_error), "fragment store %.480s unhealthy: %s",
+		 spec->fragment->stores[0], st.msg);
+	gaz__append_respond_status(a, PROTOCOL__STATUS__FRAGMENT_STORE_UNHEALTHY);
+	return true;
+}
+
 /* VALIDATE_PRECONDITIONS. Returns 1 to resolve again, 0 when answered, -1
  * to stream content. *roll_to receives the offset to roll to (0 = none). */
 static int preconditions(struct append_ctx *a, int64_t *roll_to)
@@ -116,6 +137,8 @@ static int preconditions(struct append_ctx *a, int64_t *roll_to)
 		gaz__append_respond_error(a, GAZ_GRPC_CANCELLED, "cancelled waiting for the fragment index");
 		return 0;
 	}
+	if (store_unhealthy(a))
+		return 0;
 	pthread_mutex_lock(&r->mu);
 	gaz_coverset_summary(&r->index, &imin, &imax, &last_mod);
 	gaz_labelset_copy(a->registers, r->registers);

@@ -1,7 +1,7 @@
 /*
  * fragments_api.c - ListFragments and FragmentStoreHealth (facts §2.6,
- * §2.7): paging over a journal's fragment index, and store health checks
- * on demand.
+ * §2.7): paging over a journal's fragment index, and the tracked health of
+ * a store (stores.c) with the optional delete probe.
  */
 #include "broker/broker.h"
 
@@ -14,6 +14,10 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "protocol/validate.h"
+
+/* FragmentStoreHealth waits this long for a store's first check (Gazette
+ * waits for it within the request's context; a check is bounded at 1 min). */
+#define HEALTH_WAIT_MS 60000
 
 struct page {
 	Protocol__FragmentsResponse__Fragment **v;
@@ -244,10 +248,10 @@ void gaz_handle_store_health(struct gaz_rpc_call *call, void *arg)
 		protobuf_c_message_free_unpacked(&q->base, NULL);
 		return;
 	}
-	rc = gaz_stores_get(b, q->fragment_store, &s, &st);
-	if (!rc)
-		rc = gaz_store_health_check(s, &st);
-	if (!rc && q->check_delete)
+	/* The store's tracked health (its periodic checks, the first awaited),
+	 * then the optional delete probe, run now (facts §2.7). */
+	rc = gaz_stores_health(b, q->fragment_store, HEALTH_WAIT_MS, &st);
+	if (!rc && q->check_delete && !(rc = gaz_stores_get(b, q->fragment_store, &s, &st)))
 		rc = delete_probe(s, q->check_delete_prefix, &st);
 	gaz_store_unref(s);
 	resp.status = rc ? PROTOCOL__STATUS__FRAGMENT_STORE_UNHEALTHY : PROTOCOL__STATUS__OK;

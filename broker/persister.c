@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "fragment/codec.h"
+#include "protocol/validate.h"
 
 struct job {
 	struct gaz_replica *r;
@@ -109,6 +110,36 @@ static int encode(struct gaz_broker *b, const struct job *j, int *fd, int64_t *l
 	return 0;
 }
 
+/* Names the fragment's path postfix from the spec's path_postfix_template
+ * over the spool (facts §5.5; Gazette's evalPathPostfix). A template we
+ * cannot evaluate (outside our subset) or whose result is not a valid
+ * postfix leaves the postfix empty, with a warning: the fragment is still
+ * persisted, under the journal's own prefix, where every reader finds it
+ * (decisions.md, "Path postfix templates"). */
+static int set_postfix(struct job *j, const Protocol__JournalSpec *spec, struct gaz_status *st)
+{
+	const char *tpl = spec->fragment->path_postfix_template;
+	struct gaz_fragment *f = &j->done.fragment;
+	struct gaz_postfix_data d = {.journal = j->r->journal, .begin = f->begin, .end = f->end,
+				     .first_append_ns = j->done.first_append_ns,
+				     .replication = spec->replication};
+	char postfix[GAZ_POSTFIX_MAX + 1];
+	struct gaz_status why = {0};
+
+	if (!tpl || !*tpl)
+		return gaz_fragment_set_str(&f->path_postfix, NULL, st);
+	if (!gaz_postfix_template_exec(tpl, &d, postfix, sizeof(postfix), &why) &&
+	    !gaz_fragment_postfix_valid(postfix))
+		gaz_status_set(&why, GAZ_EINVAL, "path_postfix_template gave \"%s\", not a valid path postfix",
+			       postfix);
+	if (why.code) {
+		gaz_warn("persisting fragment without a path postfix", "journal=%s begin=%lld err=\"%s\"",
+			 j->r->journal, (long long)f->begin, why.msg);
+		postfix[0] = 0;
+	}
+	return gaz_fragment_set_str(&f->path_postfix, postfix, st);
+}
+
 /* One upload attempt. Returns 0 when persisted (or nothing to do). */
 static int persist(struct gaz_persister *p, struct job *j, struct gaz_status *st)
 {
@@ -126,8 +157,8 @@ static int persist(struct gaz_persister *p, struct job *j, struct gaz_status *st
 		rc = 0;
 		goto out;
 	}
-	/* Path postfix templates are not evaluated yet: fragments are written
-	 * without a postfix (readers accept both). */
+	if ((rc = set_postfix(j, spec, st)))
+		goto out;
 	if ((rc = gaz_stores_get(p->b, spec->fragment->stores[0], &s, st)) ||
 	    (rc = gaz_fragment_content_path(f, path, sizeof(path), st)) ||
 	    (rc = gaz_store_exists(s, path, &exists, st)))

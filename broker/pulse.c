@@ -15,7 +15,8 @@
  *
  * A primary replica pulses: when it starts, whenever its route changes
  * (its assignments are then inconsistent), when its spool is due for a
- * flush-interval roll, and every PULSE_PERIOD otherwise. Each pulse is
+ * flush-interval roll or holds the journal's first known write (BR-01),
+ * and every PULSE_PERIOD otherwise. Each pulse is
  * bounded by PULSE_TIMEOUT; a failed one is retried no sooner than
  * PULSE_RETRY. One thread runs the pulses of every replica in turn.
  *
@@ -78,6 +79,24 @@ static bool flush_due(struct gaz_replica *r, int64_t interval_s)
 	return due;
 }
 
+/* Whether the spool holds the journal's first known write (its begin is
+ * the index's first offset) and has content: rolled and persisted at once
+ * so the bucket shows the journal was written to (case BR-01, Gazette
+ * PR #367), rather than at the next append or periodic pulse. Requires a
+ * listed index: before its first listing the store may hold more. */
+static bool first_write_due(struct gaz_replica *r)
+{
+	int64_t imin, imax, mod;
+	bool due;
+
+	pthread_mutex_lock(&r->mu);
+	gaz_coverset_summary(&r->index, &imin, &imax, &mod);
+	due = r->index_ready && r->spool.fragment.end > r->spool.fragment.begin &&
+	      r->spool.fragment.begin == imin;
+	pthread_mutex_unlock(&r->mu);
+	return due;
+}
+
 /* Runs one pulse of `r`. Returns true when it committed (OK). */
 static bool pulse(struct gaz_broker *b, struct gaz_replica *r, bool auto_suspend)
 {
@@ -124,7 +143,7 @@ static void maybe_pulse(struct gaz_broker *b, struct gaz_replica *r, int64_t now
 		return;
 	periodic = now >= r->pulse_next_ns;
 	changed = route_inconsistent(b, r->journal, &flush_s);
-	if (!periodic && !changed && !flush_due(r, flush_s))
+	if (!periodic && !changed && !flush_due(r, flush_s) && !first_write_due(r))
 		return;
 	if (changed)
 		r->pulse_stable_ticks = 0;

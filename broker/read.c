@@ -32,6 +32,7 @@ struct read_ctx {
 	Protocol__ReadRequest *req;
 	struct gaz_resolution res;
 	bool header_sent;
+	struct gaz_status err;  /* why a persisted fragment's read failed */
 };
 
 /* The outcome of an index query. */
@@ -127,36 +128,42 @@ static int send_chunk(struct read_ctx *c, int64_t offset, const uint8_t *buf, si
 	return gaz_rpc_send(c->call, &resp.base);
 }
 
-/* Streams [from, to) of the target. Returns 0, or an error ending the RPC. */
+/* Streams [from, to) of the target. A persisted fragment read to its end
+ * must also end there (gaz_fragment_reader_finish): a cut or padded object
+ * fails the RPC after the bytes it did hold, never as a clean fragment end.
+ * Returns 0, or an error ending the RPC (its text in c->err). */
 static int stream_content(struct read_ctx *c, const struct read_target *t, int64_t from, int64_t to)
 {
 	struct gaz_fragment_reader *fr = NULL;
-	struct gaz_status st = {0};
+	struct gaz_status *st = &c->err;
 	uint8_t *buf = malloc(READ_CHUNK);
 	int rc = 0;
 
 	if (!buf)
-		return GAZ_ENOMEM;
-	if (!t->file && (rc = gaz_stores_open_fragment(c->b, &t->frag, from, &fr, &st)))
+		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	if (!t->file && (rc = gaz_stores_open_fragment(c->b, &t->frag, from, &fr, st)))
 		gaz_error("opening persisted fragment failed", "journal=%s err=\"%s\"", c->res.journal,
-			  st.msg);
+			  st->msg);
 	while (!rc && from < to) {
 		size_t want = to - from < READ_CHUNK ? (size_t)(to - from) : READ_CHUNK, n = 0;
 		if (t->file) {
 			ssize_t got = pread(t->file->fd, buf, want, from - t->frag.begin);
 			if (got <= 0) {
-				rc = gaz_status_set(&st, GAZ_EIO, "reading local fragment failed");
+				rc = gaz_status_set(st, GAZ_EIO, "reading local fragment failed");
 				break;
 			}
 			n = (size_t)got;
-		} else if ((rc = gaz_fragment_reader_read(fr, buf, want, &n, &st))) {
-			gaz_error("reading persisted fragment failed", "journal=%s err=\"%s\"",
-				  c->res.journal, st.msg);
+		} else if ((rc = gaz_fragment_reader_read(fr, buf, want, &n, st))) {
 			break;
 		}
 		rc = send_chunk(c, from, buf, n);
 		from += (int64_t)n;
 	}
+	if (!rc && fr && from == t->frag.end)
+		rc = gaz_fragment_reader_finish(fr, st);
+	if (rc && fr)
+		gaz_error("reading persisted fragment failed", "journal=%s fragment=%s err=\"%s\"",
+			  c->res.journal, t->frag.backing_store, st->msg);
 	gaz_fragment_reader_close(fr);
 	free(buf);
 	return rc;
@@ -253,7 +260,8 @@ void gaz_handle_read(struct gaz_rpc_call *call, void *arg)
 	} else {
 		rc = serve_local(&c);
 		if (rc && rc != GAZ_ECANCELLED)
-			gaz_rpc_finish(call, NULL, GAZ_GRPC_UNKNOWN, gaz_err_str(rc));
+			gaz_rpc_finish(call, NULL, GAZ_GRPC_UNKNOWN,
+				       c.err.code ? c.err.msg : gaz_err_str(rc));
 		else
 			gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
 		gaz_metric_rpc_completed("Read", rc && rc != GAZ_ECANCELLED ? "error" : "OK");

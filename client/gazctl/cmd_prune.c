@@ -16,7 +16,9 @@
  *     "journals prune: retention 0 keeps forever");
  *   - eligible fragments are removed from their backing store at their
  *     content path (gaz_fragment_content_path). file:// stores are rooted
- *     at --file-root; other schemes are not supported yet.
+ *     at --file-root; s3:// stores use the credentials of the environment
+ *     and shared files (lib/store/s3_config.c); gs/azure are not supported
+ *     yet.
  *
  * Invariants: the spool fragment (no backing_store) is never touched, and
  * nothing is counted as pruned unless its removal succeeded. A removal that

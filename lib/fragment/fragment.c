@@ -345,6 +345,11 @@ static bool postfix_valid(const char *p, size_t n)
 	return true;
 }
 
+bool gaz_fragment_postfix_valid(const char *p)
+{
+	return !*p || postfix_valid(p, strlen(p));
+}
+
 /* Splits "begin-end-sum" (the stem) into `f`; false if it is not one. */
 static bool parse_stem(const char *s, size_t n, struct gaz_fragment *f)
 {

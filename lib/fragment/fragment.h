@@ -126,6 +126,11 @@ bool gaz_codec_valid(int codec);
 int gaz_fragment_content_name(const struct gaz_fragment *f, char *buf, size_t cap,
 			      struct gaz_status *st);
 
+/* gaz_fragment_postfix_valid: `p` (NUL-terminated) may be a fragment's
+ * path postfix: "" or a clean relative path of path components ("-_+.=%",
+ * letters, digits) of at most GAZ_POSTFIX_MAX bytes (facts §3.1, §3.7). */
+bool gaz_fragment_postfix_valid(const char *p);
+
 /* gaz_fragment_content_path writes journal "/" [postfix "/"] name into
  * buf[cap]: Gazette's path.Join(journal, postfix, name) for valid parts.
  * Errors as gaz_fragment_content_name; GAZ_FRAGMENT_PATH_MAX suffices. */

@@ -128,6 +128,30 @@ int gaz_validate_media_type(const char *s, struct gaz_status *st);
  * ("template: postfix:1: unclosed action"). */
 int gaz_validate_postfix_template(const char *tpl, struct gaz_status *st);
 
+/* What a path_postfix_template executes against: the fields of Gazette's
+ * struct{Spool; *JournalSpec} that gaz_postfix_template_exec knows. */
+struct gaz_postfix_data {
+	const char *journal;      /* Spool.Journal = JournalSpec.Name; borrowed */
+	int64_t begin, end;       /* Spool.Begin, Spool.End (offsets) */
+	int64_t first_append_ns;  /* Spool.FirstAppendTime, wall ns, UTC; 0 = Go's zero time */
+	int32_t replication;      /* JournalSpec.Replication */
+};
+
+/* gaz_postfix_template_exec executes `tpl` (NULL = "") against `d` into
+ * out[cap] (NUL-terminated), as Gazette names persisted fragments (facts
+ * §5.5, broker/fragment/stores.go evalPathPostfix with Go text/template
+ * and time.Format). The subset: text, comments, trim markers, and single
+ * field actions: .Spool.FirstAppendTime.Format "LAYOUT" (Go layouts:
+ * 2006 06 01 1 Jan January 02 2 _2 002 Mon Monday 15 03 3 04 4 05 5 PM pm
+ * MST Z07:00 -0700 ..., fractions .000/.999), .FirstAppendTime[.Unix
+ * .Year .YearDay .Day .Hour .Minute], .Begin .End .Journal .Name
+ * .Replication (the "Spool", "Fragment", "JournalSpec" names of embedded
+ * structs may be given or left out), and string constants. Times are UTC.
+ * Returns 0; GAZ_EINVAL naming the unsupported action, a template that
+ * does not validate, or a result longer than cap - 1. Thread-safe. */
+int gaz_postfix_template_exec(const char *tpl, const struct gaz_postfix_data *d, char *out,
+			      size_t cap, struct gaz_status *st);
+
 /* gaz_validate_codec: one of NONE..GZIP_OFFLOAD_DECOMPRESSION (1..5). */
 int gaz_validate_codec(int codec, struct gaz_status *st);
 

@@ -11,7 +11,11 @@
  */
 #include "store/store.h"
 
+#include "common/clock.h"
 #include "common/log.h"
+#include "common/metrics.h"
+
+#include <pthread.h>
 
 #include <ctype.h>
 #include <stdio.h>
@@ -352,6 +356,60 @@ static int rewrite(const struct gaz_store *s, const char *path, char *key, struc
 	return 0;
 }
 
+/* ------------------------------------------------------------- metrics */
+
+/* Gazette's store metrics (broker/stores/stores.go; facts §5.7), labelled
+ * by the store URL as given. Families are registered on first use in the
+ * process-wide registry, so every program linking the store gets them. */
+static struct gaz_metric *m_op_total, *m_op_seconds, *m_put_bytes, *m_list_items;
+static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
+
+static void metrics_init(void)
+{
+	static const double secs[] = {0.01, 0.04, 0.16, 0.64, 2.56, 10.24};
+	static const double items[] = {10, 40, 160, 640, 2560, 10240};
+	struct gaz_metrics *r = gaz_metrics_default();
+
+	m_op_total = gaz_metrics_counter(r, "gazette_store_operation_total",
+					 "Total number of store operations", "store,operation,status");
+	m_op_seconds = gaz_metrics_histogram(r, "gazette_store_operation_duration_seconds",
+					     "Duration of store operations in seconds",
+					     "store,operation,status", secs, 6);
+	m_put_bytes = gaz_metrics_counter(r, "gazette_store_put_bytes_total",
+					  "Total number of bytes put to the store", "store,encoding");
+	m_list_items = gaz_metrics_histogram(r, "gazette_store_list_items_count",
+					     "Number of items returned by list operations", "store",
+					     items, 6);
+}
+
+/* Records one operation that started at `t0_ns` (monotonic) and ended
+ * with `rc`; returns rc. */
+static int op_done(struct gaz_store *s, const char *op, int64_t t0_ns, int rc)
+{
+	const char *status = rc ? "error" : "success";
+
+	pthread_once(&metrics_once, metrics_init);
+	gaz_metric_inc(gaz_metric_with(m_op_total, s->url.raw, op, status));
+	gaz_metric_observe(gaz_metric_with(m_op_seconds, s->url.raw, op, status),
+			   (double)(gaz_mono_ns() - t0_ns) / 1e9);
+	return rc;
+}
+
+/* Counts listed objects for gazette_store_list_items_count. */
+struct list_count {
+	gaz_store_list_fn cb;
+	void *arg;
+	int64_t n;
+};
+
+static int list_count_cb(void *arg, const struct gaz_store_obj *obj, struct gaz_status *st)
+{
+	struct list_count *lc = arg;
+
+	lc->n++;
+	return lc->cb(lc->arg, obj, st);
+}
+
 int gaz_store_list(struct gaz_store *s, const char *prefix, gaz_store_list_fn cb, void *arg,
 		   struct gaz_status *st)
 {
@@ -362,7 +420,11 @@ int gaz_store_list(struct gaz_store *s, const char *prefix, gaz_store_list_fn cb
 		return rc;
 	if (*key && key[strlen(key) - 1] != '/')
 		return gaz_status_set(st, GAZ_EINVAL, "list prefix \"%s\" must end in '/'", key);
-	return s->ops->list(s, key, cb, arg, st);
+	struct list_count lc = {cb, arg, 0};
+	int64_t t0 = gaz_mono_ns();
+	rc = op_done(s, "list", t0, s->ops->list(s, key, list_count_cb, &lc, st));
+	gaz_metric_observe(gaz_metric_with(m_list_items, s->url.raw), (double)lc.n);
+	return rc;
 }
 
 int gaz_store_exists(struct gaz_store *s, const char *path, bool *exists, struct gaz_status *st)
@@ -370,8 +432,10 @@ int gaz_store_exists(struct gaz_store *s, const char *path, bool *exists, struct
 	char key[GAZ_STORE_KEY_MAX];
 	int rc = rewrite(s, path, key, st);
 
+	int64_t t0 = gaz_mono_ns();
+
 	*exists = false;
-	return rc ? rc : s->ops->exists(s, key, exists, st);
+	return rc ? rc : op_done(s, "exists", t0, s->ops->exists(s, key, exists, st));
 }
 
 int gaz_store_get(struct gaz_store *s, const char *path, int64_t off,
@@ -383,7 +447,8 @@ int gaz_store_get(struct gaz_store *s, const char *path, int64_t off,
 	*out = NULL;
 	if (!rc && off < 0)
 		rc = gaz_status_set(st, GAZ_EINVAL, "negative offset %lld", (long long)off);
-	return rc ? rc : s->ops->get(s, key, off, out, st);
+	int64_t t0 = gaz_mono_ns();
+	return rc ? rc : op_done(s, "get", t0, s->ops->get(s, key, off, out, st));
 }
 
 int gaz_store_reader_read(void *r, void *buf, size_t cap, size_t *n, struct gaz_status *st)
@@ -406,7 +471,16 @@ int gaz_store_put(struct gaz_store *s, const char *path, int fd, int64_t len,
 
 	if (!rc && len < 0)
 		rc = gaz_status_set(st, GAZ_EINVAL, "negative length %lld", (long long)len);
-	return rc ? rc : s->ops->put(s, key, fd, len, content_encoding, st);
+	if (rc)
+		return rc;
+	int64_t t0 = gaz_mono_ns();
+	rc = op_done(s, "put", t0, s->ops->put(s, key, fd, len, content_encoding, st));
+	if (!rc)
+		gaz_metric_add(gaz_metric_with(m_put_bytes, s->url.raw,
+					       content_encoding && *content_encoding ? content_encoding
+										    : "none"),
+			       len);
+	return rc;
 }
 
 int gaz_store_remove(struct gaz_store *s, const char *path, struct gaz_status *st)
@@ -414,7 +488,8 @@ int gaz_store_remove(struct gaz_store *s, const char *path, struct gaz_status *s
 	char key[GAZ_STORE_KEY_MAX];
 	int rc = rewrite(s, path, key, st);
 
-	return rc ? rc : s->ops->remove(s, key, st);
+	int64_t t0 = gaz_mono_ns();
+	return rc ? rc : op_done(s, "remove", t0, s->ops->remove(s, key, st));
 }
 
 int gaz_store_sign_get(struct gaz_store *s, const char *path, int64_t ttl_s, char **url,
@@ -426,7 +501,8 @@ int gaz_store_sign_get(struct gaz_store *s, const char *path, int64_t ttl_s, cha
 	*url = NULL;
 	if (!rc && ttl_s <= 0)
 		rc = gaz_status_set(st, GAZ_EINVAL, "signature TTL must be positive");
-	return rc ? rc : s->ops->sign_get(s, key, ttl_s, url, st);
+	int64_t t0 = gaz_mono_ns();
+	return rc ? rc : op_done(s, "signget", t0, s->ops->sign_get(s, key, ttl_s, url, st));
 }
 
 /* ------------------------------------------------------------ list_all */

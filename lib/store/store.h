@@ -21,6 +21,14 @@
  * failures and, for file stores, a missing base directory. GAZ_ENOTFOUND
  * for absent objects; GAZ_EIO for other I/O; GAZ_EINVAL for bad input.
  *
+ * Metrics: list, exists, get (opening), put, remove and sign_get are
+ * counted as Gazette counts them (broker/stores/active_store.go):
+ * gazette_store_operation_total and _duration_seconds{store, operation,
+ * status=success|error}, gazette_store_put_bytes_total{store, encoding}
+ * ("none" without a content encoding) and gazette_store_list_items_count
+ * {store}, labelled by the store URL as given, in the process-wide
+ * registry (lib/common/metrics.h).
+ *
  * Thread safety: a gaz_store is immutable after open and reference
  * counted; every operation may run concurrently from any thread. The file
  * backend keeps no mutable state.

@@ -12,7 +12,11 @@
  *       "fail SEQ CODE MESSAGE". Exit 1 if any failed.
  *   client-probe read    ADDR JOURNAL OFFSET END
  *       a retrying, blocking reader of [OFFSET, END); the bytes go to
- *       stdout, events to stderr. Exit 1 on error.
+ *       stdout, events to stderr. Exit 1 on error. PROBE_DO_NOT_PROXY=1
+ *       makes it a do_not_proxy reader (persisted fragments are fetched
+ *       by URL), PROBE_BLOCK=0 non-blocking (ends at the write head with
+ *       "tail at OFFSET" on stderr), PROBE_RETRY=0 surfaces the first
+ *       error instead of retrying.
  *   client-probe service ADDR JOURNALS THREADS RECORDS SIZE [BUFFER]
  *       THREADS threads each queue RECORDS appends to an AppendService,
  *       record i of thread t going to journal (t + i) % n of the
@@ -109,7 +113,9 @@ static int cmd_append(char **argv, int argc)
 
 static int cmd_read(char **argv, int argc)
 {
-	struct gaz_read_opts o = {.block = true, .retry = true};
+	struct gaz_read_opts o = {.block = env_int("PROBE_BLOCK", 1) != 0,
+				  .retry = env_int("PROBE_RETRY", 1) != 0,
+				  .do_not_proxy = env_int("PROBE_DO_NOT_PROXY", 0) != 0};
 	struct gaz_status st = {0};
 	struct gaz_reader *r;
 	struct gaz_client *c;
@@ -130,11 +136,15 @@ static int cmd_read(char **argv, int argc)
 		size_t n = 0;
 
 		rc = gaz_reader_read(r, buf, sizeof(buf), &n, &st);
-		if (rc == 0 && fwrite(buf, 1, n, stdout) != n)
+		if (rc == 0 && (fwrite(buf, 1, n, stdout) != n || fflush(stdout)))
 			rc = GAZ_EIO;
 		else if (rc == GAZ_READ_JUMP)
 			fprintf(stderr, "jump to %lld\n", (long long)gaz_reader_offset(r));
+		else if (rc == GAZ_READ_TAIL)
+			break;
 	}
+	if (rc == GAZ_READ_TAIL)
+		fprintf(stderr, "tail at %lld\n", (long long)gaz_reader_offset(r));
 	fflush(stdout);
 	if (rc < 0)
 		fprintf(stderr, "client-probe: read failed at %lld: %s\n",

@@ -302,6 +302,56 @@ static void test_fragment_intervals(void **state)
 	fixture_release(&f);
 }
 
+/* Expected values from Go's text/template and time.Format (go1 toolchain)
+ * over Gazette's struct{Spool; *JournalSpec}, at 2019-11-19T22:04:05.123456789Z
+ * and at the zero value. */
+static void test_postfix_template_exec(void **state)
+{
+	static const struct {
+		const char *tpl, *want, *want_zero;
+	} cases[] = {
+		{"date={{ .Spool.FirstAppendTime.Format \"2006-01-02\" }}/hour={{ .Spool.FirstAppendTime.Format \"15\" }}",
+		 "date=2019-11-19/hour=22", "date=0001-01-01/hour=00"},
+		{"{{ .FirstAppendTime.Format \"Mon Jan _2 3:4:5 PM 2006 002 06 MST -0700 Z07:00 .000 .999\" }}",
+		 "Tue Nov 19 10:4:5 PM 2019 323 19 UTC +0000 Z .123 .123",
+		 "Mon Jan  1 12:0:0 AM 0001 001 01 UTC +0000 Z .000 "},
+		{"{{- .Spool.Begin -}} / {{ .End }}-{{ .Journal }}-{{ .Name }}-{{ .Replication }}",
+		 "1024/ 2048-a/b-a/b-3", "0/ 0---0"},
+		{"{{/* c */}}{{ .Spool.FirstAppendTime.Unix }}-{{ .FirstAppendTime.YearDay }}-{{ \"x\\\"y\" }}",
+		 "1574201045-323-x\"y", "-62135596800-1-x\"y"},
+		{"{{ .Spool.FirstAppendTime.Format \"January Monday 01/02 03 04 05.000000 pm\" }}",
+		 "November Tuesday 11/19 10 04 05.123456 pm", "January Monday 01/01 12 00 00.000000 am"},
+		{"", "", ""},
+	};
+	struct gaz_postfix_data d = {"a/b", 1024, 2048, INT64_C(1574201045123456789), 3};
+	struct gaz_postfix_data zero = {0};
+	struct gaz_status st = {0};
+	char out[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(gaz_postfix_template_exec(cases[i].tpl, &d, out, sizeof(out), &st), 0);
+		assert_string_equal(out, cases[i].want);
+		assert_int_equal(gaz_postfix_template_exec(cases[i].tpl, &zero, out, sizeof(out), &st), 0);
+		assert_string_equal(out, cases[i].want_zero);
+	}
+	/* Outside the subset, and invalid: a clear error, nothing written. */
+	static const char *const bad[] = {"{{ .Labels }}", "{{ .Spool.FirstAppendTime | printf \"%s\" }}",
+					  "{{if .Begin}}x{{end}}", "{{ .FirstAppendTime.Format 7 }}"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&st, 0, sizeof(st));
+		assert_int_equal(gaz_postfix_template_exec(bad[i], &d, out, sizeof(out), &st), GAZ_EINVAL);
+		assert_non_null(strstr(st.msg, "unsupported action"));
+	}
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(gaz_postfix_template_exec("{{ .A", &d, out, sizeof(out), &st), GAZ_EINVAL);
+	assert_string_equal(st.msg, "template: postfix:1: unclosed action");
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(gaz_postfix_template_exec("{{ .Journal }}{{ .Journal }}", &d, out, 5, &st),
+			 GAZ_EINVAL);
+	assert_non_null(strstr(st.msg, "too long"));
+}
+
 static void test_postfix_template(void **state)
 {
 	static const struct {
@@ -415,6 +465,7 @@ int main(void)
 		cmocka_unit_test(test_fragment_stores),
 		cmocka_unit_test(test_fragment_intervals),
 		cmocka_unit_test(test_postfix_template),
+		cmocka_unit_test(test_postfix_template_exec),
 		cmocka_unit_test(test_store_urls),
 		cmocka_unit_test(test_media_types),
 	};
