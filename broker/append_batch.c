@@ -176,6 +176,7 @@ static void respond_as_member(struct append_ctx *a)
 	} else {
 		a->commit_begin = e->begin;
 		a->commit_end = e->end;
+		a->commit_codec = e->codec;
 		memcpy(a->commit_sum, e->sum, sizeof(a->commit_sum));
 		a->total_chunks = (int64_t)a->pre.n - 1;
 		gaz__append_respond_commit(a);
@@ -254,7 +255,7 @@ void gaz__append_answer_parked(struct append_ctx *a, struct gaz_batch_entry *e)
 	} else {
 		pa.commit_begin = e->begin;
 		pa.commit_end = e->end;
-		pa.commit_codec = a->commit_codec;
+		pa.commit_codec = e->codec;
 		memcpy(pa.commit_sum, e->sum, sizeof(pa.commit_sum));
 		gaz__append_respond_commit(&pa);
 	}

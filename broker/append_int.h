@@ -20,6 +20,7 @@ struct gaz_batch_entry {
 	char msg[128];
 	int64_t begin, end;
 	uint8_t sum[20];
+	int codec;                         /* of the fragment it was committed to */
 };
 
 /* The client's messages read before the append took the token

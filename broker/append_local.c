@@ -481,6 +481,7 @@ static void batch_answer(struct append_ctx *a, struct gaz_batch_link **links, si
 		struct gaz_batch_entry *e = entry_of(links[i]);
 		e->code = code;
 		e->status = status;
+		e->codec = a->commit_codec;
 		snprintf(e->msg, sizeof(e->msg), "%s", msg ? msg : "");
 		if (links[i]->parked) {
 			gaz__append_answer_parked(a, e);
