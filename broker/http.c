@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "fragment/fragment.h"
+#include "protocol/validate.h"
 
 static int ready(struct gaz_http_req *req, struct gaz_http_resp *resp, void *arg)
 {
@@ -112,6 +113,8 @@ static int gateway_get(struct gaz_http_req *req, struct gaz_http_resp *resp, str
 					   block ? block : "false");
 	rr.block = block && !strcasecmp(block, "true");
 	rr.metadata_only = head;
+	if (gaz_validate_read_request(&rr, &st)) /* Gazette: 400 with the reason */
+		return gaz_http_resp_error(resp, 400, "%s", st.msg);
 	s = gaz_rpc_stream_open(loopback(b), "/protocol.Journal/Read", GAZ_DEADLINE_NEVER, true, NULL,
 				&st);
 	if (!s || gaz_rpc_stream_send(s, &rr.base) || gaz_rpc_stream_close_send(s)) {

@@ -14,10 +14,18 @@
 #   scripts/etcd-test.sh run CMD...   start, run CMD with GAZ_TEST_ETCD set
 #                                     to the endpoint, stop; CMD's status
 #
+# The binary is $ETCD, else the etcd 3.6 scripts/deps.sh builds into the
+# cache (the version the tests and Gazette's broker expect), else the
+# etcd on PATH.
+#
 # Exit status: 0, or 1 with the tail of the etcd log on stderr.
 set -eu
 
-ETCD=${ETCD:-etcd}
+if [ -z "${ETCD:-}" ]; then
+	ETCD=etcd
+	cached=$("$(dirname "$0")/deps.sh" --etcd-dir 2>/dev/null)/etcd || true
+	[ -x "$cached" ] && ETCD=$cached
+fi
 
 # shellcheck source=scripts/rig-lib.sh
 . "$(dirname "$0")/rig-lib.sh"

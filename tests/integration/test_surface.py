@@ -64,12 +64,18 @@ def test_http_gateway(cluster):
         assert False, "expected 404"
     except urllib.error.HTTPError as e:
         assert e.code == 404
-    for bad in ("/gw/j?offset=abc", "/gw/j?offset=-5", "/", "/gw/j?block=maybe"):
+    for bad in ("/gw/j?offset=abc", "/gw/j?offset=-5", "/", "/gw/j?block=maybe", "/Bad%20Name",
+                "/gw/j/"):
         try:
             urllib.request.urlopen(b.address + bad, timeout=10)
             assert False, "expected 400 for " + bad
         except urllib.error.HTTPError as e:
             assert e.code == 400, (bad, e.code)
+    # An invalid journal name is told as Gazette tells it.
+    try:
+        urllib.request.urlopen(b.address + "/Bad%20Name", timeout=10)
+    except urllib.error.HTTPError as e:
+        assert "not a valid token" in e.read().decode()
     try:
         urllib.request.urlopen(b.address + "/gw/j?offset=9&block=false", timeout=10)
         assert False, "expected 416"
