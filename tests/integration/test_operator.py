@@ -138,24 +138,29 @@ def test_apply_update_and_delete_with_retain(env):
 def test_delete_policy_suspends_persists_then_deletes(env):
     env.apply("d", "k8s/delete/d", deletionPolicy="Delete")
     wait_for(lambda: env.ready("d"), 20, "Ready")
-    data = b"".join(b"line %06d\n" % i for i in range(5000))
-    env.gazctl("append", "-l", "name=k8s/delete/d", input=data)
-    # Nothing is persisted yet: the fragment is still the broker's spool.
+    # A journal's first write is persisted at once (case BR-01); what
+    # follows stays in the broker's spool until the fragment closes.
+    seed = b"seed\n"
+    env.gazctl("append", "-l", "name=k8s/delete/d", input=seed)
+    wait_for(lambda: env.cr("d")["status"].get("persistedThrough") == len(seed), 20,
+             "first write persisted")
+    data = seed + b"".join(b"line %06d\n" % i for i in range(5000))
+    env.gazctl("append", "-l", "name=k8s/delete/d", input=data[len(seed):])
     frag_dir = os.path.join(env.cluster.file_root, "k8s/delete/d")
-    assert not os.path.exists(frag_dir) or not os.listdir(frag_dir)
+    assert len(os.listdir(frag_dir)) == 1  # the seed's fragment only
     wait_for(lambda: env.cr("d")["status"].get("writeHead") == len(data), 20, "status writeHead")
-    assert env.cr("d")["status"]["persistedThrough"] == 0
+    assert env.cr("d")["status"]["persistedThrough"] == len(seed)
 
     env.k("delete", "journalspec", "d", "--timeout=60s")
     assert env.cr("d") is None
     assert "k8s/delete/d" not in env.journals()
     assert env.etcd_item("k8s/delete/d") == ""
-    # Every byte reached the store before the spec went.
-    files = os.listdir(frag_dir)
-    assert len(files) == 1, files
-    begin, end = files[0].split("-")[:2]
-    assert (int(begin, 16), int(end, 16)) == (0, len(data))
-    assert open(os.path.join(frag_dir, files[0]), "rb").read() == data
+    # Every byte reached the store before the spec went: the seed's
+    # fragment and the rest, end to end.
+    files = sorted(os.listdir(frag_dir))
+    spans = [tuple(int(x, 16) for x in f.split("-")[:2]) for f in files]
+    assert spans == [(0, len(seed)), (len(seed), len(data))], files
+    assert b"".join(open(os.path.join(frag_dir, f), "rb").read() for f in files) == data
     assert "Deleted" in env.events("d")
 
 
@@ -285,14 +290,16 @@ def test_status_and_printer_columns(env):
     wait_for(lambda: env.ready("st"), 20, "Ready")
     env.gazctl("append", "-l", "name=k8s/status/j", input=b"x" * 1000)
     wait_for(lambda: env.cr("st")["status"].get("writeHead") == 1000, 20, "write head")
+    # The journal's first write reaches the store at once (case BR-01).
+    wait_for(lambda: env.cr("st")["status"].get("persistedThrough") == 1000, 20, "persisted")
     st = env.cr("st")["status"]
     member = "%s/%s" % (env.broker.zone, env.broker.id)
     assert st["primary"] == member and st["replicas"] == [member]
-    assert st["suspend"] == "NONE" and st["persistedThrough"] == 0 and "lastError" not in st
+    assert st["suspend"] == "NONE" and "lastError" not in st
     assert st["lastSyncTime"].endswith("Z")
     table = env.k("get", "gj", "st").stdout.split("\n")
     assert table[0].split() == ["NAME", "JOURNAL", "REPLICATION", "PRIMARY", "WRITE", "HEAD", "PERSISTED", "READY", "AGE"]
-    assert table[1].split()[:7] == ["st", "k8s/status/j", "1", member, "1000", "0", "True"]
+    assert table[1].split()[:7] == ["st", "k8s/status/j", "1", member, "1000", "1000", "True"]
     # Operator endpoints.
     assert env.op.http("/healthz") == (200, "ok")
     code, text = env.op.http("/metrics")
