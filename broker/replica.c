@@ -166,41 +166,6 @@ static void queue_remove(struct gaz_replica *r, struct gaz_token_waiter *w)
 		}
 }
 
-int gaz_replica_acquire(struct gaz_replica *r, struct gaz_rpc_call *call)
-{
-	struct gaz_token_waiter w = {.call = call}, **tail;
-	int rc = 0;
-
-	pthread_mutex_lock(&r->mu);
-	if (r->dead) {
-		pthread_mutex_unlock(&r->mu);
-		return GAZ_ESTOPPED;
-	}
-	if (!r->token_held && !r->token_queue) {
-		r->token_held = true;
-		pthread_mutex_unlock(&r->mu);
-		return 0;
-	}
-	for (tail = &r->token_queue; *tail; tail = &(*tail)->next)
-		;
-	*tail = &w;
-	while (!w.granted && !r->dead && !rc) {
-		pthread_mutex_unlock(&r->mu);
-		rc = call ? gaz_rpc_wait(call, gaz_deadline_in(1000)) : (usleep(10000), 0);
-		if (rc == GAZ_ETIMEDOUT)
-			rc = 0;
-		pthread_mutex_lock(&r->mu);
-	}
-	if (!w.granted)
-		queue_remove(r, &w);
-	pthread_mutex_unlock(&r->mu);
-	if (w.granted && (rc || r->dead)) {
-		gaz_replica_release(r); /* pass it on */
-		return rc ? rc : GAZ_ESTOPPED;
-	}
-	return w.granted ? 0 : (rc ? rc : GAZ_ESTOPPED);
-}
-
 static void batch_remove(struct gaz_replica *r, struct gaz_batch_link *l)
 {
 	for (struct gaz_batch_link **pp = &r->batch_queue; *pp; pp = &(*pp)->next)
@@ -210,8 +175,9 @@ static void batch_remove(struct gaz_replica *r, struct gaz_batch_link *l)
 		}
 }
 
-int gaz_replica_acquire_queued(struct gaz_replica *r, struct gaz_rpc_call *call,
-			       struct gaz_batch_link *l)
+/* Both acquires: `l`, when not NULL, is queued for group commit along
+ * with the token wait (gaz_replica_acquire_queued). */
+static int acquire(struct gaz_replica *r, struct gaz_rpc_call *call, struct gaz_batch_link *l)
 {
 	struct gaz_token_waiter w = {.call = call}, **tail;
 	struct gaz_batch_link **ltail;
@@ -227,21 +193,23 @@ int gaz_replica_acquire_queued(struct gaz_replica *r, struct gaz_rpc_call *call,
 		pthread_mutex_unlock(&r->mu);
 		return 0;
 	}
-	*l = (struct gaz_batch_link){.waiter = &w, .call = call};
-	for (ltail = &r->batch_queue; *ltail; ltail = &(*ltail)->next)
-		;
-	*ltail = l;
+	if (l) {
+		*l = (struct gaz_batch_link){.waiter = &w, .call = call};
+		for (ltail = &r->batch_queue; *ltail; ltail = &(*ltail)->next)
+			;
+		*ltail = l;
+	}
 	for (tail = &r->token_queue; *tail; tail = &(*tail)->next)
 		;
 	*tail = &w;
-	while (!w.granted && !l->taken && !r->dead && !rc) {
+	while (!w.granted && !(l && l->taken) && !r->dead && !rc) {
 		pthread_mutex_unlock(&r->mu);
-		rc = gaz_rpc_wait(call, gaz_deadline_in(1000));
+		rc = call ? gaz_rpc_wait(call, gaz_deadline_in(1000)) : (usleep(10000), 0);
 		if (rc == GAZ_ETIMEDOUT)
 			rc = 0;
 		pthread_mutex_lock(&r->mu);
 	}
-	if (l->taken) {
+	if (l && l->taken) {
 		/* The taker reads our content until it is done with it. */
 		while (!l->done) {
 			pthread_mutex_unlock(&r->mu);
@@ -252,15 +220,27 @@ int gaz_replica_acquire_queued(struct gaz_replica *r, struct gaz_rpc_call *call,
 		pthread_mutex_unlock(&r->mu);
 		return 1;
 	}
-	batch_remove(r, l);
+	if (l)
+		batch_remove(r, l);
 	if (!w.granted)
 		queue_remove(r, &w);
 	pthread_mutex_unlock(&r->mu);
 	if (w.granted && (rc || r->dead)) {
-		gaz_replica_release(r);
+		gaz_replica_release(r); /* pass it on */
 		return rc ? rc : GAZ_ESTOPPED;
 	}
 	return w.granted ? 0 : (rc ? rc : GAZ_ESTOPPED);
+}
+
+int gaz_replica_acquire(struct gaz_replica *r, struct gaz_rpc_call *call)
+{
+	return acquire(r, call, NULL);
+}
+
+int gaz_replica_acquire_queued(struct gaz_replica *r, struct gaz_rpc_call *call,
+			       struct gaz_batch_link *l)
+{
+	return acquire(r, call, l);
 }
 
 bool gaz_replica_park(struct gaz_replica *r, struct gaz_batch_link *l)
