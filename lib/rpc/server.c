@@ -1218,10 +1218,14 @@ int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
 		n = 1; /* initial metadata travels with the first message */
 	call->md_sent = true;
 	ops[1].data.send_message.send_message = bb;
+	/* Before the start: the completion (on a poller, while call_start
+	 * has mu released) frees it. */
+	call->send_bb = bb;
 	if (call_start(call, &call->send_op, ops + 1 - n, (size_t)n + 1) == 0) {
-		call->send_bb = bb; /* freed once the send completed */
 		bb = NULL;
 		ok = 1;
+	} else {
+		call->send_bb = NULL;
 	}
 out:
 	pthread_mutex_unlock(&call->mu);
