@@ -29,7 +29,10 @@
  *                                          done), then by policy:
  *   deletionPolicy Retain               -> drop the finalizer; item stays
  *   Delete, another CR claims the name  -> hand over: as Retain
- *   Delete -> suspend through the primary (SUSPEND_NOW: the spool rolls
+ *   Delete -> make the journal read-only (flags O_RDONLY: appends stop;
+ *             a plain append would lift a suspension), then while any
+ *             fragment is unpersisted (or, with no stores, until
+ *             suspended): suspend through the primary (SUSPEND_NOW: the spool rolls
  *             and goes to the persister; suspend PARTIAL, or FULL when
  *             empty, is written into the spec) -> wait until ListFragments
  *             shows every fragment persisted -> delete the item comparing
@@ -421,15 +424,31 @@ static int delete_item(struct recon *r, bool *done, char *why, size_t cap, struc
 	bool stores = it.spec && it.spec->fragment && it.spec->fragment->n_stores;
 	if (!it.exists) {
 		*done = true;
-	} else if (it.spec && level == PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__NONE) {
-		if (!r->op->cfg.broker_address[0])
+	} else if (it.spec && it.spec->flags != PROTOCOL__JOURNAL_SPEC__FLAG__O_RDONLY &&
+		   level != PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__FULL) {
+		/* Writers first: read-only, appends answer NOT_ALLOWED and
+		 * commit nothing more. (A plain append still lifts a
+		 * suspension, as in Gazette, so a suspension alone would not
+		 * hold while writers write.) */
+		uint32_t flags = it.spec->flags;
+		int64_t rev = 0;
+		it.spec->flags = PROTOCOL__JOURNAL_SPEC__FLAG__O_RDONLY;
+		rc = gaz_item_put(r->op, it.spec, it.mod_revision, &applied, &rev, st);
+		it.spec->flags = flags;
+		if (!rc)
+			snprintf(why, cap, "making journal %s read-only before deleting it", r->journal);
+	} else if (it.spec && (stores || level == PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__NONE) &&
+		   (!stores || (rc = gaz_broker_fragments(r->op, r->journal, &fs, st)) ||
+		    fs.unpersisted)) {
+		/* Suspending rolls the spool, so its content goes to the
+		 * persister; then wait until every fragment is in a store. */
+		bool suspend = level == PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__NONE;
+		if (!rc && suspend && !r->op->cfg.broker_address[0])
 			rc = gaz_status_set(st, GAZ_EINVAL, "deletionPolicy Delete needs --broker.address "
 					    "to suspend journal %s before deleting it", r->journal);
-		else if ((rc = gaz_broker_suspend(r->op, r->journal, st)) == 0)
+		else if (!rc && suspend && (rc = gaz_broker_suspend(r->op, r->journal, st)) == 0)
 			snprintf(why, cap, "suspending journal %s", r->journal);
-	} else if (level == PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__PARTIAL && stores &&
-		   ((rc = gaz_broker_fragments(r->op, r->journal, &fs, st)) || fs.unpersisted)) {
-		if (!rc)
+		else if (!rc && !suspend)
 			snprintf(why, cap, "waiting for %zu fragment(s) of %s to be persisted",
 				 fs.unpersisted, r->journal);
 	} else if ((rc = gaz_item_delete(r->op, r->journal, it.mod_revision, &applied, st)) == 0) {
