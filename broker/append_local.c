@@ -229,6 +229,16 @@ static void rate_credit(struct rate *rt, int64_t bytes)
 	rt->at_ns = now;
 }
 
+/* The append rate limit in bytes/s (0 = none): the journal's
+ * max_append_rate, lowered by --broker.max-append-rate when that is
+ * smaller; a journal without a limit stays unlimited (facts §2.1.1). */
+static int64_t max_rate(const struct append_ctx *a)
+{
+	int64_t spec = a->res.spec->max_append_rate, flag = a->b->cfg.max_append_rate;
+
+	return spec && flag && flag < spec ? flag : spec;
+}
+
 /* Max-rate flow control: waits until the replica's balance covers `len`.
  * Returns true if the chunk was delayed. */
 static bool rate_debit(struct append_ctx *a, struct rate *rt, int64_t len)
@@ -285,9 +295,7 @@ static int stream_content(struct append_ctx *a, EVP_MD_CTX *sha)
 	bool intent = false;
 
 	rt.spent = rt.min_rate;
-	rt.max_rate = spec->max_append_rate;
-	if (a->b->cfg.max_append_rate && rt.max_rate && a->b->cfg.max_append_rate < rt.max_rate)
-		rt.max_rate = a->b->cfg.max_append_rate;
+	rt.max_rate = max_rate(a);
 	for (;;) {
 		Protocol__AppendRequest *m = NULL;
 		struct gaz_status st = {0};
@@ -399,8 +407,6 @@ static int commit(struct append_ctx *a, EVP_MD_CTX *sha)
 
 /* ---- group commit (append_batch.c queues the members) ------------------- */
 
-static int commit(struct append_ctx *a, EVP_MD_CTX *sha);
-
 #define BATCH_MAX_MEMBERS 256
 #define BATCH_MAX_BYTES (8 << 20)
 #define BATCH_SLICE_BYTES (1 << 20) /* content per spool write and Replicate message */
@@ -430,14 +436,12 @@ static int write_slice(struct append_ctx *a, const uint8_t *data, size_t len, st
 static int batch_write(struct append_ctx *a, struct gaz_batch_link **links, size_t n)
 {
 	struct gaz_replica *r = a->res.replica;
-	struct rate rt = {.at_ns = gaz_mono_ns(), .max_rate = a->res.spec->max_append_rate};
+	struct rate rt = {.at_ns = gaz_mono_ns(), .max_rate = max_rate(a)};
 	int64_t at = r->spool.fragment.end + r->spool.delta;
 	uint8_t *joined = NULL;
 	size_t used = 0;
 	int rc = 0;
 
-	if (a->b->cfg.max_append_rate && (!rt.max_rate || a->b->cfg.max_append_rate < rt.max_rate))
-		rt.max_rate = a->b->cfg.max_append_rate;
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct gaz_batch_entry *e = entry_of(links[i]);
 		e->begin = at;
@@ -474,7 +478,6 @@ static void batch_answer(struct append_ctx *a, struct gaz_batch_link **links, si
 			 int status, const char *msg)
 {
 	struct gaz_replica *r = a->res.replica;
-
 	size_t threaded = 0;
 
 	for (size_t i = 1; i < n; i++) {

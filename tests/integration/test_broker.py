@@ -282,3 +282,23 @@ def test_debug_endpoints(one):
     assert urllib.request.urlopen(b.address + "/debug/ready").status == 200
     body = urllib.request.urlopen(b.address + "/debug/metrics").read().decode()
     assert "process_resident_memory_bytes" in body
+
+
+def test_broker_max_append_rate_only_lowers_a_journal_limit(cluster):
+    """--broker.max-append-rate lowers a journal's own non-zero
+    max_append_rate; a journal with none stays unlimited (facts §2.1.1),
+    on the grouped append path as on the streaming one."""
+    b = cluster.start(extra=("--broker.max-append-rate", "1000"))
+    c = Client(b.address)
+    c.apply(spec("rate/free"), spec("rate/capped", max_append_rate=1 << 20))
+    for j in ("rate/free", "rate/capped"):
+        wait_assigned(c, j)
+    for i in range(5):  # small plain appends: the grouped path
+        r = c.append("rate/free", b"x" * 4096)
+        assert r.status == pb.OK and r.delayed_chunks == 0, r
+    delayed = 0
+    for i in range(5):  # the flag (1000 B/s) lowers the journal's 1 MiB/s
+        r = c.append("rate/capped", b"y" * 4096)
+        assert r.status == pb.OK, r
+        delayed += r.delayed_chunks
+    assert delayed > 0
