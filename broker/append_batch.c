@@ -63,21 +63,31 @@ static bool push_msg(struct append_prefetch *p, Protocol__AppendRequest *m)
 	return true;
 }
 
-/* The prefetched messages form one complete groupable request: content
- * chunks (valid, non-empty, none naming a journal), then the empty
- * commit intent, then EOF. */
-static bool complete_request(const struct append_prefetch *p)
+/* One message after the first, in a groupable request: content chunks
+ * (valid, none naming a journal), the empty commit intent last. Returns
+ * false for anything else, *intent set by the intent. */
+static bool next_chunk_ok(const Protocol__AppendRequest *m, bool *intent)
 {
 	struct gaz_status st = {0};
 
-	if (p->end_rc != GAZ_EOF || p->n < 2 || p->msgs[p->n - 1]->content.len != 0)
+	if (*intent || m->journal[0] || gaz_validate_append_request(m, &st))
 		return false;
-	for (size_t i = 0; i + 1 < p->n; i++) {
-		const Protocol__AppendRequest *m = p->msgs[i];
-		if (m->content.len == 0 || m->journal[0] || gaz_validate_append_request(m, &st))
+	*intent = m->content.len == 0;
+	return true;
+}
+
+/* The prefetched messages form one complete groupable request: content
+ * chunks, then the empty commit intent, then EOF. */
+static bool complete_request(const struct append_prefetch *p)
+{
+	bool intent = false;
+
+	if (p->end_rc != GAZ_EOF || p->n < 2)
+		return false;
+	for (size_t i = 0; i < p->n; i++)
+		if (!next_chunk_ok(p->msgs[i], &intent))
 			return false;
-	}
-	return gaz_validate_append_request(p->msgs[p->n - 1], &st) == 0 && !p->msgs[p->n - 1]->journal[0];
+	return intent;
 }
 
 static int make_entry(struct append_ctx *a)
@@ -290,11 +300,9 @@ static Protocol__AppendRequest *peek_request(struct gaz_rpc_call *call, uint8_t 
 		uint8_t *grown;
 		if ((rc = gaz_rpc_peek(call, i, d, (ProtobufCMessage **)&m)) == GAZ_EOF)
 			break;
-		if (rc || intent || m->journal[0] || gaz_validate_append_request(m, &st))
+		if (rc || !next_chunk_ok(m, &intent))
 			goto fail;
-		if (m->content.len == 0) {
-			intent = true;
-		} else {
+		if (!intent) {
 			if (!(grown = realloc(*data, *len + m->content.len)))
 				goto fail;
 			memcpy(grown + *len, m->content.data, m->content.len);
