@@ -389,7 +389,7 @@ static int serve(struct gaz_broker *b, sigset_t *sigs)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&b->cond, &ca);
-	if ((rc = configure(b, &st)) || (rc = gaz_rpc_init(2)) || (rc = start_serving(b, &st)) ||
+	if ((rc = configure(b, &st)) || (rc = gaz_rpc_init(gaz_rpc_default_pollers())) || (rc = start_serving(b, &st)) ||
 	    (rc = start_keyspace(b, sigs, &st)))
 		goto fail;
 	gaz_keyspace_set_observer(b->ks, on_keyspace, b);

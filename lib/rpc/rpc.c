@@ -12,6 +12,7 @@
 #include "rpc/rpc_int.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
@@ -69,6 +70,15 @@ int gaz_rpc_init(int pollers)
 		return GAZ_ENOMEM;
 	}
 	return 0;
+}
+
+int gaz_rpc_default_pollers(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return 1;
+	return CPU_COUNT(&set) >= 4 ? 2 : 1;
 }
 
 void gaz_rpc_shutdown(void)

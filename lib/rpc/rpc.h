@@ -53,6 +53,13 @@ enum {
  * Returns 0 or GAZ_EINVAL. */
 int gaz_rpc_init(int pollers);
 
+/* gaz_rpc_default_pollers is the poller count for a server process: 1 when
+ * the process may run on fewer than 4 CPUs (its affinity mask), else 2.
+ * Each event a poller takes wakes it from epoll; a second poller on a small
+ * machine mostly adds wake-ups and context switches (docs/decisions.md,
+ * "One grpc poller on small machines"). */
+int gaz_rpc_default_pollers(void);
+
 /* gaz_rpc_shutdown stops the pollers and grpc. All servers, channels and
  * calls must have been freed. */
 void gaz_rpc_shutdown(void);
