@@ -239,7 +239,7 @@ static int gateway(struct gaz_http_req *req, struct gaz_http_resp *resp, void *a
 		return gateway_get(req, resp, arg);
 	if (!strcmp(req->method, "PUT"))
 		return gateway_put(req, resp, arg);
-	return gaz_http_resp_error(resp, 400, "unknown method");
+	return gaz_http_resp_error(resp, 400, "unknown method: %s", req->method); /* as Gazette */
 }
 
 void gaz_http_conn(int fd, const char *peer, void *arg)

@@ -81,6 +81,17 @@ def test_http_gateway(cluster):
         assert False, "expected 416"
     except urllib.error.HTTPError as e:
         assert e.code == 416
+    # A method the gateway does not serve is named, as Gazette names it,
+    # and appends nothing.
+    for method in ("POST", "DELETE"):
+        try:
+            urllib.request.urlopen(urllib.request.Request(b.address + "/gw/j", data=b"no",
+                                                          method=method), timeout=10)
+            assert False, "expected 400 for " + method
+        except urllib.error.HTTPError as e:
+            assert e.code == 400 and e.read().decode().strip() == "unknown method: " + method
+    assert urllib.request.urlopen(b.address + "/gw/j?offset=0&block=false",
+                                  timeout=10).headers["X-Write-Head"] == "9"
 
 
 def test_metrics_use_gazette_names(cluster):
