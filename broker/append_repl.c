@@ -75,11 +75,13 @@ static void judge(struct append_ctx *a, Protocol__ReplicateResponse *const *resp
 }
 
 /* Sends `proposal` (acknowledged), applies it locally and gathers the
- * peers' answers into *v. With `release` (a commit), the token is let go
- * between the local apply and the gather, and any answer but OK fails. */
+ * peers' answers into *v. With `commit`, any answer but OK fails; with
+ * `release` too, the token is let go between the local apply and the
+ * gather, so the next append streams while this one awaits its
+ * acknowledgements. */
 static int propose_acked(struct append_ctx *a, const Protocol__Fragment *proposal,
-			 const Protocol__LabelSet *regs, bool release, struct sync_verdict *v,
-			 struct gaz_status *st)
+			 const Protocol__LabelSet *regs, bool commit, bool release,
+			 struct sync_verdict *v, struct gaz_status *st)
 {
 	struct gaz_replica *r = a->res.replica;
 	struct gaz_pipeline *p = r->pipeline;
@@ -97,7 +99,7 @@ static int propose_acked(struct append_ctx *a, const Protocol__Fragment *proposa
 		gaz_pipeline_abandon(p); /* the ticket will never be gathered */
 		rc = gaz_status_set(st, GAZ_EIO, "local spool refused the proposal");
 	}
-	if (!rc && release) {
+	if (!rc && commit && release) {
 		gaz_pipeline_ref(p);
 		gaz_replica_release(r);
 		a->token = NULL;
@@ -105,9 +107,9 @@ static int propose_acked(struct append_ctx *a, const Protocol__Fragment *proposa
 	}
 	if (!rc)
 		rc = gaz_pipeline_gather(p, ticket, resp, st);
-	for (size_t i = 0; !rc && released && i < n; i++)
+	for (size_t i = 0; !rc && commit && i < n; i++)
 		v->failed |= resp[i]->status != PROTOCOL__STATUS__OK;
-	if (!rc && !released)
+	if (!rc && !commit)
 		judge(a, resp, n, v);
 	if (released)
 		gaz_pipeline_unref(p);
@@ -145,7 +147,7 @@ int gaz__append_sync(struct append_ctx *a, int64_t roll_to)
 		int rc;
 		sync_proposal(a, roll_to, &f);
 		gaz_fragment_to_proto(&f, &pf, &sum);
-		rc = propose_acked(a, &pf, r->registers, false, &v, &st);
+		rc = propose_acked(a, &pf, r->registers, false, false, &v, &st);
 		gaz_fragment_release(&f);
 		if (rc || v.failed) {
 			gaz__append_pipeline_fail(a, rc ? st.msg : "a peer refused the sync");
@@ -220,7 +222,12 @@ int gaz__append_replicate_commit(struct append_ctx *a)
 		rc = gaz_spool_next(&r->spool, &next, &st);
 	if (!rc) {
 		gaz_fragment_to_proto(&next, &pf, &sum);
-		rc = propose_acked(a, &pf, regs, true, &v, &st);
+		/* A group commit keeps the token until it is acknowledged:
+		 * appends arriving meanwhile join the next group instead of
+		 * starting a second, smaller transaction beside it (fewer
+		 * proposals, acknowledgements and wake-ups per append;
+		 * docs/decisions.md, "Group commit"). */
+		rc = propose_acked(a, &pf, regs, true, a->batch == NULL, &v, &st);
 	}
 	if (!rc && v.failed)
 		rc = gaz_status_set(&st, GAZ_EPROTO, "a peer did not acknowledge the commit");
