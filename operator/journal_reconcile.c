@@ -17,6 +17,13 @@
  *        otherwise             -> "DriftCorrected" (changed behind our back)
  *   equal, never synced        -> "Adopted" (nothing written)
  *   a lost compare re-reads and tries again (Gazette's Apply semantics).
+ *   A correction of drift (also an item deleted or unreadable: not a
+ *   JournalSpec, another journal's, or failing Gazette's validation) sets
+ *   condition DriftCorrected=True, reason ChangedInEtcd, DeletedFromEtcd
+ *   or UnreadableInEtcd, with what was found, and posts an Event of that
+ *   reason; the condition stays until the next correction.
+ *   etcd unreachable -> Ready=False EtcdUnavailable naming the endpoint,
+ *   an Event, retried every 5 s.
  *   status: Ready, observedGeneration, route, write head, persisted-through.
  *   bucket lifecycle rules from fragment.retention (lifecycle.c):
  *   condition Lifecycle, status.lifecycle; a failure is retried at the
@@ -35,7 +42,11 @@
  *             suspended): suspend through the primary (SUSPEND_NOW: the spool rolls
  *             and goes to the persister; suspend PARTIAL, or FULL when
  *             empty, is written into the spec) -> wait until ListFragments
- *             shows every fragment persisted -> delete the item comparing
+ *             shows every fragment persisted (while waiting, or when the
+ *             suspension or the listing fails, the first store is listed:
+ *             when that fails, Ready=False PersistenceBlocked and a Warning
+ *             Event say why; the item stays until the broker persisted
+ *             everything) -> delete the item comparing
  *             the ModRevision read after that check (an append after it
  *             would have resumed the journal, changing the spec, and the
  *             delete fails and starts over) -> drop the finalizer.
@@ -52,6 +63,7 @@
 #include "operator/lifecycle.h"
 #include "operator/operator.h"
 #include "protocol/validate.h"
+#include "store/store.h"
 
 #define REQUEUE_RACE_MS 100
 #define REQUEUE_WAIT_MS 1000
@@ -257,6 +269,20 @@ static int fail(struct recon *r, const char *reason, const char *msg, int64_t re
 	return 0;
 }
 
+/* Ready=False EtcdUnavailable naming the key and the endpoint. */
+static int etcd_fail(struct recon *r, const char *what, const struct gaz_status *st,
+		     int64_t *requeue)
+{
+	char msg[1000], *key = gaz_ks_item_key(r->op->cfg.etcd_prefix, r->journal);
+
+	snprintf(msg, sizeof(msg), "%s %s in etcd at %s failed: %s", what, key ? key : r->journal,
+		 r->op->cfg.etcd_address, st->msg);
+	free(key);
+	gaz_warn("etcd unavailable", "key=%s journal=%s endpoint=%s err=\"%s\"", r->key, r->journal,
+		 r->op->cfg.etcd_address, st->msg);
+	return fail(r, "EtcdUnavailable", msg, REQUEUE_ERROR_MS, requeue);
+}
+
 static int conflict(struct recon *r)
 {
 	char msg[800];
@@ -298,13 +324,34 @@ static const char *write_reason(const struct recon *r, bool exists)
 {
 	const json_t *og = json_object_get(r->old_status, "observedGeneration");
 
-	if (!exists)
-		return "Created";
 	if (!json_object_get(r->old_status, "etcdModRevision"))
-		return "Adopted";
+		return exists ? "Adopted" : "Created";
 	if (!og || json_integer_value(og) != r->generation)
-		return "Updated";
+		return exists ? "Updated" : "Created";
 	return "DriftCorrected";
+}
+
+/* Records and announces an out-of-band change the write just undid. */
+static void drift(struct recon *r, const struct gaz_item *it, int64_t rev)
+{
+	const char *reason = !it->exists ? "DeletedFromEtcd" : !it->spec ? "UnreadableInEtcd"
+									   : "ChangedInEtcd";
+	char msg[1200], *key = gaz_ks_item_key(r->op->cfg.etcd_prefix, r->journal);
+	const char *k = key ? key : r->journal;
+
+	if (!it->exists)
+		snprintf(msg, sizeof(msg), "%s was deleted from etcd; rewrote it at revision %lld", k,
+			 (long long)rev);
+	else if (!it->spec)
+		snprintf(msg, sizeof(msg), "%s held an unreadable JournalSpec (%s); rewrote it at "
+			 "revision %lld", k, it->decode_err, (long long)rev);
+	else
+		snprintf(msg, sizeof(msg), "%s was changed in etcd; restored the spec at revision %lld",
+			 k, (long long)rev);
+	free(key);
+	gaz_cr_condition(r->status, r->old_status, "DriftCorrected", "True", reason, msg,
+			 r->generation);
+	event(r, it->exists && !it->spec ? "Warning" : "Normal", reason, "%s", msg);
 }
 
 static int apply(struct recon *r, Protocol__JournalSpec *d, struct gaz_item *it, int64_t *requeue)
@@ -319,7 +366,7 @@ static int apply(struct recon *r, Protocol__JournalSpec *d, struct gaz_item *it,
 	if (!it->exists || !it->spec || !gaz_journal_spec_equal(it->spec, d)) {
 		reason = write_reason(r, it->exists);
 		if (gaz_item_put(r->op, d, it->mod_revision, &applied, &rev, &st))
-			return fail(r, "EtcdUnavailable", st.msg, REQUEUE_ERROR_MS, requeue);
+			return etcd_fail(r, "writing", &st, requeue);
 		if (!applied) { /* lost a race: re-read and decide again */
 			*requeue = REQUEUE_RACE_MS;
 			return 0;
@@ -330,12 +377,8 @@ static int apply(struct recon *r, Protocol__JournalSpec *d, struct gaz_item *it,
 	}
 	if (reason && !strcmp(reason, "Adopted"))
 		json_object_set_new(r->status, "adopted", json_true());
-	if (reason && !it->spec && it->exists)
-		event(r, "Normal", reason, "journal \"%s\" had an unreadable spec in etcd (%s); rewrote it",
-		      r->journal, it->decode_err);
-	else if (reason && !strcmp(reason, "DriftCorrected"))
-		event(r, "Normal", reason, "journal \"%s\" was changed in etcd; restored the spec",
-		      r->journal);
+	if (reason && (!strcmp(reason, "DriftCorrected") || (it->exists && !it->spec)))
+		drift(r, it, rev);
 	else if (reason)
 		event(r, "Normal", reason, "journal \"%s\" %s in etcd at revision %lld", r->journal,
 		      !strcmp(reason, "Adopted") ? "adopted" : "written", (long long)rev);
@@ -390,7 +433,7 @@ static int sync(struct recon *r, int64_t *requeue)
 		return 0;
 	if (gaz_item_get(r->op, r->journal, &it, &st)) {
 		protobuf_c_message_free_unpacked(&d->base, NULL);
-		return fail(r, "EtcdUnavailable", st.msg, REQUEUE_ERROR_MS, requeue);
+		return etcd_fail(r, "reading", &st, requeue);
 	}
 	rc = apply(r, d, &it, requeue);
 	if (!rc && !*requeue) {
@@ -408,9 +451,46 @@ static int sync(struct recon *r, int64_t *requeue)
 
 /* ---- deletion ---------------------------------------------------------------- */
 
+static int stop_at_first(void *arg, const struct gaz_store_obj *obj, struct gaz_status *st)
+{
+	(void)arg;
+	(void)obj;
+	(void)st;
+	return GAZ_ECANCELLED;
+}
+
+/* Lists the journal's prefix in its first store, so that a deletion
+ * waiting for persistence can say why the broker cannot persist: the
+ * failure goes to err[cap], "" when the store answers. Only s3:// stores
+ * (a file:// store is the brokers' disk, not the operator's). */
+static void probe_store(struct recon *r, const Protocol__JournalSpec *spec, char *err, size_t cap)
+{
+	struct gaz_status st = {0};
+	struct gaz_store *s = NULL;
+	char prefix[600];
+	const char *url;
+	int rc;
+
+	err[0] = '\0';
+	if (!spec || !spec->fragment || !spec->fragment->n_stores)
+		return;
+	url = spec->fragment->stores[0];
+	if (strncmp(url, "s3://", 5))
+		return;
+	snprintf(prefix, sizeof(prefix), "%s/", r->journal);
+	if ((rc = gaz_store_open(url, NULL, &s, &st)) == 0)
+		rc = gaz_store_list(s, prefix, stop_at_first, NULL, &st);
+	if (rc && rc != GAZ_ECANCELLED)
+		snprintf(err, cap, "fragment store %s is unusable: %s", url, st.msg);
+	gaz_store_unref(s);
+}
+
 /* Suspends, waits for persistence, deletes. *done when the item is gone;
- * otherwise `why` says what is awaited (st->code set on errors). */
-static int delete_item(struct recon *r, bool *done, char *why, size_t cap, struct gaz_status *st)
+ * otherwise `why` says what is awaited (st->code set on errors) and
+ * blocked[cap] what keeps fragments from being persisted ("" if nothing
+ * known). */
+static int delete_item(struct recon *r, bool *done, char *why, char *blocked, size_t cap,
+		       struct gaz_status *st)
 {
 	struct gaz_item it;
 	struct gaz_fragsum fs = {0};
@@ -448,13 +528,26 @@ static int delete_item(struct recon *r, bool *done, char *why, size_t cap, struc
 					    "to suspend journal %s before deleting it", r->journal);
 		else if (!rc && suspend && (rc = gaz_broker_suspend(r->op, r->journal, st)) == 0)
 			snprintf(why, cap, "suspending journal %s", r->journal);
-		else if (!rc && !suspend)
-			snprintf(why, cap, "waiting for %zu fragment(s) of %s to be persisted",
-				 fs.unpersisted, r->journal);
+		else if (!rc && !suspend) {
+			probe_store(r, it.spec, blocked, cap);
+			snprintf(why, cap, "waiting for %zu fragment(s) of %s to be persisted%s%.400s",
+				 fs.unpersisted, r->journal, blocked[0] ? ": " : "", blocked);
+		}
 	} else if ((rc = gaz_item_delete(r->op, r->journal, it.mod_revision, &applied, st)) == 0) {
 		*done = applied;
 		if (!applied)
 			snprintf(why, cap, "journal %s changed while deleting; retrying", r->journal);
+	}
+	if (rc && rc != GAZ_ENOMEM && !*done && it.spec) {
+		/* Suspending or listing failed: when the journal's store is
+		 * what fails, the deletion waits for it (not an error). */
+		probe_store(r, it.spec, blocked, cap);
+		if (blocked[0]) {
+			snprintf(why, cap, "journal %s cannot be suspended and persisted yet: %.300s "
+				 "(broker: %.200s)", r->journal, blocked, st->msg);
+			gaz_status_clear(st);
+			rc = 0;
+		}
 	}
 	gaz_item_release(&it);
 	return rc;
@@ -474,7 +567,7 @@ static int drop_finalizer(struct recon *r, int64_t *requeue)
 static int finalize(struct recon *r, int64_t *requeue)
 {
 	struct gaz_status st = {0};
-	char why[700] = "";
+	char why[700] = "", blocked[600] = "";
 	bool done = false;
 
 	if (!gaz_cr_has_finalizer(r->obj))
@@ -497,14 +590,18 @@ static int finalize(struct recon *r, int64_t *requeue)
 		      "journal \"%s\" is claimed by another JournalSpec; it stays in etcd", r->journal);
 		return drop_finalizer(r, requeue);
 	}
-	if (delete_item(r, &done, why, sizeof(why), &st)) {
+	if (delete_item(r, &done, why, blocked, sizeof(blocked), &st)) {
 		gaz_warn("deleting journal failed", "key=%s journal=%s err=\"%s\"", r->key, r->journal,
 			 st.msg);
 		return fail(r, "DeleteFailed", st.msg, REQUEUE_ERROR_MS, requeue);
 	}
 	if (!done) {
 		gaz_info("deleting journal", "key=%s journal=%s state=\"%s\"", r->key, r->journal, why);
-		set_ready(r, false, "Deleting", why);
+		if (blocked[0] && strcmp(json_string_value(json_object_get(r->old_status,
+									   "lastError")) ?: "", why))
+			event(r, "Warning", "PersistenceBlocked", "deleting journal %s waits: its fragments "
+			      "cannot be persisted, so its spec stays in etcd: %s", r->journal, blocked);
+		set_ready(r, false, blocked[0] ? "PersistenceBlocked" : "Deleting", why);
 		write_status(r);
 		*requeue = REQUEUE_WAIT_MS;
 		return 0;

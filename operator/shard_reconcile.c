@@ -324,6 +324,19 @@ static int fail(struct srecon *r, const char *reason, const char *msg, int64_t r
 	return 0;
 }
 
+/* Ready=False EtcdUnavailable naming the key and the endpoint. */
+static int etcd_fail(struct srecon *r, const char *what, const struct gaz_status *st,
+		     int64_t *requeue)
+{
+	char msg[2400];
+
+	snprintf(msg, sizeof(msg), "%s %s in etcd at %s failed: %s", what, r->item_key,
+		 r->op->cfg.etcd_address, st->msg);
+	gaz_warn("etcd unavailable", "key=%s shard=%s endpoint=%s err=\"%s\"", r->key, r->shard,
+		 r->op->cfg.etcd_address, st->msg);
+	return fail(r, "EtcdUnavailable", msg, REQUEUE_ERROR_MS, requeue);
+}
+
 /* The replicas' statuses reduced as Gazette's ReplicaStatus.Reduce (the
  * highest code, every error), which is what `gazctl shards list` shows.
  * Values that do not decode are skipped, as the consumer's keyspace does;
@@ -457,7 +470,7 @@ static int apply(struct srecon *r, const Consumer__ShardSpec *d, const struct si
 	if (!it->exists || !it->spec || !gaz_shard_spec_equal(it->spec, d)) {
 		reason = write_reason(r, it->exists);
 		if (sitem_write(r, d, it->mod_revision, &applied, &rev, &st))
-			return fail(r, "EtcdUnavailable", st.msg, REQUEUE_ERROR_MS, requeue);
+			return etcd_fail(r, "writing", &st, requeue);
 		if (!applied) {
 			*requeue = REQUEUE_RACE_MS;
 			return 0;
@@ -504,7 +517,7 @@ static int sync(struct srecon *r, int64_t *requeue)
 		return 0;
 	if (sitem_get(r, &it, &st)) {
 		protobuf_c_message_free_unpacked(&d->base, NULL);
-		return fail(r, "EtcdUnavailable", st.msg, REQUEUE_ERROR_MS, requeue);
+		return etcd_fail(r, "reading", &st, requeue);
 	}
 	rc = apply(r, d, &it, requeue);
 	if (!rc && !*requeue) {
