@@ -162,7 +162,12 @@ resume)
 	[ -n "${2:-}" ] && [ -f "$2/kport" ] || { echo "kube-test: resume needs the DIR" >&2; exit 1; }
 	[ ! -f "$2/kpid" ] || ! kill -0 "$(cat "$2/kpid")" 2>/dev/null || { echo "kube-test: already running" >&2; exit 1; }
 	launch "$2" "$(cat "$2/etcd-endpoint")"
-	ready "$2" || { echo "kube-test: kube-apiserver not ready; log tail:" >&2; tail -n 30 "$2/kube-apiserver.log" >&2; exit 1; }
+	ready "$2" || {
+		echo "kube-test: kube-apiserver not ready; log tail:" >&2
+		tail -n 30 "$2/kube-apiserver.log" >&2
+		halt_apiserver "$2"
+		exit 1
+	}
 	;;
 *)
 	sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2

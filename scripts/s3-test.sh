@@ -126,6 +126,8 @@ halt)
 resume)
 	[ -n "${2:-}" ] && [ -f "$2/sport" ] || { echo "s3-test: resume needs the DIR" >&2; exit 1; }
 	[ ! -f "$2/pid" ] || ! kill -0 "$(p "$2" pid)" 2>/dev/null || { echo "s3-test: already running" >&2; exit 1; }
+	# A weed killed after the grace period leaves its unix sockets behind.
+	rm -f "$2/filer.sock" "$2/s3.sock"
 	launch "$2"
 	echo "http://127.0.0.1:$(p "$2" sport)"
 	;;
