@@ -237,11 +237,15 @@ static void watch_loop(struct gaz_informer *inf)
 				 inf->plural, inf->rv, inf->expired ? "event" : "http");
 			return;
 		}
-		gaz_warn("watch failed", "resource=%s err=\"%s\" attempt=%d", inf->plural, st.msg,
-			 fails + 1);
-		if (++fails >= FAILS_BEFORE_RELIST)
+		if (++fails >= FAILS_BEFORE_RELIST) {
+			gaz_warn("watch failed; relisting", "resource=%s err=\"%s\" attempt=%d",
+				 inf->plural, st.msg, fails);
 			return;
-		nap(inf, backoff_ms(fails));
+		}
+		int64_t ms = backoff_ms(fails);
+		gaz_warn("watch failed", "resource=%s err=\"%s\" attempt=%d retry_in_ms=%lld",
+			 inf->plural, st.msg, fails, (long long)ms);
+		nap(inf, ms);
 	}
 }
 
@@ -254,9 +258,11 @@ static void *run(void *arg)
 	while (!atomic_load(&inf->stop)) {
 		struct gaz_status st = {0};
 		if (relist(inf, &st)) {
+			int64_t ms = backoff_ms(++fails);
 			if (st.code != GAZ_ECANCELLED)
-				gaz_warn("list failed", "resource=%s err=\"%s\"", inf->plural, st.msg);
-			nap(inf, backoff_ms(++fails));
+				gaz_warn("list failed", "resource=%s err=\"%s\" attempt=%d retry_in_ms=%lld",
+					 inf->plural, st.msg, fails, (long long)ms);
+			nap(inf, ms);
 			continue;
 		}
 		if (!first) {

@@ -11,8 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/duration.h"
-#include "gazette/duration.h"
+#include "operator/cr_fields.h"
 
 static const char *const codec_names[] = {"INVALID", "NONE", "GZIP", "ZSTANDARD", "SNAPPY",
 					  "GZIP_OFFLOAD_DECOMPRESSION"};
@@ -34,11 +33,6 @@ const char *gaz_suspend_level_name(int level)
 
 /* ---- CR -> protobuf ------------------------------------------------------- */
 
-static int field_err(struct gaz_status *st, const char *field, const char *what)
-{
-	return gaz_status_set(st, GAZ_EINVAL, "spec.%s: %s", field, what);
-}
-
 /* Reads an optional integer field; absent leaves *out unchanged. */
 static int get_int(const json_t *o, const char *key, const char *field, int64_t *out,
 		   struct gaz_status *st)
@@ -48,7 +42,7 @@ static int get_int(const json_t *o, const char *key, const char *field, int64_t 
 	if (!v)
 		return 0;
 	if (!json_is_integer(v))
-		return field_err(st, field, "not an integer");
+		return gaz_cr_field_err(st, field, "not an integer");
 	*out = (int64_t)json_integer_value(v);
 	return 0;
 }
@@ -63,26 +57,8 @@ static int get_str(const json_t *o, const char *key, const char *field, const ch
 	if (!v)
 		return 0;
 	if (!json_is_string(v))
-		return field_err(st, field, "not a string");
+		return gaz_cr_field_err(st, field, "not a string");
 	*out = json_string_value(v);
-	return 0;
-}
-
-static int duration_field(const json_t *frag, const char *key, const char *field,
-			  Google__Protobuf__Duration **out, struct gaz_status *st)
-{
-	const char *s;
-	int64_t ns = 0;
-	int rc;
-
-	if ((rc = get_str(frag, key, field, &s, st)))
-		return rc;
-	if (s && gaz_duration_parse(s, &ns, st)) {
-		gaz_status_prefix(st, "spec.%s: ", field);
-		return GAZ_EINVAL;
-	}
-	if (!(*out = gaz_duration_new_pb(ns)))
-		return GAZ_ENOMEM;
 	return 0;
 }
 
@@ -105,7 +81,7 @@ int gaz_cr_labels_to_pb(const json_t *arr, Protocol__LabelSet **out, struct gaz_
 	protocol__label_set__init(set);
 	*out = set;
 	if (arr && !json_is_array(arr))
-		return field_err(st, "labels", "not a list");
+		return gaz_cr_field_err(st, "labels", "not a list");
 	if (n && !(set->labels = calloc(n, sizeof(*set->labels))))
 		return GAZ_ENOMEM;
 	json_array_foreach(arr, i, it) {
@@ -160,7 +136,7 @@ static int convert_stores(const json_t *arr, Protocol__JournalSpec__Fragment *f,
 	const json_t *it;
 
 	if (arr && !json_is_array(arr))
-		return field_err(st, "fragment.stores", "not a list");
+		return gaz_cr_field_err(st, "fragment.stores", "not a list");
 	if (n && !(f->stores = calloc(n, sizeof(*f->stores))))
 		return GAZ_ENOMEM;
 	json_array_foreach(arr, i, it) {
@@ -186,14 +162,14 @@ static int convert_fragment(const json_t *frag, Protocol__JournalSpec__Fragment 
 	f->path_postfix_template = NULL;
 	*out = f;
 	if (frag && !json_is_object(frag))
-		return field_err(st, "fragment", "not an object");
+		return gaz_cr_field_err(st, "fragment", "not an object");
 	if ((rc = get_int(frag, "length", "fragment.length", &f->length, st)) ||
 	    (rc = convert_codec(frag, f, st)) ||
 	    (rc = convert_stores(json_object_get(frag, "stores"), f, st)) ||
-	    (rc = duration_field(frag, "refreshInterval", "fragment.refreshInterval",
+	    (rc = gaz_cr_get_duration(frag, "refreshInterval", "fragment.refreshInterval",
 				 &f->refresh_interval, st)) ||
-	    (rc = duration_field(frag, "retention", "fragment.retention", &f->retention, st)) ||
-	    (rc = duration_field(frag, "flushInterval", "fragment.flushInterval", &f->flush_interval,
+	    (rc = gaz_cr_get_duration(frag, "retention", "fragment.retention", &f->retention, st)) ||
+	    (rc = gaz_cr_get_duration(frag, "flushInterval", "fragment.flushInterval", &f->flush_interval,
 				 st)) ||
 	    (rc = get_str(frag, "pathPostfixTemplate", "fragment.pathPostfixTemplate", &tpl, st)))
 		return rc;
@@ -231,7 +207,7 @@ static int convert(const json_t *spec, Protocol__JournalSpec *js, struct gaz_sta
 	    (rc = get_int(spec, "maxAppendRate", "maxAppendRate", &rate, st)))
 		return rc;
 	if (repl < INT32_MIN || repl > INT32_MAX)
-		return field_err(st, "replication", "out of range");
+		return gaz_cr_field_err(st, "replication", "out of range");
 	js->replication = (int32_t)repl;
 	js->max_append_rate = rate;
 	if ((rc = gaz_cr_labels_to_pb(json_object_get(spec, "labels"), &js->labels, st)) ||
@@ -269,24 +245,6 @@ enum gaz_deletion_policy gaz_journal_cr_policy(const json_t *spec)
 
 /* ---- protobuf -> CR ---------------------------------------------------------- */
 
-static int64_t dur_ns(const Google__Protobuf__Duration *d)
-{
-	int64_t ns = 0;
-
-	if (d && gaz_duration_from_pb(d, &ns, NULL))
-		ns = 0;
-	return ns;
-}
-
-/* Sets key to the Go text of `d` unless it is zero. 0 on success. */
-static int put_duration(json_t *o, const char *key, const Google__Protobuf__Duration *d)
-{
-	char buf[GAZ_DURATION_STR_MAX];
-	int64_t ns = dur_ns(d);
-
-	return ns ? json_object_set_new(o, key, json_string(gaz_duration_format(ns, buf))) : 0;
-}
-
 static json_t *fragment_to_cr(const Protocol__JournalSpec__Fragment *f)
 {
 	json_t *o = json_object(), *stores = json_array();
@@ -302,9 +260,9 @@ static json_t *fragment_to_cr(const Protocol__JournalSpec__Fragment *f)
 	if (!bad && f->n_stores)
 		bad |= json_object_set(o, "stores", stores);
 	if (!bad)
-		bad |= put_duration(o, "refreshInterval", f->refresh_interval) ||
-		       put_duration(o, "retention", f->retention) ||
-		       put_duration(o, "flushInterval", f->flush_interval);
+		bad |= gaz_cr_put_duration(o, "refreshInterval", f->refresh_interval) ||
+		       gaz_cr_put_duration(o, "retention", f->retention) ||
+		       gaz_cr_put_duration(o, "flushInterval", f->flush_interval);
 	if (!bad && f->path_postfix_template && *f->path_postfix_template)
 		bad |= json_object_set_new(o, "pathPostfixTemplate",
 					   json_string(f->path_postfix_template));
@@ -362,11 +320,6 @@ json_t *gaz_journal_spec_to_cr(const Protocol__JournalSpec *spec)
 
 /* ---- comparison ----------------------------------------------------------------- */
 
-static bool str_eq(const char *a, const char *b)
-{
-	return !strcmp(a ? a : "", b ? b : "");
-}
-
 static bool labels_eq(const Protocol__LabelSet *a, const Protocol__LabelSet *b)
 {
 	size_t na = a ? a->n_labels : 0, nb = b ? b->n_labels : 0;
@@ -374,8 +327,8 @@ static bool labels_eq(const Protocol__LabelSet *a, const Protocol__LabelSet *b)
 	if (na != nb)
 		return false;
 	for (size_t i = 0; i < na; i++)
-		if (!str_eq(a->labels[i]->name, b->labels[i]->name) ||
-		    !str_eq(a->labels[i]->value, b->labels[i]->value) ||
+		if (!gaz_cr_str_eq(a->labels[i]->name, b->labels[i]->name) ||
+		    !gaz_cr_str_eq(a->labels[i]->value, b->labels[i]->value) ||
 		    a->labels[i]->prefix != b->labels[i]->prefix)
 			return false;
 	return true;
@@ -389,13 +342,13 @@ static bool fragment_eq(const Protocol__JournalSpec__Fragment *a,
 	a = a ? a : &zero;
 	b = b ? b : &zero;
 	if (a->length != b->length || a->compression_codec != b->compression_codec ||
-	    a->n_stores != b->n_stores || dur_ns(a->refresh_interval) != dur_ns(b->refresh_interval) ||
-	    dur_ns(a->retention) != dur_ns(b->retention) ||
-	    dur_ns(a->flush_interval) != dur_ns(b->flush_interval) ||
-	    !str_eq(a->path_postfix_template, b->path_postfix_template))
+	    a->n_stores != b->n_stores || gaz_cr_dur_ns(a->refresh_interval) != gaz_cr_dur_ns(b->refresh_interval) ||
+	    gaz_cr_dur_ns(a->retention) != gaz_cr_dur_ns(b->retention) ||
+	    gaz_cr_dur_ns(a->flush_interval) != gaz_cr_dur_ns(b->flush_interval) ||
+	    !gaz_cr_str_eq(a->path_postfix_template, b->path_postfix_template))
 		return false;
 	for (size_t i = 0; i < a->n_stores; i++)
-		if (!str_eq(a->stores[i], b->stores[i]))
+		if (!gaz_cr_str_eq(a->stores[i], b->stores[i]))
 			return false;
 	return true;
 }
@@ -405,7 +358,7 @@ bool gaz_journal_spec_equal(const Protocol__JournalSpec *a, const Protocol__Jour
 	int la = a->suspend ? a->suspend->level : 0, lb = b->suspend ? b->suspend->level : 0;
 	int64_t oa = a->suspend ? a->suspend->offset : 0, ob = b->suspend ? b->suspend->offset : 0;
 
-	return str_eq(a->name, b->name) && a->replication == b->replication &&
+	return gaz_cr_str_eq(a->name, b->name) && a->replication == b->replication &&
 	       labels_eq(a->labels, b->labels) && fragment_eq(a->fragment, b->fragment) &&
 	       a->flags == b->flags && a->max_append_rate == b->max_append_rate && la == lb &&
 	       oa == ob;

@@ -1,5 +1,7 @@
 /*
- * journal_reconcile.c - one JournalSpec CR against its etcd item.
+ * journal_reconcile.c - one JournalSpec CR against its etcd item. The
+ * steps shared with ShardSpecs are in cr_reconcile.c; this file has what
+ * is particular to journals.
  *
  * Ownership. Several CRs may name one journal (spec.name). The oldest
  * (creationTimestamp, then namespace/name) owns it; the others get
@@ -17,6 +19,13 @@
  *        otherwise             -> "DriftCorrected" (changed behind our back)
  *   equal, never synced        -> "Adopted" (nothing written)
  *   a lost compare re-reads and tries again (Gazette's Apply semantics).
+ *   A correction of drift (also an item deleted or unreadable: not a
+ *   JournalSpec, another journal's, or failing Gazette's validation) sets
+ *   condition DriftCorrected=True, reason ChangedInEtcd, DeletedFromEtcd
+ *   or UnreadableInEtcd, with what was found, and posts an Event of that
+ *   reason; the condition stays until the next correction.
+ *   etcd unreachable -> Ready=False EtcdUnavailable naming the endpoint,
+ *   an Event, retried every 5 s.
  *   status: Ready, observedGeneration, route, write head, persisted-through.
  *   bucket lifecycle rules from fragment.retention (lifecycle.c):
  *   condition Lifecycle, status.lifecycle; a failure is retried at the
@@ -35,7 +44,11 @@
  *             suspended): suspend through the primary (SUSPEND_NOW: the spool rolls
  *             and goes to the persister; suspend PARTIAL, or FULL when
  *             empty, is written into the spec) -> wait until ListFragments
- *             shows every fragment persisted -> delete the item comparing
+ *             shows every fragment persisted (while waiting, or when the
+ *             suspension or the listing fails, the first store is listed:
+ *             when that fails, Ready=False PersistenceBlocked and a Warning
+ *             Event say why; the item stays until the broker persisted
+ *             everything) -> delete the item comparing
  *             the ModRevision read after that check (an append after it
  *             would have resumed the journal, changing the spec, and the
  *             delete fails and starts over) -> drop the finalizer.
@@ -48,168 +61,15 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "keyspace/journals.h"
+#include "operator/cr_reconcile.h"
 #include "operator/journal_cr.h"
 #include "operator/lifecycle.h"
 #include "operator/operator.h"
 #include "protocol/validate.h"
-
-#define REQUEUE_RACE_MS 100
-#define REQUEUE_WAIT_MS 1000
-#define REQUEUE_ERROR_MS 5000
-
-struct recon {
-	struct gaz_op *op;
-	const char *key;
-	json_t *obj;               /* the CR (own reference) */
-	const json_t *spec, *old_status;
-	json_t *status;            /* the status being built (own reference) */
-	const char *journal;
-	int64_t generation;
-	bool deleting;
-	char owner[600];           /* key of the owning CR */
-	bool other_live_claimant;  /* a CR other than us, not being deleted */
-};
-
-/* ---- ownership ----------------------------------------------------------- */
-
-static const char *spec_name(const json_t *o)
-{
-	return json_string_value(json_object_get(json_object_get(o, "spec"), "name"));
-}
-
-static bool being_deleted(const json_t *o)
-{
-	return json_object_get(json_object_get(o, "metadata"), "deletionTimestamp") != NULL;
-}
-
-/* Whether (created a, key a) sorts before (created b, key b). RFC 3339
- * UTC timestamps of one format compare as strings. */
-static bool older(const json_t *a, const char *ka, const json_t *b, const char *kb)
-{
-	const char *ca = json_string_value(json_object_get(json_object_get(a, "metadata"),
-							   "creationTimestamp")) ?: "";
-	const char *cb = json_string_value(json_object_get(json_object_get(b, "metadata"),
-							   "creationTimestamp")) ?: "";
-	int c = strcmp(ca, cb);
-
-	return c ? c < 0 : strcmp(ka, kb) < 0;
-}
-
-static void find_owner(struct recon *r)
-{
-	json_t *all = gaz_informer_snapshot(r->op->journals), *o, *best = r->obj;
-	const char *k;
-
-	snprintf(r->owner, sizeof(r->owner), "%s", r->key);
-	json_object_foreach(all, k, o) {
-		const char *n = spec_name(o);
-		if (!n || strcmp(n, r->journal) || !strcmp(k, r->key))
-			continue;
-		if (!being_deleted(o))
-			r->other_live_claimant = true;
-		if (older(o, k, best, r->owner)) {
-			best = o;
-			snprintf(r->owner, sizeof(r->owner), "%s", k);
-		}
-	}
-	json_decref(all);
-}
-
-void gaz_journal_enqueue_related(struct gaz_op *op, const char *journal, const char *except_key)
-{
-	json_t *all = gaz_informer_snapshot(op->journals), *o;
-	const char *k;
-
-	json_object_foreach(all, k, o) {
-		const char *n = spec_name(o);
-		if (n && !strcmp(n, journal) && (!except_key || strcmp(k, except_key)))
-			gaz_queue_add_after(op->queue, k, 0);
-	}
-	json_decref(all);
-}
-
-/* ---- status helpers -------------------------------------------------------- */
-
-static void event(struct recon *r, const char *type, const char *reason, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static void event(struct recon *r, const char *type, const char *reason, const char *fmt, ...)
-{
-	char msg[700];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	gaz_kube_event_post(r->op->kube, r->obj, type, reason, GAZ_OP_COMPONENT, "%s", msg);
-	for (char *q = msg; *q; q++) /* keep the log line's quoting intact */
-		if (*q == '"')
-			*q = '\'';
-	gaz_info("journal spec event", "key=%s journal=%s reason=%s msg=\"%s\"", r->key, r->journal,
-		 reason, msg);
-}
-
-/* Starts the new status from the old one's operator-maintained fields. */
-static void status_init(struct recon *r)
-{
-	static const char *const keep[] = {"adopted", "primary", "replicas", "suspend", "writeHead",
-					   "persistedThrough", "etcdModRevision", "conditions",
-					   "lifecycle"};
-
-	r->status = json_object();
-	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
-		json_t *v = json_object_get(r->old_status, keep[i]);
-		if (v)
-			json_object_set_new(r->status, keep[i], json_deep_copy(v));
-	}
-	json_object_set_new(r->status, "journal", json_string(r->journal));
-	json_object_set_new(r->status, "observedGeneration", json_integer(r->generation));
-}
-
-static void set_ready(struct recon *r, bool ok, const char *reason, const char *msg)
-{
-	gaz_cr_condition(r->status, r->old_status, "Ready", ok ? "True" : "False", reason, msg,
-			 r->generation);
-	if (ok)
-		json_object_del(r->status, "lastError");
-	else
-		json_object_set_new(r->status, "lastError", json_string(msg));
-}
-
-static void set_conflict(struct recon *r, bool conflict, const char *msg)
-{
-	gaz_cr_condition(r->status, r->old_status, "Conflict", conflict ? "True" : "False",
-			 conflict ? "JournalClaimed" : "NoConflict", msg, r->generation);
-}
-
-static bool had_condition(const struct recon *r, const char *type, const char *cstatus)
-{
-	const json_t *c;
-	size_t i;
-
-	json_array_foreach(json_object_get(r->old_status, "conditions"), i, c) {
-		if (!strcmp(json_string_value(json_object_get(c, "type")) ?: "", type))
-			return !strcmp(json_string_value(json_object_get(c, "status")) ?: "", cstatus);
-	}
-	return false;
-}
-
-static int write_status(struct recon *r)
-{
-	struct gaz_status st = {0};
-	bool written;
-
-	if (gaz_cr_patch_status(r->op, r->obj, r->status, &written, &st)) {
-		gaz_warn("writing status failed", "key=%s err=\"%s\"", r->key, st.msg);
-		return st.code;
-	}
-	if (written)
-		gaz_debug("status written", "key=%s journal=%s", r->key, r->journal);
-	return 0;
-}
+#include "store/store.h"
 
 /* Route, suspension and fragment summary into the status; best effort. */
-static void observe(struct recon *r, const Protocol__JournalSpec *spec)
+static void observe(struct gaz_crr *r, const Protocol__JournalSpec *spec)
 {
 	struct gaz_item_route route;
 	struct gaz_fragsum fs;
@@ -217,7 +77,7 @@ static void observe(struct recon *r, const Protocol__JournalSpec *spec)
 	int level = spec && spec->suspend ? spec->suspend->level : 0;
 
 	json_object_set_new(r->status, "suspend", json_string(gaz_suspend_level_name(level)));
-	if (gaz_item_route(r->op, r->journal, &route, &st) == 0) {
+	if (gaz_item_route(r->op, r->name, &route, &st) == 0) {
 		json_t *reps = json_array();
 		for (size_t i = 0; i < route.n; i++)
 			json_array_append_new(reps, json_string(route.members[i]));
@@ -231,8 +91,8 @@ static void observe(struct recon *r, const Protocol__JournalSpec *spec)
 	if (!r->op->cfg.broker_address[0])
 		return;
 	gaz_status_clear(&st);
-	if (gaz_broker_fragments(r->op, r->journal, &fs, &st)) {
-		gaz_debug("fragment summary unavailable", "journal=%s err=\"%s\"", r->journal, st.msg);
+	if (gaz_broker_fragments(r->op, r->name, &fs, &st)) {
+		gaz_debug("fragment summary unavailable", "journal=%s err=\"%s\"", r->name, st.msg);
 		return;
 	}
 	if (fs.suspended && spec && spec->suspend)
@@ -241,42 +101,8 @@ static void observe(struct recon *r, const Protocol__JournalSpec *spec)
 	json_object_set_new(r->status, "persistedThrough", json_integer(fs.persisted_through));
 }
 
-/* ---- sync -------------------------------------------------------------------- */
-
-static int fail(struct recon *r, const char *reason, const char *msg, int64_t requeue_ms,
-		int64_t *requeue)
-{
-	bool again = had_condition(r, "Ready", "False") &&
-		     !strcmp(json_string_value(json_object_get(r->old_status, "lastError")) ?: "", msg);
-
-	set_ready(r, false, reason, msg);
-	if (!again)
-		event(r, "Warning", reason, "%s", msg);
-	write_status(r);
-	*requeue = requeue_ms;
-	return 0;
-}
-
-static int conflict(struct recon *r)
-{
-	char msg[800];
-
-	snprintf(msg, sizeof(msg), "journal \"%s\" is managed by JournalSpec %s", r->journal,
-		 r->owner);
-	if (!had_condition(r, "Conflict", "True"))
-		event(r, "Warning", "Conflict", "%s", msg);
-	set_conflict(r, true, msg);
-	gaz_cr_condition(r->status, r->old_status, "Ready", "False", "Conflict", msg, r->generation);
-	json_object_set_new(r->status, "lastError", json_string(msg));
-	static const char *const drop[] = {"etcdModRevision", "adopted", "primary", "replicas",
-					   "writeHead", "persistedThrough", "suspend", "lifecycle"};
-	for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
-		json_object_del(r->status, drop[i]);
-	return write_status(r);
-}
-
 /* Desired spec from the CR, validated. NULL after reporting the failure. */
-static Protocol__JournalSpec *desired_spec(struct recon *r, int64_t *requeue)
+static Protocol__JournalSpec *desired_spec(struct gaz_crr *r, int64_t *requeue)
 {
 	Protocol__JournalSpec *d = NULL;
 	struct gaz_status st = {0};
@@ -284,70 +110,34 @@ static Protocol__JournalSpec *desired_spec(struct recon *r, int64_t *requeue)
 	if (gaz_journal_cr_to_spec(r->spec, &d, &st) || gaz_validate_journal_spec(d, &st)) {
 		if (d)
 			protobuf_c_message_free_unpacked(&d->base, NULL);
-		if (st.code == GAZ_ENOMEM)
-			*requeue = REQUEUE_ERROR_MS;
-		else
-			fail(r, "InvalidSpec", st.msg, 0, requeue);
+		gaz_crr_invalid(r, &st, requeue);
 		return NULL;
 	}
 	return d;
 }
 
-/* Why an item that differs is being written. */
-static const char *write_reason(const struct recon *r, bool exists)
+static int put_spec(struct gaz_crr *r, void *arg, int64_t expect_mod, bool *applied,
+		    int64_t *rev, struct gaz_status *st)
 {
-	const json_t *og = json_object_get(r->old_status, "observedGeneration");
-
-	if (!exists)
-		return "Created";
-	if (!json_object_get(r->old_status, "etcdModRevision"))
-		return "Adopted";
-	if (!og || json_integer_value(og) != r->generation)
-		return "Updated";
-	return "DriftCorrected";
+	return gaz_item_put(r->op, arg, expect_mod, applied, rev, st);
 }
 
-static int apply(struct recon *r, Protocol__JournalSpec *d, struct gaz_item *it, int64_t *requeue)
+static int apply(struct gaz_crr *r, Protocol__JournalSpec *d, struct gaz_item *it, int64_t *requeue)
 {
-	struct gaz_status st = {0};
-	int64_t rev = it->mod_revision;
-	const char *reason = NULL;
-	bool applied = true;
+	struct gaz_crr_found f = {.exists = it->exists, .readable = it->spec != NULL,
+				  .decode_err = it->decode_err};
 
 	if (it->spec && it->spec->suspend) /* broker-owned: carry it over */
 		d->suspend = (Protocol__JournalSpec__Suspend *)gaz_pb_copy(&it->spec->suspend->base);
-	if (!it->exists || !it->spec || !gaz_journal_spec_equal(it->spec, d)) {
-		reason = write_reason(r, it->exists);
-		if (gaz_item_put(r->op, d, it->mod_revision, &applied, &rev, &st))
-			return fail(r, "EtcdUnavailable", st.msg, REQUEUE_ERROR_MS, requeue);
-		if (!applied) { /* lost a race: re-read and decide again */
-			*requeue = REQUEUE_RACE_MS;
-			return 0;
-		}
-		gaz_metric_inc(gaz_metric_with(r->op->m_writes, reason));
-	} else if (!json_object_get(r->old_status, "etcdModRevision")) {
-		reason = "Adopted";
-	}
-	if (reason && !strcmp(reason, "Adopted"))
-		json_object_set_new(r->status, "adopted", json_true());
-	if (reason && !it->spec && it->exists)
-		event(r, "Normal", reason, "journal \"%s\" had an unreadable spec in etcd (%s); rewrote it",
-		      r->journal, it->decode_err);
-	else if (reason && !strcmp(reason, "DriftCorrected"))
-		event(r, "Normal", reason, "journal \"%s\" was changed in etcd; restored the spec",
-		      r->journal);
-	else if (reason)
-		event(r, "Normal", reason, "journal \"%s\" %s in etcd at revision %lld", r->journal,
-		      !strcmp(reason, "Adopted") ? "adopted" : "written", (long long)rev);
-	json_object_set_new(r->status, "etcdModRevision", json_integer(rev));
-	return 0;
+	return gaz_crr_apply(r, &f, it->mod_revision, it->spec && gaz_journal_spec_equal(it->spec, d),
+			     put_spec, d, r->op->m_writes, requeue);
 }
 
 /* Bucket lifecycle rules from the retention (lifecycle.c); d NULL removes
  * them. A Warning event when it starts failing or the failure changes;
  * the failure's text goes to why[cap]. Nothing with --bucket-lifecycle
  * off. */
-static int lifecycle(struct recon *r, const Protocol__JournalSpec *d, char *why, size_t cap)
+static int lifecycle(struct gaz_crr *r, const Protocol__JournalSpec *d, char *why, size_t cap)
 {
 	struct gaz_status st = {0};
 	const char *old_msg = NULL;
@@ -364,13 +154,13 @@ static int lifecycle(struct recon *r, const Protocol__JournalSpec *d, char *why,
 	    !(rc = gaz_lifecycle_sync(d, r->old_status, r->status, r->generation, &st)))
 		return 0;
 	snprintf(why, cap, "%s", st.msg);
-	gaz_warn("bucket lifecycle failed", "key=%s journal=%s err=\"%s\"", r->key, r->journal, st.msg);
+	gaz_warn("bucket lifecycle failed", "key=%s journal=%s err=\"%s\"", r->key, r->name, st.msg);
 	if (!old_msg || strcmp(old_msg, st.msg))
-		event(r, "Warning", "LifecycleFailed", "%s", st.msg);
+		gaz_crr_event(r, "Warning", "LifecycleFailed", "%s", st.msg);
 	return rc;
 }
 
-static int sync(struct recon *r, int64_t *requeue)
+static int sync(struct gaz_crr *r, int64_t *requeue)
 {
 	char why[600];
 	struct gaz_status st = {0};
@@ -378,28 +168,25 @@ static int sync(struct recon *r, int64_t *requeue)
 	Protocol__JournalSpec *d;
 	int rc;
 
-	if (!gaz_cr_has_finalizer(r->obj) && gaz_cr_set_finalizer(r->op, r->obj, true, &st)) {
-		gaz_debug("adding finalizer failed", "key=%s err=\"%s\"", r->key, st.msg);
-		*requeue = st.code == GAZ_EEXIST ? REQUEUE_RACE_MS : REQUEUE_ERROR_MS;
+	if (!gaz_crr_add_finalizer(r, requeue))
 		return 0;
-	}
 	if (strcmp(r->owner, r->key))
-		return conflict(r);
-	set_conflict(r, false, "");
+		return gaz_crr_conflict(r);
+	gaz_crr_condition(r, "Conflict", false, "NoConflict", "");
 	if (!(d = desired_spec(r, requeue)))
 		return 0;
-	if (gaz_item_get(r->op, r->journal, &it, &st)) {
+	if (gaz_item_get(r->op, r->name, &it, &st)) {
 		protobuf_c_message_free_unpacked(&d->base, NULL);
-		return fail(r, "EtcdUnavailable", st.msg, REQUEUE_ERROR_MS, requeue);
+		return gaz_crr_etcd_fail(r, "reading", &st, requeue);
 	}
 	rc = apply(r, d, &it, requeue);
 	if (!rc && !*requeue) {
 		observe(r, d);
-		set_ready(r, true, "Synced", "");
+		gaz_crr_set_ready(r, true, "Synced", "");
 		/* A failure shows as condition Lifecycle=False and is retried
 		 * at the next resync: it does not hold the journal back. */
 		lifecycle(r, d, why, sizeof(why));
-		rc = write_status(r);
+		rc = gaz_crr_write_status(r);
 	}
 	protobuf_c_message_free_unpacked(&d->base, NULL);
 	gaz_item_release(&it);
@@ -408,9 +195,46 @@ static int sync(struct recon *r, int64_t *requeue)
 
 /* ---- deletion ---------------------------------------------------------------- */
 
+static int stop_at_first(void *arg, const struct gaz_store_obj *obj, struct gaz_status *st)
+{
+	(void)arg;
+	(void)obj;
+	(void)st;
+	return GAZ_ECANCELLED;
+}
+
+/* Lists the journal's prefix in its first store, so that a deletion
+ * waiting for persistence can say why the broker cannot persist: the
+ * failure goes to err[cap], "" when the store answers. Only s3:// stores
+ * (a file:// store is the brokers' disk, not the operator's). */
+static void probe_store(struct gaz_crr *r, const Protocol__JournalSpec *spec, char *err, size_t cap)
+{
+	struct gaz_status st = {0};
+	struct gaz_store *s = NULL;
+	char prefix[600];
+	const char *url;
+	int rc;
+
+	err[0] = '\0';
+	if (!spec || !spec->fragment || !spec->fragment->n_stores)
+		return;
+	url = spec->fragment->stores[0];
+	if (strncmp(url, "s3://", 5))
+		return;
+	snprintf(prefix, sizeof(prefix), "%s/", r->name);
+	if ((rc = gaz_store_open(url, NULL, &s, &st)) == 0)
+		rc = gaz_store_list(s, prefix, stop_at_first, NULL, &st);
+	if (rc && rc != GAZ_ECANCELLED)
+		snprintf(err, cap, "fragment store %s is unusable: %s", url, st.msg);
+	gaz_store_unref(s);
+}
+
 /* Suspends, waits for persistence, deletes. *done when the item is gone;
- * otherwise `why` says what is awaited (st->code set on errors). */
-static int delete_item(struct recon *r, bool *done, char *why, size_t cap, struct gaz_status *st)
+ * otherwise `why` says what is awaited (st->code set on errors) and
+ * blocked[cap] what keeps fragments from being persisted ("" if nothing
+ * known). */
+static int delete_item(struct gaz_crr *r, bool *done, char *why, char *blocked, size_t cap,
+		       struct gaz_status *st)
 {
 	struct gaz_item it;
 	struct gaz_fragsum fs = {0};
@@ -418,7 +242,7 @@ static int delete_item(struct recon *r, bool *done, char *why, size_t cap, struc
 	int rc;
 
 	*done = false;
-	if ((rc = gaz_item_get(r->op, r->journal, &it, st)))
+	if ((rc = gaz_item_get(r->op, r->name, &it, st)))
 		return rc;
 	int level = it.spec && it.spec->suspend ? it.spec->suspend->level : 0;
 	bool stores = it.spec && it.spec->fragment && it.spec->fragment->n_stores;
@@ -436,131 +260,124 @@ static int delete_item(struct recon *r, bool *done, char *why, size_t cap, struc
 		rc = gaz_item_put(r->op, it.spec, it.mod_revision, &applied, &rev, st);
 		it.spec->flags = flags;
 		if (!rc)
-			snprintf(why, cap, "making journal %s read-only before deleting it", r->journal);
+			snprintf(why, cap, "making journal %s read-only before deleting it", r->name);
 	} else if (it.spec && (stores || level == PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__NONE) &&
-		   (!stores || (rc = gaz_broker_fragments(r->op, r->journal, &fs, st)) ||
+		   (!stores || (rc = gaz_broker_fragments(r->op, r->name, &fs, st)) ||
 		    fs.unpersisted)) {
 		/* Suspending rolls the spool, so its content goes to the
 		 * persister; then wait until every fragment is in a store. */
 		bool suspend = level == PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__NONE;
 		if (!rc && suspend && !r->op->cfg.broker_address[0])
 			rc = gaz_status_set(st, GAZ_EINVAL, "deletionPolicy Delete needs --broker.address "
-					    "to suspend journal %s before deleting it", r->journal);
-		else if (!rc && suspend && (rc = gaz_broker_suspend(r->op, r->journal, st)) == 0)
-			snprintf(why, cap, "suspending journal %s", r->journal);
-		else if (!rc && !suspend)
-			snprintf(why, cap, "waiting for %zu fragment(s) of %s to be persisted",
-				 fs.unpersisted, r->journal);
-	} else if ((rc = gaz_item_delete(r->op, r->journal, it.mod_revision, &applied, st)) == 0) {
+					    "to suspend journal %s before deleting it", r->name);
+		else if (!rc && suspend && (rc = gaz_broker_suspend(r->op, r->name, st)) == 0)
+			snprintf(why, cap, "suspending journal %s", r->name);
+		else if (!rc && !suspend) {
+			probe_store(r, it.spec, blocked, cap);
+			snprintf(why, cap, "waiting for %zu fragment(s) of %s to be persisted%s%.400s",
+				 fs.unpersisted, r->name, blocked[0] ? ": " : "", blocked);
+		}
+	} else if ((rc = gaz_item_delete(r->op, r->name, it.mod_revision, &applied, st)) == 0) {
 		*done = applied;
 		if (!applied)
-			snprintf(why, cap, "journal %s changed while deleting; retrying", r->journal);
+			snprintf(why, cap, "journal %s changed while deleting; retrying", r->name);
+	}
+	if (rc && rc != GAZ_ENOMEM && !*done && it.spec) {
+		/* Suspending or listing failed: when the journal's store is
+		 * what fails, the deletion waits for it (not an error). */
+		probe_store(r, it.spec, blocked, cap);
+		if (blocked[0]) {
+			snprintf(why, cap, "journal %s cannot be suspended and persisted yet: %.300s "
+				 "(broker: %.200s)", r->name, blocked, st->msg);
+			gaz_status_clear(st);
+			rc = 0;
+		}
 	}
 	gaz_item_release(&it);
 	return rc;
 }
 
-static int drop_finalizer(struct recon *r, int64_t *requeue)
+static int finalize(struct gaz_crr *r, int64_t *requeue)
 {
 	struct gaz_status st = {0};
-
-	if (gaz_cr_set_finalizer(r->op, r->obj, false, &st)) {
-		gaz_debug("removing finalizer failed", "key=%s err=\"%s\"", r->key, st.msg);
-		*requeue = st.code == GAZ_EEXIST ? REQUEUE_RACE_MS : REQUEUE_ERROR_MS;
-	}
-	return 0;
-}
-
-static int finalize(struct recon *r, int64_t *requeue)
-{
-	struct gaz_status st = {0};
-	char why[700] = "";
+	char why[700] = "", blocked[600] = "";
 	bool done = false;
 
 	if (!gaz_cr_has_finalizer(r->obj))
 		return 0;
 	if (strcmp(r->owner, r->key))
-		return drop_finalizer(r, requeue);
+		return gaz_crr_drop_finalizer(r, requeue);
 	if (!r->other_live_claimant && lifecycle(r, NULL, why, sizeof(why))) {
-		set_ready(r, false, "Deleting", why);
-		write_status(r);
-		*requeue = REQUEUE_ERROR_MS;
+		gaz_crr_set_ready(r, false, "Deleting", why);
+		gaz_crr_write_status(r);
+		*requeue = GAZ_CRR_REQUEUE_ERROR_MS;
 		return 0;
 	}
-	if (gaz_journal_cr_policy(r->spec) == GAZ_DELETION_RETAIN) {
-		event(r, "Normal", "Retained", "journal \"%s\" stays in etcd (deletionPolicy Retain)",
-		      r->journal);
-		return drop_finalizer(r, requeue);
-	}
-	if (r->other_live_claimant) {
-		event(r, "Normal", "HandedOver",
-		      "journal \"%s\" is claimed by another JournalSpec; it stays in etcd", r->journal);
-		return drop_finalizer(r, requeue);
-	}
-	if (delete_item(r, &done, why, sizeof(why), &st)) {
-		gaz_warn("deleting journal failed", "key=%s journal=%s err=\"%s\"", r->key, r->journal,
+	if (gaz_crr_let_go(r, gaz_journal_cr_policy(r->spec) == GAZ_DELETION_RETAIN, requeue))
+		return 0;
+	if (delete_item(r, &done, why, blocked, sizeof(blocked), &st)) {
+		gaz_warn("deleting journal failed", "key=%s journal=%s err=\"%s\"", r->key, r->name,
 			 st.msg);
-		return fail(r, "DeleteFailed", st.msg, REQUEUE_ERROR_MS, requeue);
+		return gaz_crr_fail(r, "DeleteFailed", st.msg, GAZ_CRR_REQUEUE_ERROR_MS, requeue);
 	}
 	if (!done) {
-		gaz_info("deleting journal", "key=%s journal=%s state=\"%s\"", r->key, r->journal, why);
-		set_ready(r, false, "Deleting", why);
-		write_status(r);
-		*requeue = REQUEUE_WAIT_MS;
+		gaz_info("deleting journal", "key=%s journal=%s state=\"%s\"", r->key, r->name, why);
+		if (blocked[0] && strcmp(json_string_value(json_object_get(r->old_status,
+									   "lastError")) ?: "", why))
+			gaz_crr_event(r, "Warning", "PersistenceBlocked", "deleting %s waits: its "
+				      "fragments cannot be persisted, so its spec stays in etcd: %s",
+				      r->what, blocked);
+		gaz_crr_set_ready(r, false, blocked[0] ? "PersistenceBlocked" : "Deleting", why);
+		gaz_crr_write_status(r);
+		*requeue = GAZ_CRR_REQUEUE_WAIT_MS;
 		return 0;
 	}
-	event(r, "Normal", "Deleted", "journal \"%s\" suspended, persisted and deleted from etcd",
-	      r->journal);
+	gaz_crr_event(r, "Normal", "Deleted", "%s suspended, persisted and deleted from etcd",
+		      r->what);
 	gaz_metric_inc(gaz_metric_with(r->op->m_writes, "Deleted"));
-	return drop_finalizer(r, requeue);
+	return gaz_crr_drop_finalizer(r, requeue);
 }
 
-/* GETs the CR afresh: the cache may not show our own last status write
- * yet, and decisions (adopted or not, drift or update) read the status.
- * *obj is NULL when the CR no longer exists. */
-static int fetch(struct gaz_op *op, const char *key, json_t **obj)
+static struct gaz_informer *journals(const struct gaz_op *op)
 {
-	const char *slash = strchr(key, '/');
-	struct gaz_status st = {0};
-	char path[1024];
-	int rc;
+	return op->journals;
+}
 
-	*obj = NULL;
-	if (!slash)
-		return 0;
-	snprintf(path, sizeof(path), GAZ_OP_API_PATH "/namespaces/%.*s/journalspecs/%s",
-		 (int)(slash - key), key, slash + 1);
-	rc = gaz_kube_request(op->kube, "GET", path, NULL, NULL, obj, NULL, &st);
-	if (rc == GAZ_ENOTFOUND)
-		return 0;
-	if (rc)
-		gaz_warn("reading JournalSpec failed", "key=%s err=\"%s\"", key, st.msg);
-	return rc;
+static const char *const keep[] = {"adopted", "primary", "replicas", "suspend", "writeHead",
+				   "persistedThrough", "etcdModRevision", "conditions",
+				   "lifecycle", NULL};
+static const char *const drop[] = {"etcdModRevision", "adopted", "primary", "replicas",
+				   "writeHead", "persistedThrough", "suspend", "lifecycle", NULL};
+static const struct gaz_crr_kind journal_kind = {
+	.kind = "JournalSpec", .plural = "journalspecs", .noun = "journal",
+	.claimed = "JournalClaimed", .qprefix = "", .keep = keep, .drop = drop,
+	.informer = journals,
+};
+
+void gaz_journal_enqueue_related(struct gaz_op *op, const char *journal, const char *except_key)
+{
+	gaz_crr_enqueue_related(&journal_kind, op, journal, except_key);
 }
 
 int gaz_journal_reconcile(struct gaz_op *op, const char *key, int64_t *requeue_ms)
 {
-	struct recon r = {.op = op, .key = key};
-	int rc = 0;
+	struct gaz_crr r = {.k = &journal_kind, .op = op};
+	int rc;
 
 	*requeue_ms = 0;
-	if ((rc = fetch(op, key, &r.obj)) || !r.obj) {
+	if ((rc = gaz_crr_load(&r, key)) || !r.obj) {
 		if (rc)
-			*requeue_ms = REQUEUE_ERROR_MS;
+			*requeue_ms = GAZ_CRR_REQUEUE_ERROR_MS;
 		return rc; /* gone: the finalizer already did what deletion needs */
 	}
-	r.spec = json_object_get(r.obj, "spec");
-	r.old_status = json_object_get(r.obj, "status");
-	r.journal = spec_name(r.obj);
-	r.generation = json_integer_value(json_object_get(json_object_get(r.obj, "metadata"),
-							  "generation"));
-	r.deleting = being_deleted(r.obj);
-	if (r.journal) {
-		find_owner(&r);
-		status_init(&r);
+	if (r.name) {
+		char *ik = gaz_ks_item_key(op->cfg.etcd_prefix, r.name);
+		snprintf(r.item_key, sizeof(r.item_key), "%s", ik ? ik : r.name);
+		free(ik);
+		snprintf(r.what, sizeof(r.what), "journal \"%s\"", r.name);
+		gaz_crr_begin(&r);
 		rc = r.deleting ? finalize(&r, requeue_ms) : sync(&r, requeue_ms);
 	}
-	json_decref(r.status);
-	json_decref(r.obj);
+	gaz_crr_release(&r);
 	return rc;
 }

@@ -40,6 +40,7 @@ struct gaz_kube {
 	pthread_mutex_t token_mu;
 	char *token;                   /* current bearer token (static or from file) */
 	struct stat token_sb;          /* token file identity when last read */
+	char cred[600];                /* the credentials in words, for 401s */
 };
 
 /* ---- share locks --------------------------------------------------------- */
@@ -80,6 +81,17 @@ struct gaz_kube *gaz_kube_new(struct gaz_kube_config *cfg, const char *user_agen
 	}
 	k->cfg = *cfg;
 	memset(cfg, 0, sizeof(*cfg));
+	if (k->cfg.token_file)
+		snprintf(k->cred, sizeof(k->cred), "bearer token from file %s (re-read when it changes)",
+			 k->cfg.token_file);
+	else if (k->cfg.token)
+		snprintf(k->cred, sizeof(k->cred), "the kubeconfig's bearer token (read at start; a "
+			 "new one needs a restart)");
+	else if (k->cfg.cert_file || k->cfg.cert_data)
+		snprintf(k->cred, sizeof(k->cred), "client certificate %s",
+			 k->cfg.cert_file ? k->cfg.cert_file : "from the kubeconfig");
+	else
+		snprintf(k->cred, sizeof(k->cred), "no credentials");
 	k->timeout_ms = timeout_ms > 0 ? timeout_ms : 30000;
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&k->share_mu[i], NULL);
@@ -280,14 +292,17 @@ static int http_code_err(long code)
 }
 
 /* Fills st for a non-2xx answer from the Status the server sent. */
-static int http_error(const char *method, const char *path, long code, const struct body *b,
-		      struct gaz_status *st)
+static int http_error(const struct gaz_kube *k, const char *method, const char *path, long code,
+		      const struct body *b, struct gaz_status *st)
 {
 	json_t *j = b->len ? json_loadb(b->buf, b->len, 0, NULL) : NULL;
 	const char *msg = json_string_value(json_object_get(j, "message"));
 
-	gaz_status_set(st, http_code_err(code), "%s %s: %ld: %s", method, path, code,
-		       msg ? msg : (b->len ? b->buf : "no body"));
+	/* A 401 is about our credentials: say which were sent. */
+	gaz_status_set(st, http_code_err(code), "%s %s: %ld: %s%s%s%s", method, path, code,
+		       msg ? msg : (b->len ? b->buf : "no body"),
+		       code == 401 ? " (credentials: " : "", code == 401 ? k->cred : "",
+		       code == 401 ? ")" : "");
 	json_decref(j);
 	return http_code_err(code);
 }
@@ -319,7 +334,7 @@ int gaz_kube_request(struct gaz_kube *k, const char *method, const char *path,
 		rc = gaz_status_set(st, b.overflow ? GAZ_ERANGE : GAZ_EUNAVAIL, "%s %s: %s", method,
 				    path, b.overflow ? "response too large" : curl_easy_strerror(cc));
 	} else if (code < 200 || code > 299) {
-		rc = http_error(method, path, code, &b, st);
+		rc = http_error(k, method, path, code, &b, st);
 	} else if (out) {
 		json_error_t je;
 		*out = b.len ? json_loadb(b.buf, b.len, 0, &je) : json_null();
@@ -525,7 +540,7 @@ int gaz_kube_watch(struct gaz_kube *k, const char *path, int64_t idle_ms, gaz_ku
 	else if (cc == CURLE_ABORTED_BY_CALLBACK)
 		rc = gaz_status_set(st, GAZ_ECANCELLED, "watch %s: stopped", path);
 	else if (w.code && (w.code < 200 || w.code > 299))
-		rc = http_error("GET", path, w.code, &w.err, st);
+		rc = http_error(k, "GET", path, w.code, &w.err, st);
 	else if (cc != CURLE_OK)
 		rc = gaz_status_set(st, GAZ_EUNAVAIL, "watch %s: %s", path, curl_easy_strerror(cc));
 	curl_slist_free_all(hdrs);

@@ -14,6 +14,10 @@
  *   shard_reconcile.c    the same decisions for ShardSpec CRs against a
  *                        consumer keyspace (<prefix>/items/<shard id>);
  *                        shard_cr.c converts them
+ *   cr_reconcile.c       the steps both reconcilers share (loading,
+ *                        ownership, status and Events, apply and drift,
+ *                        the finalizer's common cases); cr_fields.c the
+ *                        field helpers both conversions share
  *
  * Threads: informer threads only enqueue; one worker thread runs every
  * reconcile, so two reconciles never race on one journal inside this

@@ -12,17 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/duration.h"
-#include "gazette/duration.h"
+#include "operator/cr_fields.h"
 #include "operator/journal_cr.h"
 #include "protocol/labels.h"
 
 /* ---- CR -> protobuf ------------------------------------------------------- */
-
-static int field_err(struct gaz_status *st, const char *field, const char *what)
-{
-	return gaz_status_set(st, GAZ_EINVAL, "spec.%s: %s", field, what);
-}
 
 /* An optional integer within [lo, hi]; absent leaves *out unchanged. */
 static int get_int(const json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out,
@@ -33,9 +27,9 @@ static int get_int(const json_t *o, const char *key, int64_t lo, int64_t hi, int
 	if (!v)
 		return 0;
 	if (!json_is_integer(v))
-		return field_err(st, key, "not an integer");
+		return gaz_cr_field_err(st, key, "not an integer");
 	if (json_integer_value(v) < lo || json_integer_value(v) > hi)
-		return field_err(st, key, "out of range");
+		return gaz_cr_field_err(st, key, "out of range");
 	*out = (int64_t)json_integer_value(v);
 	return 0;
 }
@@ -46,7 +40,7 @@ static int get_bool(const json_t *o, const char *key, protobuf_c_boolean *out,
 	const json_t *v = json_object_get(o, key);
 
 	if (v && !json_is_boolean(v))
-		return field_err(st, key, "not a boolean");
+		return gaz_cr_field_err(st, key, "not a boolean");
 	*out = json_is_true(v);
 	return 0;
 }
@@ -57,23 +51,8 @@ static int get_str(const json_t *o, const char *key, char **out, struct gaz_stat
 	const json_t *v = json_object_get(o, key);
 
 	if (v && !json_is_string(v))
-		return field_err(st, key, "not a string");
+		return gaz_cr_field_err(st, key, "not a string");
 	return (*out = strdup(v ? json_string_value(v) : "")) ? 0 : GAZ_ENOMEM;
-}
-
-static int get_duration(const json_t *o, const char *key, Google__Protobuf__Duration **out,
-			struct gaz_status *st)
-{
-	const json_t *v = json_object_get(o, key);
-	int64_t ns = 0;
-
-	if (v && !json_is_string(v))
-		return field_err(st, key, "not a string");
-	if (v && gaz_duration_parse(json_string_value(v), &ns, st)) {
-		gaz_status_prefix(st, "spec.%s: ", key);
-		return GAZ_EINVAL;
-	}
-	return (*out = gaz_duration_new_pb(ns)) ? 0 : GAZ_ENOMEM;
 }
 
 static int source_cmp(const void *a, const void *b)
@@ -90,7 +69,7 @@ static int convert_sources(const json_t *arr, Consumer__ShardSpec *s, struct gaz
 	const json_t *it;
 
 	if (arr && !json_is_array(arr))
-		return field_err(st, "sources", "not a list");
+		return gaz_cr_field_err(st, "sources", "not a list");
 	if (n && !(s->sources = calloc(n, sizeof(*s->sources))))
 		return GAZ_ENOMEM;
 	json_array_foreach(arr, i, it) {
@@ -128,8 +107,8 @@ static int convert(const json_t *spec, Consumer__ShardSpec *s, struct gaz_status
 	    (rc = get_str(spec, "recoveryLogPrefix", &s->recovery_log_prefix, st)) ||
 	    (rc = get_str(spec, "hintPrefix", &s->hint_prefix, st)) ||
 	    (rc = get_int(spec, "hintBackups", INT32_MIN, INT32_MAX, &backups, st)) ||
-	    (rc = get_duration(spec, "maxTxnDuration", &s->max_txn_duration, st)) ||
-	    (rc = get_duration(spec, "minTxnDuration", &s->min_txn_duration, st)) ||
+	    (rc = gaz_cr_get_duration(spec, "maxTxnDuration", "maxTxnDuration", &s->max_txn_duration, st)) ||
+	    (rc = gaz_cr_get_duration(spec, "minTxnDuration", "minTxnDuration", &s->min_txn_duration, st)) ||
 	    (rc = get_bool(spec, "disable", &s->disable, st)) ||
 	    (rc = get_int(spec, "hotStandbys", 0, UINT32_MAX, &standbys, st)) ||
 	    (rc = gaz_cr_labels_to_pb(json_object_get(spec, "labels"), &s->labels, st)) ||
@@ -165,15 +144,6 @@ int gaz_shard_cr_to_spec(const json_t *spec, Consumer__ShardSpec **out, struct g
 
 /* ---- protobuf -> CR ---------------------------------------------------------- */
 
-static int64_t dur_ns(const Google__Protobuf__Duration *d)
-{
-	int64_t ns = 0;
-
-	if (d && gaz_duration_from_pb(d, &ns, NULL))
-		ns = 0;
-	return ns;
-}
-
 static int put_str(json_t *o, const char *key, const char *v)
 {
 	return v && *v ? json_object_set_new(o, key, json_string(v)) : 0;
@@ -187,14 +157,6 @@ static int put_int(json_t *o, const char *key, int64_t v)
 static int put_bool(json_t *o, const char *key, bool v)
 {
 	return v ? json_object_set_new(o, key, json_true()) : 0;
-}
-
-static int put_duration(json_t *o, const char *key, const Google__Protobuf__Duration *d)
-{
-	char buf[GAZ_DURATION_STR_MAX];
-	int64_t ns = dur_ns(d);
-
-	return ns ? json_object_set_new(o, key, json_string(gaz_duration_format(ns, buf))) : 0;
 }
 
 static int sources_to_cr(json_t *o, const Consumer__ShardSpec *s)
@@ -224,8 +186,8 @@ json_t *gaz_shard_spec_to_cr(const Consumer__ShardSpec *s)
 	bad = bad || json_object_set_new(o, "name", json_string(s->id ? s->id : "")) ||
 	      sources_to_cr(o, s) || put_str(o, "recoveryLogPrefix", s->recovery_log_prefix) ||
 	      put_str(o, "hintPrefix", s->hint_prefix) || put_int(o, "hintBackups", s->hint_backups) ||
-	      put_duration(o, "maxTxnDuration", s->max_txn_duration) ||
-	      put_duration(o, "minTxnDuration", s->min_txn_duration) ||
+	      gaz_cr_put_duration(o, "maxTxnDuration", s->max_txn_duration) ||
+	      gaz_cr_put_duration(o, "minTxnDuration", s->min_txn_duration) ||
 	      put_bool(o, "disable", s->disable) || put_int(o, "hotStandbys", s->hot_standbys) ||
 	      gaz_cr_labels_from_pb(o, s->labels) ||
 	      put_bool(o, "disableWaitForAck", s->disable_wait_for_ack) ||
@@ -240,17 +202,12 @@ json_t *gaz_shard_spec_to_cr(const Consumer__ShardSpec *s)
 
 /* ---- comparison ----------------------------------------------------------------- */
 
-static bool str_eq(const char *a, const char *b)
-{
-	return !strcmp(a ? a : "", b ? b : "");
-}
-
 static bool sources_eq(const Consumer__ShardSpec *a, const Consumer__ShardSpec *b)
 {
 	if (a->n_sources != b->n_sources)
 		return false;
 	for (size_t i = 0; i < a->n_sources; i++)
-		if (!str_eq(a->sources[i]->journal, b->sources[i]->journal) ||
+		if (!gaz_cr_str_eq(a->sources[i]->journal, b->sources[i]->journal) ||
 		    a->sources[i]->min_offset != b->sources[i]->min_offset)
 			return false;
 	return true;
@@ -258,11 +215,11 @@ static bool sources_eq(const Consumer__ShardSpec *a, const Consumer__ShardSpec *
 
 bool gaz_shard_spec_equal(const Consumer__ShardSpec *a, const Consumer__ShardSpec *b)
 {
-	return str_eq(a->id, b->id) && sources_eq(a, b) &&
-	       str_eq(a->recovery_log_prefix, b->recovery_log_prefix) &&
-	       str_eq(a->hint_prefix, b->hint_prefix) && a->hint_backups == b->hint_backups &&
-	       dur_ns(a->max_txn_duration) == dur_ns(b->max_txn_duration) &&
-	       dur_ns(a->min_txn_duration) == dur_ns(b->min_txn_duration) &&
+	return gaz_cr_str_eq(a->id, b->id) && sources_eq(a, b) &&
+	       gaz_cr_str_eq(a->recovery_log_prefix, b->recovery_log_prefix) &&
+	       gaz_cr_str_eq(a->hint_prefix, b->hint_prefix) && a->hint_backups == b->hint_backups &&
+	       gaz_cr_dur_ns(a->max_txn_duration) == gaz_cr_dur_ns(b->max_txn_duration) &&
+	       gaz_cr_dur_ns(a->min_txn_duration) == gaz_cr_dur_ns(b->min_txn_duration) &&
 	       !a->disable == !b->disable && a->hot_standbys == b->hot_standbys &&
 	       gaz_labelset_equal(a->labels, b->labels) &&
 	       !a->disable_wait_for_ack == !b->disable_wait_for_ack &&

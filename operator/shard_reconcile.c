@@ -9,7 +9,8 @@
  * which skips a value that does not decode, validate, or name the key's
  * shard; Gazette's Shard Apply writes it with a ModRevision compare
  * (consumer/shard_api.go). The operator does what that Apply does, with
- * the JournalSpec reconciler's policy (journal_reconcile.c):
+ * the JournalSpec reconciler's policy (journal_reconcile.c; the shared
+ * steps are in cr_reconcile.c):
  *
  * Ownership. CRs naming one item (same prefix and shard id): the oldest
  * (creationTimestamp, then namespace/name) owns it; the others get
@@ -49,28 +50,19 @@
 
 #include "common/log.h"
 #include "etcd/txn.h"
+#include "operator/cr_reconcile.h"
 #include "operator/operator.h"
 #include "operator/shard_cr.h"
 #include "protocol/shard.h"
 
-#define REQUEUE_RACE_MS 100
-#define REQUEUE_ERROR_MS 5000
 #define KEY_PFX_LEN (sizeof(GAZ_OP_SHARD_KEY) - 1)
 
 static struct gaz_metric *m_writes;
 
+/* A ShardSpec reconcile: the shared part first (cr_reconcile.h). */
 struct srecon {
-	struct gaz_op *op;
-	const char *key;           /* "<ns>/<name>" */
-	json_t *obj;               /* the CR (own reference) */
-	const json_t *spec, *old_status;
-	json_t *status;            /* being built (own reference) */
-	const char *shard;         /* spec.name */
+	struct gaz_crr c;
 	char prefix[600];          /* resolved consumer prefix; "" if none */
-	char item_key[1200];       /* <prefix>/items/<shard> */
-	int64_t generation;
-	char owner[600];
-	bool other_live_claimant;
 };
 
 /* One item as read from etcd. */
@@ -111,7 +103,7 @@ static void sitem_decode(struct sitem *it, const char *shard, const ProtobufCBin
 	it->spec = NULL;
 }
 
-static int sitem_get(struct srecon *r, struct sitem *out, struct gaz_status *st)
+static int sitem_get(struct gaz_crr *r, struct sitem *out, struct gaz_status *st)
 {
 	Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
 	Etcdserverpb__RangeResponse *resp = NULL;
@@ -125,7 +117,7 @@ static int sitem_get(struct srecon *r, struct sitem *out, struct gaz_status *st)
 	if (resp->n_kvs) {
 		out->exists = true;
 		out->mod_revision = resp->kvs[0]->mod_revision;
-		sitem_decode(out, r->shard, &resp->kvs[0]->value);
+		sitem_decode(out, r->name, &resp->kvs[0]->value);
 	}
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 	return 0;
@@ -133,7 +125,7 @@ static int sitem_get(struct srecon *r, struct sitem *out, struct gaz_status *st)
 
 /* Puts `spec` (spec == NULL: deletes) if the key's ModRevision is still
  * expect_mod (0: absent). */
-static int sitem_write(struct srecon *r, const Consumer__ShardSpec *spec, int64_t expect_mod,
+static int sitem_write(struct gaz_crr *r, const Consumer__ShardSpec *spec, int64_t expect_mod,
 		       bool *applied, int64_t *revision, struct gaz_status *st)
 {
 	size_t len = spec ? consumer__shard_spec__get_packed_size(spec) : 0;
@@ -159,16 +151,6 @@ static int sitem_write(struct srecon *r, const Consumer__ShardSpec *spec, int64_
 
 /* ---- identity and ownership -------------------------------------------------- */
 
-static const char *shard_name(const json_t *o)
-{
-	return json_string_value(json_object_get(json_object_get(o, "spec"), "name"));
-}
-
-static bool being_deleted(const json_t *o)
-{
-	return json_object_get(json_object_get(o, "metadata"), "deletionTimestamp") != NULL;
-}
-
 /* The consumer prefix of a CR: spec.etcdPrefix, else the flag. */
 static const char *prefix_of(const struct gaz_op *op, const json_t *o)
 {
@@ -177,158 +159,24 @@ static const char *prefix_of(const struct gaz_op *op, const json_t *o)
 	return p && *p ? p : op->cfg.consumer_prefix;
 }
 
-/* Same item: same shard id under the same prefix. */
-static bool same_item(const struct gaz_op *op, const json_t *o, const struct srecon *r)
+static const char *prefix(const struct gaz_crr *r)
 {
-	const char *n = shard_name(o);
-
-	return n && !strcmp(n, r->shard) && !strcmp(prefix_of(op, o), r->prefix);
+	return ((const struct srecon *)r)->prefix; /* r is the first member */
 }
 
-static bool older(const json_t *a, const char *ka, const json_t *b, const char *kb)
+/* Same item (the shard id being the same): under the same prefix. */
+static bool same_item(const struct gaz_crr *r, const json_t *o)
 {
-	const char *ca = json_string_value(json_object_get(json_object_get(a, "metadata"),
-							   "creationTimestamp")) ?: "";
-	const char *cb = json_string_value(json_object_get(json_object_get(b, "metadata"),
-							   "creationTimestamp")) ?: "";
-	int c = strcmp(ca, cb);
-
-	return c ? c < 0 : strcmp(ka, kb) < 0;
-}
-
-static void find_owner(struct srecon *r)
-{
-	json_t *all = gaz_informer_snapshot(r->op->shards), *o, *best = r->obj;
-	const char *k;
-
-	snprintf(r->owner, sizeof(r->owner), "%s", r->key);
-	json_object_foreach(all, k, o) {
-		if (!strcmp(k, r->key) || !same_item(r->op, o, r))
-			continue;
-		if (!being_deleted(o))
-			r->other_live_claimant = true;
-		if (older(o, k, best, r->owner)) {
-			best = o;
-			snprintf(r->owner, sizeof(r->owner), "%s", k);
-		}
-	}
-	json_decref(all);
-}
-
-/* Queues every other CR naming the same shard id (any prefix: cheap, and
- * ownership only changes among them). */
-static void enqueue_related(struct gaz_op *op, const char *shard, const char *except_key)
-{
-	json_t *all = gaz_informer_snapshot(op->shards), *o;
-	char qk[700];
-	const char *k;
-
-	json_object_foreach(all, k, o) {
-		const char *n = shard_name(o);
-		if (!n || strcmp(n, shard) || (except_key && !strcmp(k, except_key)))
-			continue;
-		snprintf(qk, sizeof(qk), GAZ_OP_SHARD_KEY "%s", k);
-		gaz_queue_add_after(op->queue, qk, 0);
-	}
-	json_decref(all);
+	return !strcmp(prefix_of(r->op, o), prefix(r));
 }
 
 /* ---- status -------------------------------------------------------------------- */
-
-static void event(struct srecon *r, const char *type, const char *reason, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static void event(struct srecon *r, const char *type, const char *reason, const char *fmt, ...)
-{
-	char msg[1200];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	gaz_kube_event_post(r->op->kube, r->obj, type, reason, GAZ_OP_COMPONENT, "%s", msg);
-	for (char *q = msg; *q; q++)
-		if (*q == '"')
-			*q = '\'';
-	gaz_info("shard spec event", "key=%s shard=%s reason=%s msg=\"%s\"", r->key, r->shard,
-		 reason, msg);
-}
-
-static void status_init(struct srecon *r)
-{
-	static const char *const keep[] = {"adopted", "primary", "replicas", "etcdModRevision",
-					   "etcdKey", "conditions", "replicaStatus", "replicaErrors"};
-
-	r->status = json_object();
-	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
-		json_t *v = json_object_get(r->old_status, keep[i]);
-		if (v)
-			json_object_set_new(r->status, keep[i], json_deep_copy(v));
-	}
-	json_object_set_new(r->status, "shard", json_string(r->shard));
-	json_object_set_new(r->status, "observedGeneration", json_integer(r->generation));
-}
-
-static void condition(struct srecon *r, const char *type, bool on, const char *reason,
-		      const char *msg)
-{
-	gaz_cr_condition(r->status, r->old_status, type, on ? "True" : "False", reason, msg,
-			 r->generation);
-}
-
-static bool had_condition(const struct srecon *r, const char *type, const char *cstatus)
-{
-	const json_t *c;
-	size_t i;
-
-	json_array_foreach(json_object_get(r->old_status, "conditions"), i, c) {
-		if (!strcmp(json_string_value(json_object_get(c, "type")) ?: "", type))
-			return !strcmp(json_string_value(json_object_get(c, "status")) ?: "", cstatus);
-	}
-	return false;
-}
-
-static int write_status(struct srecon *r)
-{
-	struct gaz_status st = {0};
-	bool written;
-
-	if (gaz_cr_patch_status(r->op, r->obj, r->status, &written, &st)) {
-		gaz_warn("writing status failed", "key=%s err=\"%s\"", r->key, st.msg);
-		return st.code;
-	}
-	return 0;
-}
-
-static void set_ready(struct srecon *r, bool ok, const char *reason, const char *msg)
-{
-	condition(r, "Ready", ok, reason, msg);
-	if (ok)
-		json_object_del(r->status, "lastError");
-	else
-		json_object_set_new(r->status, "lastError", json_string(msg));
-}
-
-/* Ready=False with `msg`; a Warning event unless the same error stands. */
-static int fail(struct srecon *r, const char *reason, const char *msg, int64_t requeue_ms,
-		int64_t *requeue)
-{
-	bool again = had_condition(r, "Ready", "False") &&
-		     !strcmp(json_string_value(json_object_get(r->old_status, "lastError")) ?: "", msg);
-
-	set_ready(r, false, reason, msg);
-	if (!again)
-		event(r, "Warning", reason, "%s", msg);
-	write_status(r);
-	*requeue = requeue_ms;
-	return 0;
-}
 
 /* The replicas' statuses reduced as Gazette's ReplicaStatus.Reduce (the
  * highest code, every error), which is what `gazctl shards list` shows.
  * Values that do not decode are skipped, as the consumer's keyspace does;
  * an empty value is IDLE. */
-static void replica_status(struct srecon *r, const struct gaz_item_route *route)
+static void replica_status(struct gaz_crr *r, const struct gaz_item_route *route)
 {
 	const ProtobufCEnumValue *name;
 	json_t *errors = json_array();
@@ -358,12 +206,12 @@ static void replica_status(struct srecon *r, const struct gaz_item_route *route)
 	}
 }
 
-static void observe(struct srecon *r)
+static void observe(struct gaz_crr *r)
 {
 	struct gaz_item_route route;
 	struct gaz_status st = {0};
 
-	if (gaz_item_route_at(r->op, r->prefix, r->shard, true, &route, &st))
+	if (gaz_item_route_at(r->op, prefix(r), r->name, true, &route, &st))
 		return;
 	if (route.values)
 		replica_status(r, &route);
@@ -378,27 +226,7 @@ static void observe(struct srecon *r)
 	gaz_item_route_release(&route);
 }
 
-/* ---- sync -------------------------------------------------------------------------- */
-
-static int conflict(struct srecon *r)
-{
-	static const char *const drop[] = {"etcdModRevision", "adopted", "primary", "replicas",
-					   "replicaStatus", "replicaErrors"};
-	char msg[2400];
-
-	snprintf(msg, sizeof(msg), "shard \"%s\" (%s) is managed by ShardSpec %s", r->shard,
-		 r->item_key, r->owner);
-	if (!had_condition(r, "Conflict", "True"))
-		event(r, "Warning", "Conflict", "%s", msg);
-	condition(r, "Conflict", true, "ShardClaimed", msg);
-	condition(r, "Ready", false, "Conflict", msg);
-	json_object_set_new(r->status, "lastError", json_string(msg));
-	for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
-		json_object_del(r->status, drop[i]);
-	return write_status(r);
-}
-
-static Consumer__ShardSpec *desired_spec(struct srecon *r, int64_t *requeue)
+static Consumer__ShardSpec *desired_spec(struct gaz_crr *r, int64_t *requeue)
 {
 	Consumer__ShardSpec *d = NULL;
 	struct gaz_status st = {0};
@@ -406,111 +234,61 @@ static Consumer__ShardSpec *desired_spec(struct srecon *r, int64_t *requeue)
 	if (gaz_shard_cr_to_spec(r->spec, &d, &st) || gaz_validate_shard_spec(d, &st)) {
 		if (d)
 			protobuf_c_message_free_unpacked(&d->base, NULL);
-		if (st.code == GAZ_ENOMEM)
-			*requeue = REQUEUE_ERROR_MS;
-		else
-			fail(r, "InvalidSpec", st.msg, 0, requeue);
+		gaz_crr_invalid(r, &st, requeue);
 		return NULL;
 	}
 	return d;
 }
 
-static const char *write_reason(const struct srecon *r, bool exists)
+static int put_spec(struct gaz_crr *r, void *arg, int64_t expect_mod, bool *applied,
+		    int64_t *rev, struct gaz_status *st)
 {
-	const json_t *og = json_object_get(r->old_status, "observedGeneration");
-
-	if (!json_object_get(r->old_status, "etcdModRevision"))
-		return exists ? "Adopted" : "Created";
-	if (!og || json_integer_value(og) != r->generation)
-		return exists ? "Updated" : "Created";
-	return "DriftCorrected";
+	return sitem_write(r, arg, expect_mod, applied, rev, st);
 }
 
-/* Records and announces an out-of-band change the write just undid. */
-static void drift(struct srecon *r, const struct sitem *it, int64_t rev)
-{
-	const char *reason = !it->exists ? "DeletedFromEtcd" : !it->spec ? "UnreadableInEtcd"
-									   : "ChangedInEtcd";
-	char msg[2400];
-
-	if (!it->exists)
-		snprintf(msg, sizeof(msg), "%s was deleted from etcd; rewrote it at revision %lld",
-			 r->item_key, (long long)rev);
-	else if (!it->spec)
-		snprintf(msg, sizeof(msg), "%s held an unreadable ShardSpec (%s); rewrote it at "
-			 "revision %lld", r->item_key, it->decode_err, (long long)rev);
-	else
-		snprintf(msg, sizeof(msg), "%s was changed in etcd; restored the spec at revision %lld",
-			 r->item_key, (long long)rev);
-	condition(r, "DriftCorrected", true, reason, msg);
-	event(r, it->exists && !it->spec ? "Warning" : "Normal", reason, "%s", msg);
-}
-
-static int apply(struct srecon *r, const Consumer__ShardSpec *d, const struct sitem *it,
+static int apply(struct gaz_crr *r, Consumer__ShardSpec *d, const struct sitem *it,
 		 int64_t *requeue)
 {
-	struct gaz_status st = {0};
-	int64_t rev = it->mod_revision;
-	const char *reason = NULL;
-	bool applied = true;
+	struct gaz_crr_found f = {.exists = it->exists, .readable = it->spec != NULL,
+				  .decode_err = it->decode_err};
 
-	if (!it->exists || !it->spec || !gaz_shard_spec_equal(it->spec, d)) {
-		reason = write_reason(r, it->exists);
-		if (sitem_write(r, d, it->mod_revision, &applied, &rev, &st))
-			return fail(r, "EtcdUnavailable", st.msg, REQUEUE_ERROR_MS, requeue);
-		if (!applied) {
-			*requeue = REQUEUE_RACE_MS;
-			return 0;
-		}
-		gaz_metric_inc(gaz_metric_with(m_writes, reason));
-	} else if (!json_object_get(r->old_status, "etcdModRevision")) {
-		reason = "Adopted";
-	}
-	if (reason && !strcmp(reason, "Adopted"))
-		json_object_set_new(r->status, "adopted", json_true());
-	if (reason && (!strcmp(reason, "DriftCorrected") || (it->exists && !it->spec)))
-		drift(r, it, rev);
-	else if (reason)
-		event(r, "Normal", reason, "shard \"%s\" %s at %s, revision %lld", r->shard,
-		      !strcmp(reason, "Adopted") ? "adopted" : "written", r->item_key, (long long)rev);
-	json_object_set_new(r->status, "etcdModRevision", json_integer(rev));
-	return 0;
+	return gaz_crr_apply(r, &f, it->mod_revision, it->spec && gaz_shard_spec_equal(it->spec, d),
+			     put_spec, d, m_writes, requeue);
 }
 
-static int sync(struct srecon *r, int64_t *requeue)
+static int sync(struct gaz_crr *r, int64_t *requeue)
 {
 	struct gaz_status st = {0};
 	struct sitem it;
 	Consumer__ShardSpec *d;
 	int rc;
 
-	if (!gaz_cr_has_finalizer(r->obj) && gaz_cr_set_finalizer(r->op, r->obj, true, &st)) {
-		*requeue = st.code == GAZ_EEXIST ? REQUEUE_RACE_MS : REQUEUE_ERROR_MS;
+	if (!gaz_crr_add_finalizer(r, requeue))
 		return 0;
-	}
-	if (!r->prefix[0])
-		return fail(r, "NoConsumerPrefix", "spec.etcdPrefix is not set and the operator has "
-			    "no --consumer.etcd-prefix: which consumer keyspace is unknown", 0, requeue);
-	if (!strcmp(r->prefix, r->op->cfg.etcd_prefix)) {
+	if (!prefix(r)[0])
+		return gaz_crr_fail(r, "NoConsumerPrefix", "spec.etcdPrefix is not set and the "
+				    "operator has no --consumer.etcd-prefix: which consumer keyspace "
+				    "is unknown", 0, requeue);
+	if (!strcmp(prefix(r), r->op->cfg.etcd_prefix)) {
 		char msg[800];
 		snprintf(msg, sizeof(msg), "consumer prefix %s is the brokers' --etcd.prefix: its "
-			 "items are journals, not shards", r->prefix);
-		return fail(r, "InvalidSpec", msg, 0, requeue);
+			 "items are journals, not shards", prefix(r));
+		return gaz_crr_fail(r, "InvalidSpec", msg, 0, requeue);
 	}
 	if (strcmp(r->owner, r->key))
-		return conflict(r);
-	condition(r, "Conflict", false, "NoConflict", "");
+		return gaz_crr_conflict(r);
+	gaz_crr_condition(r, "Conflict", false, "NoConflict", "");
 	if (!(d = desired_spec(r, requeue)))
 		return 0;
 	if (sitem_get(r, &it, &st)) {
 		protobuf_c_message_free_unpacked(&d->base, NULL);
-		return fail(r, "EtcdUnavailable", st.msg, REQUEUE_ERROR_MS, requeue);
+		return gaz_crr_etcd_fail(r, "reading", &st, requeue);
 	}
 	rc = apply(r, d, &it, requeue);
 	if (!rc && !*requeue) {
 		observe(r);
-		set_ready(r, true, "Synced", "");
-		rc = write_status(r);
+		gaz_crr_set_ready(r, true, "Synced", "");
+		rc = gaz_crr_write_status(r);
 	}
 	protobuf_c_message_free_unpacked(&d->base, NULL);
 	sitem_release(&it);
@@ -519,16 +297,7 @@ static int sync(struct srecon *r, int64_t *requeue)
 
 /* ---- deletion --------------------------------------------------------------------- */
 
-static int drop_finalizer(struct srecon *r, int64_t *requeue)
-{
-	struct gaz_status st = {0};
-
-	if (gaz_cr_set_finalizer(r->op, r->obj, false, &st))
-		*requeue = st.code == GAZ_EEXIST ? REQUEUE_RACE_MS : REQUEUE_ERROR_MS;
-	return 0;
-}
-
-static int finalize(struct srecon *r, int64_t *requeue)
+static int finalize(struct gaz_crr *r, int64_t *requeue)
 {
 	const char *policy = json_string_value(json_object_get(r->spec, "deletionPolicy"));
 	struct gaz_status st = {0};
@@ -537,55 +306,27 @@ static int finalize(struct srecon *r, int64_t *requeue)
 
 	if (!gaz_cr_has_finalizer(r->obj))
 		return 0;
-	if (!r->prefix[0] || strcmp(r->owner, r->key))
-		return drop_finalizer(r, requeue);
-	if (!policy || strcmp(policy, "Delete")) {
-		event(r, "Normal", "Retained", "shard \"%s\" stays at %s (deletionPolicy Retain)",
-		      r->shard, r->item_key);
-		return drop_finalizer(r, requeue);
-	}
-	if (r->other_live_claimant) {
-		event(r, "Normal", "HandedOver",
-		      "shard \"%s\" is claimed by another ShardSpec; it stays in etcd", r->shard);
-		return drop_finalizer(r, requeue);
-	}
+	if (!prefix(r)[0] || strcmp(r->owner, r->key))
+		return gaz_crr_drop_finalizer(r, requeue);
+	if (gaz_crr_let_go(r, !policy || strcmp(policy, "Delete"), requeue))
+		return 0;
 	int rc = sitem_get(r, &it, &st);
 	bool existed = it.exists;
 	if (!rc && existed)
 		rc = sitem_write(r, NULL, it.mod_revision, &applied, NULL, &st);
 	sitem_release(&it);
 	if (rc)
-		return fail(r, "DeleteFailed", st.msg, REQUEUE_ERROR_MS, requeue);
+		return gaz_crr_fail(r, "DeleteFailed", st.msg, GAZ_CRR_REQUEUE_ERROR_MS, requeue);
 	if (existed && !applied) { /* changed meanwhile: read again */
-		*requeue = REQUEUE_RACE_MS;
+		*requeue = GAZ_CRR_REQUEUE_RACE_MS;
 		return 0;
 	}
-	event(r, "Normal", "Deleted", "shard \"%s\" deleted from %s", r->shard, r->item_key);
+	gaz_crr_event(r, "Normal", "Deleted", "shard \"%s\" deleted from %s", r->name, r->item_key);
 	gaz_metric_inc(gaz_metric_with(m_writes, "Deleted"));
-	return drop_finalizer(r, requeue);
+	return gaz_crr_drop_finalizer(r, requeue);
 }
 
 /* ---- entry points ---------------------------------------------------------------------- */
-
-static int fetch(struct gaz_op *op, const char *key, json_t **obj)
-{
-	const char *slash = strchr(key, '/');
-	struct gaz_status st = {0};
-	char path[1024];
-	int rc;
-
-	*obj = NULL;
-	if (!slash)
-		return 0;
-	snprintf(path, sizeof(path), GAZ_OP_API_PATH "/namespaces/%.*s/shardspecs/%s",
-		 (int)(slash - key), key, slash + 1);
-	rc = gaz_kube_request(op->kube, "GET", path, NULL, NULL, obj, NULL, &st);
-	if (rc == GAZ_ENOTFOUND)
-		return 0;
-	if (rc)
-		gaz_warn("reading ShardSpec failed", "key=%s err=\"%s\"", key, st.msg);
-	return rc;
-}
 
 /* A consumer prefix must be absolute, without a trailing '/' or "//",
  * like an --etcd.prefix (gazette-facts §4.1). */
@@ -596,51 +337,63 @@ static bool prefix_ok(const char *p)
 	return n > 1 && p[0] == '/' && p[n - 1] != '/' && !strstr(p, "//");
 }
 
+static struct gaz_informer *shards(const struct gaz_op *op)
+{
+	return op->shards;
+}
+
+static const char *const keep[] = {"adopted", "primary", "replicas", "etcdModRevision",
+				   "etcdKey", "conditions", "replicaStatus", "replicaErrors", NULL};
+static const char *const drop[] = {"etcdModRevision", "adopted", "primary", "replicas",
+				   "replicaStatus", "replicaErrors", NULL};
+static const struct gaz_crr_kind shard_kind = {
+	.kind = "ShardSpec", .plural = "shardspecs", .noun = "shard", .claimed = "ShardClaimed",
+	.qprefix = GAZ_OP_SHARD_KEY, .keep = keep, .drop = drop, .informer = shards,
+	.same_item = same_item,
+};
+
 int gaz_shard_reconcile(struct gaz_op *op, const char *qkey, int64_t *requeue_ms)
 {
-	struct srecon r = {.op = op, .key = qkey + KEY_PFX_LEN};
+	struct srecon sr = {.c = {.k = &shard_kind, .op = op}};
+	struct gaz_crr *r = &sr.c;
 	int rc;
 
 	*requeue_ms = 0;
-	if ((rc = fetch(op, r.key, &r.obj)) || !r.obj) {
+	if ((rc = gaz_crr_load(r, qkey + KEY_PFX_LEN)) || !r->obj) {
 		if (rc)
-			*requeue_ms = REQUEUE_ERROR_MS;
+			*requeue_ms = GAZ_CRR_REQUEUE_ERROR_MS;
 		return rc;
 	}
-	r.spec = json_object_get(r.obj, "spec");
-	r.old_status = json_object_get(r.obj, "status");
-	r.shard = shard_name(r.obj);
-	r.generation = json_integer_value(json_object_get(json_object_get(r.obj, "metadata"),
-							  "generation"));
-	if (r.shard) {
-		const char *p = prefix_of(op, r.obj);
+	if (r->name) {
+		const char *p = prefix_of(op, r->obj);
 		if (prefix_ok(p)) {
-			snprintf(r.prefix, sizeof(r.prefix), "%s", p);
-			snprintf(r.item_key, sizeof(r.item_key), "%s/items/%s", p, r.shard);
+			snprintf(sr.prefix, sizeof(sr.prefix), "%s", p);
+			snprintf(r->item_key, sizeof(r->item_key), "%s/items/%s", p, r->name);
+			snprintf(r->what, sizeof(r->what), "shard \"%s\" (%s)", r->name, r->item_key);
+		} else {
+			snprintf(r->what, sizeof(r->what), "shard \"%s\"", r->name);
 		}
-		find_owner(&r);
-		status_init(&r);
-		if (r.item_key[0])
-			json_object_set_new(r.status, "etcdKey", json_string(r.item_key));
-		rc = being_deleted(r.obj) ? finalize(&r, requeue_ms) : sync(&r, requeue_ms);
+		gaz_crr_begin(r);
+		if (r->item_key[0])
+			json_object_set_new(r->status, "etcdKey", json_string(r->item_key));
+		rc = r->deleting ? finalize(r, requeue_ms) : sync(r, requeue_ms);
 	}
-	json_decref(r.status);
-	json_decref(r.obj);
+	gaz_crr_release(r);
 	return rc;
 }
 
 static void on_change(void *arg, const char *key, const json_t *old, const json_t *obj)
 {
 	struct gaz_op *op = arg;
-	const char *name = shard_name(obj ? obj : old);
+	const char *name = gaz_crr_spec_name(obj ? obj : old);
 	char qk[700];
 
 	if (!gaz_cr_needs_reconcile(old, obj))
 		return;
 	snprintf(qk, sizeof(qk), GAZ_OP_SHARD_KEY "%s", key);
 	gaz_queue_add_after(op->queue, qk, 0);
-	if (name && (!old || !obj || being_deleted(obj)))
-		enqueue_related(op, name, key);
+	if (name && (!old || !obj || gaz_crr_being_deleted(obj)))
+		gaz_crr_enqueue_related(&shard_kind, op, name, key);
 }
 
 int gaz_shard_informer_start(struct gaz_op *op, struct gaz_status *st)

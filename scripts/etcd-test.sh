@@ -11,6 +11,9 @@
 #                                     and remove DIR
 #   scripts/etcd-test.sh restart DIR  stop and start again on the same data
 #                                     and ports (a restart test)
+#   scripts/etcd-test.sh halt DIR     stop it, keeping its data and ports
+#   scripts/etcd-test.sh resume DIR   start a halted one again (as restart);
+#                                     print the endpoint
 #   scripts/etcd-test.sh run CMD...   start, run CMD with GAZ_TEST_ETCD set
 #                                     to the endpoint, stop; CMD's status
 #
@@ -102,6 +105,16 @@ restart)
 	launch "$2"
 	echo "http://127.0.0.1:$(cat "$2/cport")"
 	;;
+halt)
+	[ -n "${2:-}" ] && [ -f "$2/cport" ] || { echo "etcd-test: halt needs the DIR" >&2; exit 1; }
+	halt "$2"
+	;;
+resume)
+	[ -n "${2:-}" ] && [ -f "$2/cport" ] || { echo "etcd-test: resume needs the DIR" >&2; exit 1; }
+	[ ! -f "$2/pid" ] || ! kill -0 "$(cat "$2/pid")" 2>/dev/null || { echo "etcd-test: already running" >&2; exit 1; }
+	launch "$2"
+	echo "http://127.0.0.1:$(cat "$2/cport")"
+	;;
 run)
 	shift
 	out=$(start) || exit 1
@@ -112,7 +125,7 @@ run)
 	exit $rc
 	;;
 *)
-	sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac

@@ -14,6 +14,10 @@
 #                                     the API server's etcd endpoint, DIR
 #   scripts/kube-test.sh stop DIR     stop kube-apiserver (TERM, then KILL
 #                                     after 20 s), then its etcd; remove DIR
+#   scripts/kube-test.sh halt DIR     stop kube-apiserver only (its etcd,
+#                                     port and certificates stay)
+#   scripts/kube-test.sh resume DIR   start it again on the same port and
+#                                     etcd, wait until it is ready
 #
 # The API server runs with --watch-cache=false: watches are served from
 # etcd directly, so compacting that etcd makes a resumed watch fail with
@@ -150,8 +154,23 @@ start)
 stop)
 	stop "${2:-}"
 	;;
+halt)
+	[ -n "${2:-}" ] && [ -f "$2/kport" ] || { echo "kube-test: halt needs the DIR" >&2; exit 1; }
+	halt_apiserver "$2"
+	;;
+resume)
+	[ -n "${2:-}" ] && [ -f "$2/kport" ] || { echo "kube-test: resume needs the DIR" >&2; exit 1; }
+	[ ! -f "$2/kpid" ] || ! kill -0 "$(cat "$2/kpid")" 2>/dev/null || { echo "kube-test: already running" >&2; exit 1; }
+	launch "$2" "$(cat "$2/etcd-endpoint")"
+	ready "$2" || {
+		echo "kube-test: kube-apiserver not ready; log tail:" >&2
+		tail -n 30 "$2/kube-apiserver.log" >&2
+		halt_apiserver "$2"
+		exit 1
+	}
+	;;
 *)
-	sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac

@@ -11,6 +11,9 @@
 #                                   (http://127.0.0.1:PORT), then DIR
 #   scripts/s3-test.sh stop DIR     stop it (TERM, then KILL after 20 s) and
 #                                   remove DIR
+#   scripts/s3-test.sh halt DIR     stop it, keeping its data and ports
+#   scripts/s3-test.sh resume DIR   start a halted one again on the same
+#                                   data and ports; print the endpoint
 #   scripts/s3-test.sh run CMD...   start, run CMD with GAZ_TEST_S3 and the
 #                                   keys set, stop; CMD's status
 #
@@ -116,6 +119,18 @@ start)
 stop)
 	stop "${2:-}"
 	;;
+halt)
+	[ -n "${2:-}" ] && [ -f "$2/sport" ] || { echo "s3-test: halt needs the DIR" >&2; exit 1; }
+	halt "$2"
+	;;
+resume)
+	[ -n "${2:-}" ] && [ -f "$2/sport" ] || { echo "s3-test: resume needs the DIR" >&2; exit 1; }
+	[ ! -f "$2/pid" ] || ! kill -0 "$(p "$2" pid)" 2>/dev/null || { echo "s3-test: already running" >&2; exit 1; }
+	# A weed killed after the grace period leaves its unix sockets behind.
+	rm -f "$2/filer.sock" "$2/s3.sock"
+	launch "$2"
+	echo "http://127.0.0.1:$(p "$2" sport)"
+	;;
 run)
 	shift
 	out=$(start) || exit 1
@@ -126,7 +141,7 @@ run)
 	exit $rc
 	;;
 *)
-	sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac

@@ -174,10 +174,14 @@ def test_drift_in_etcd_is_corrected(env):
     assert env.journals()["k8s/drift/j"][0]["replication"] == 3
     wait_for(lambda: env.journals()["k8s/drift/j"][0]["replication"] == 1, 20, "drift corrected")
     assert env.journals()["k8s/drift/j"][0]["labels"]["labels"][0]["value"] == "orig"
-    assert "DriftCorrected" in env.events("drift")
+    assert "ChangedInEtcd" in env.events("drift")
+    c = wait_for(lambda: env.condition("drift", "DriftCorrected"), 20, "condition DriftCorrected")
+    assert c["status"] == "True" and c["reason"] == "ChangedInEtcd" and "k8s/drift/j" in c["message"], c
     # A deleted item comes back too.
     env.cluster.etcd.ctl("del", "%s/items/k8s/drift/j" % env.cluster.prefix)
     wait_for(lambda: "k8s/drift/j" in env.journals(), 20, "item recreated")
+    wait_for(lambda: env.condition("drift", "DriftCorrected")["reason"] == "DeletedFromEtcd", 20,
+             "DriftCorrected DeletedFromEtcd")
     # And an unchanged journal is not rewritten by resyncs.
     rev = env.journals()["k8s/drift/j"][1]
     time.sleep(5)
@@ -432,6 +436,7 @@ def test_in_cluster_config_rereads_the_token_file(crds, cluster, tmp_path):
         time.sleep(4)
         assert "k8s/sa/two" not in e.journals()  # unauthorised: nothing written
         assert "401" in op.logtext() or "Unauthorized" in op.logtext()
+        assert "(credentials: bearer token from file %s/token" % sa in op.logtext(), op.logtail()
 
         write_atomically(str(sa / "token"), token())
         wait_for(lambda: e.ready("two"), 30, "Ready after the token was replaced")
@@ -969,17 +974,16 @@ def test_lifecycle_can_be_turned_off(crds, cluster, s3):
         op.stop()
 
 
-def test_delete_policy_with_appends_in_flight_loses_no_acknowledged_byte(env):
-    """Deleting a JournalSpec with deletionPolicy Delete while writers keep
-    appending: every acknowledged append is in the store, at exactly its
-    committed range, once the spec is gone."""
+def appends_in_flight_then_delete(env, journal, **spec):
+    """Deletes a JournalSpec with deletionPolicy Delete while four writers
+    keep appending; returns the acknowledged appends as (begin, end,
+    record) once the spec is gone."""
     import threading
     import grpc
     import protocol_pb2 as pb
     from gazpb import Client
 
-    journal = "k8s/inflight/d"
-    env.apply("inflight", journal, deletionPolicy="Delete")
+    env.apply("inflight", journal, deletionPolicy="Delete", **spec)
     wait_for(lambda: env.ready("inflight"), 20, "Ready")
     c = Client(env.broker.address)
     acked, lock, stop = [], threading.Lock(), threading.Event()
@@ -1011,6 +1015,26 @@ def test_delete_policy_with_appends_in_flight_loses_no_acknowledged_byte(env):
         for t in threads:
             t.join(30)
     assert journal not in env.journals()
+    assert acked, "no append was acknowledged"
+    return acked
+
+
+def check_acked(acked, content):
+    """Every acknowledged record at its committed range in `content`
+    (fragment begin offset -> bytes, reassembled from the store)."""
+    for begin, end, rec in acked:
+        starts = [b for b in content if b <= begin]
+        assert starts, "offset %d is not in the store" % begin
+        base = max(starts)
+        assert content[base][begin - base:end - base] == rec, "record at %d lost" % begin
+
+
+def test_delete_policy_with_appends_in_flight_loses_no_acknowledged_byte(env):
+    """Deleting a JournalSpec with deletionPolicy Delete while writers keep
+    appending: every acknowledged append is in the store, at exactly its
+    committed range, once the spec is gone."""
+    journal = "k8s/inflight/d"
+    acked = appends_in_flight_then_delete(env, journal)
     # Reassemble the store's fragments by offset and check every ack.
     frag_dir = os.path.join(env.cluster.file_root, journal)
     content = {}
@@ -1019,9 +1043,33 @@ def test_delete_policy_with_appends_in_flight_loses_no_acknowledged_byte(env):
         body = open(os.path.join(frag_dir, f), "rb").read()
         assert len(body) == end - begin, f
         content[begin] = body
-    assert acked, "no append was acknowledged"
-    for begin, end, rec in acked:
-        starts = [b for b in content if b <= begin]
-        assert starts, "offset %d is not in the store" % begin
-        base = max(starts)
-        assert content[base][begin - base:end - base] == rec, "record at %d lost" % begin
+    check_acked(acked, content)
+
+
+@pytest.fixture
+def s3env(crds, cluster, s3):
+    """As env, with the broker and operator holding the S3 server's keys."""
+    ns = "t3-" + uuid.uuid4().hex[:10]
+    crds.kubectl("create", "namespace", ns)
+    b = cluster.start(env=s3.env())
+    op = Operator(crds, cluster, ns, b.address, env=s3.env()).start()
+    yield Env(crds, cluster, ns, b, op), s3
+    op.stop()
+
+
+def test_delete_policy_with_appends_in_flight_loses_no_acknowledged_byte_s3(s3env):
+    """The same against a bucket: the acknowledged bytes are read back
+    from the S3 server (boto3) after the spec is deleted."""
+    env, s3 = s3env
+    journal, bucket = "k8s/inflight/s3", s3.new_bucket()
+    acked = appends_in_flight_then_delete(env, journal, fragment={
+        "stores": [s3.url(bucket, "frag/")], "refreshInterval": "1s", "compressionCodec": "NONE"})
+    c, content = s3.client(), {}
+    keys = s3.keys(bucket, "frag/" + journal + "/")
+    assert keys, "no fragment in the bucket"
+    for key in keys:
+        begin, end = (int(x, 16) for x in key.rsplit("/", 1)[1].split("-")[:2])
+        body = c.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert len(body) == end - begin, key
+        content[begin] = body
+    check_acked(acked, content)
