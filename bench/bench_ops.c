@@ -147,6 +147,8 @@ int bench_append(struct gaz_rpc_channel *ch, const char *journal, const uint8_t 
 	res->primary[0] = '\0';
 	if (!(s = gaz_rpc_stream_open(ch, APPEND_PATH, deadline_ns, true, NULL, st)))
 		return GAZ_ERPC;
+	/* As the client library's appender: sends queue behind each other. */
+	gaz_rpc_stream_queue_sends(s);
 	/* A failed send means the broker ended the call: its status says why. */
 	(void)send_append(s, journal, data, len, chunk ? chunk : len);
 	rc = finish_append(s, journal, deadline_ns, res, st);

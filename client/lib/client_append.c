@@ -84,6 +84,9 @@ int gaz_appender_begin(struct gaz_client *c, const struct gaz_append_opts *o,
 		appender_free(a);
 		return rc;
 	}
+	/* Sends go out behind each other from the poller: the writer waits
+	 * only for the response (or when 2 MiB are queued). */
+	gaz_rpc_stream_queue_sends(a->call.stream);
 	if (gaz_rpc_stream_send(a->call.stream, &req.base))
 		a->failed = true; /* commit reports the stream's status */
 	*out = a;

@@ -318,6 +318,11 @@ struct sop {
 	int waiters;  /* threads waiting for this op: only they are woken */
 };
 
+/* A queued stream's sends wait behind the one in flight up to this many
+ * messages or bytes; the sender then waits (flow control). */
+#define SENDQ_MAX 8
+#define SENDQ_BYTES (2u << 20)
+
 struct gaz_rpc_stream {
 	grpc_call *gc;
 	pthread_mutex_t mu;
@@ -325,6 +330,14 @@ struct gaz_rpc_stream {
 	int inflight;
 	struct sop start_op, status_op, send_op, close_op, recv_op;
 	grpc_byte_buffer *send_bb;  /* the send in flight's message, freed once done */
+	/* gaz_rpc_stream_queue_sends: messages queued behind the send in
+	 * flight, in order, and a half-close after them; the poller starts
+	 * each as the one before completes. */
+	bool queue_sends;
+	grpc_byte_buffer *sendq[SENDQ_MAX];
+	size_t sendq_n, sendq_bytes;
+	bool close_queued;          /* half-close once the queue is out */
+	bool send_failed;           /* a queued send failed: the rest were dropped */
 	bool freeing;               /* gaz_rpc_stream_free waits for every op */
 	bool eof;
 	grpc_metadata auth;
@@ -334,6 +347,8 @@ struct gaz_rpc_stream {
 	grpc_slice details;
 	const char *error_string;
 };
+
+static void send_completed(struct gaz_rpc_stream *s, int ok);
 
 static void sop_cb(void *tag, int ok)
 {
@@ -345,6 +360,8 @@ static void sop_cb(void *tag, int ok)
 	o->done = true;
 	o->ok = ok;
 	s->inflight--;
+	if (o == &s->send_op && s->queue_sends)
+		send_completed(s, ok);
 	/* Wake only who waits for this op (a gatherer waiting for a reply
 	 * must not wake for each send completing), or the final free. */
 	if (o->waiters || s->freeing)
@@ -453,6 +470,60 @@ struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const cha
 	return s;
 }
 
+/* sendq_drop (s->mu held) fails a queued stream's sending side. */
+static void sendq_drop(struct gaz_rpc_stream *s)
+{
+	s->send_failed = true;
+	s->close_queued = false;
+	while (s->sendq_n)
+		grpc_byte_buffer_destroy(s->sendq[--s->sendq_n]);
+	s->sendq_bytes = 0;
+}
+
+/* sendq_next (s->mu held, nothing in flight) starts the next queued
+ * message, with the half-close in the same batch when it is the last, or
+ * the queued half-close alone. */
+static void sendq_next(struct gaz_rpc_stream *s)
+{
+	grpc_op ops[2] = {{.op = GRPC_OP_SEND_MESSAGE}, {.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT}};
+	size_t n = 0;
+
+	if (s->sendq_n) {
+		s->send_bb = s->sendq[0];
+		s->sendq_bytes -= grpc_byte_buffer_length(s->send_bb);
+		memmove(s->sendq, s->sendq + 1, --s->sendq_n * sizeof(*s->sendq));
+		ops[n++].data.send_message.send_message = s->send_bb;
+	}
+	if (!s->sendq_n && s->close_queued) {
+		s->close_queued = false;
+		ops[n++] = (grpc_op){.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT};
+	}
+	if (!n)
+		return;
+	/* sop_start drops s->mu around grpc_call_start_batch; the completion
+	 * goes to the queue, never inline. */
+	if (!sop_start(s, &s->send_op, ops, n)) {
+		if (s->send_bb)
+			grpc_byte_buffer_destroy(s->send_bb);
+		s->send_bb = NULL;
+		sendq_drop(s);
+	}
+}
+
+/* send_completed (s->mu held, on a poller) frees the message of a queued
+ * stream's send that completed and starts what is queued behind it. */
+static void send_completed(struct gaz_rpc_stream *s, int ok)
+{
+	if (s->send_bb)
+		grpc_byte_buffer_destroy(s->send_bb);
+	s->send_bb = NULL;
+	s->send_op.done = false;
+	if (!ok || s->freeing)
+		sendq_drop(s);
+	else
+		sendq_next(s);
+}
+
 /* send_settle (s->mu held) waits for the send in flight, if any, frees
  * its message and returns whether it went out. grpc allows one send at a
  * time; the previous one has usually completed by the next send. */
@@ -509,6 +580,13 @@ int gaz_rpc_stream_send_packed(struct gaz_rpc_stream *s, const struct gaz_rpc_pa
 	return stream_send_bb(s, grpc_raw_byte_buffer_create(&slice, 1));
 }
 
+void gaz_rpc_stream_queue_sends(struct gaz_rpc_stream *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->queue_sends = true;
+	pthread_mutex_unlock(&s->mu);
+}
+
 int gaz_rpc_stream_send(struct gaz_rpc_stream *s, const ProtobufCMessage *msg)
 {
 	return stream_send_bb(s, gaz__rpc_pack(msg));
@@ -520,6 +598,26 @@ static int stream_send_bb(struct gaz_rpc_stream *s, grpc_byte_buffer *bb)
 	bool ok;
 
 	pthread_mutex_lock(&s->mu);
+	if (s->queue_sends) {
+		size_t len = grpc_byte_buffer_length(bb);
+
+		s->send_op.waiters++;
+		while (!s->send_failed && s->send_op.pending &&
+		       (s->sendq_n == SENDQ_MAX || (s->sendq_n && s->sendq_bytes + len > SENDQ_BYTES)))
+			pthread_cond_wait(&s->cv, &s->mu);
+		s->send_op.waiters--;
+		if ((ok = !s->send_failed)) {
+			s->sendq[s->sendq_n++] = bb;
+			s->sendq_bytes += len;
+			bb = NULL;
+			if (!s->send_op.pending)
+				sendq_next(s);
+		}
+		pthread_mutex_unlock(&s->mu);
+		if (bb)
+			grpc_byte_buffer_destroy(bb);
+		return ok ? 0 : GAZ_ERPC;
+	}
 	ok = send_settle(s);
 	if (ok) {
 		op.data.send_message.send_message = s->send_bb = bb;
@@ -538,6 +636,17 @@ int gaz_rpc_stream_close_send(struct gaz_rpc_stream *s)
 	bool sent;
 
 	pthread_mutex_lock(&s->mu);
+	if (s->queue_sends) {
+		/* Behind the queue, or alone now; its outcome shows in the
+		 * call's status. */
+		if ((sent = !s->send_failed)) {
+			s->close_queued = true;
+			if (!s->send_op.pending)
+				sendq_next(s);
+		}
+		pthread_mutex_unlock(&s->mu);
+		return sent ? 0 : GAZ_ERPC;
+	}
 	sent = send_settle(s);
 	pthread_mutex_unlock(&s->mu);
 	return sop_run(s, &s->close_op, &op, 1) && sent ? 0 : GAZ_ERPC;
@@ -625,6 +734,8 @@ void gaz_rpc_stream_free(struct gaz_rpc_stream *s)
 		grpc_byte_buffer_destroy(s->recv_bb);
 	if (s->send_bb)
 		grpc_byte_buffer_destroy(s->send_bb);
+	while (s->sendq_n)
+		grpc_byte_buffer_destroy(s->sendq[--s->sendq_n]);
 	grpc_metadata_array_destroy(&s->init_md);
 	grpc_metadata_array_destroy(&s->trailing_md);
 	grpc_slice_unref(s->details);

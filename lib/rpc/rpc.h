@@ -314,6 +314,17 @@ struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const cha
 					   int64_t deadline_ns, bool wait_for_ready,
 					   const char *md_auth, struct gaz_status *st);
 
+/* gaz_rpc_stream_queue_sends makes sends and the half-close of `s` return
+ * without waiting for the send before them: messages queue behind the one
+ * in flight (up to 8, or 2 MiB past the first; beyond that the sender
+ * waits) and the poller starts each as the one before completes, the
+ * half-close in the same batch as the last message. Each wait costs a
+ * thread switch; a client that sends a whole request and then waits for
+ * the answer (an Append) is left with one. A failed send drops the rest
+ * and later sends and the half-close return GAZ_ERPC; the call's status
+ * (gaz_rpc_stream_finish) tells why. Call before the first send. */
+void gaz_rpc_stream_queue_sends(struct gaz_rpc_stream *s);
+
 /* gaz_rpc_stream_send sends one message without waiting for it to go out:
  * it waits only for the previous send (grpc allows one at a time), which
  * is the flow control. Returns 0 or GAZ_ERPC (the call ended, noticed at
@@ -333,7 +344,8 @@ void gaz_rpc_packed_free(struct gaz_rpc_packed *p);
 /* gaz_rpc_stream_send_packed is gaz_rpc_stream_send of a packed message. */
 int gaz_rpc_stream_send_packed(struct gaz_rpc_stream *s, const struct gaz_rpc_packed *p);
 
-/* gaz_rpc_stream_close_send half-closes the sending side. */
+/* gaz_rpc_stream_close_send half-closes the sending side. It waits for
+ * the sends before it, unless the stream queues its sends. */
 int gaz_rpc_stream_close_send(struct gaz_rpc_stream *s);
 
 /* gaz_rpc_stream_recv receives the next message (see gaz_rpc_unary for
