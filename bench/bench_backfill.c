@@ -48,6 +48,7 @@
  * that (a) is the plainest client of the S3 server there is.
  */
 #include <curl/curl.h>
+#include <dirent.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -601,6 +602,85 @@ static double lat_report(struct bf *b, const char *key, const char *what,
 	return failed ? -1 : p99;
 }
 
+/* ---- where the broker's threads spend a window ------------------------------ */
+
+#define BF_TGROUPS 12
+
+/* CPU time and run-queue wait (schedstat: ns on a CPU, ns runnable but
+ * waiting for one) summed per thread name over the brokers' threads. */
+struct bf_tstat {
+	int n;
+	struct {
+		char name[20];
+		int64_t run_ns, wait_ns;
+	} g[BF_TGROUPS];
+};
+
+static void tstat_add(struct bf_tstat *ts, const char *name, int64_t run, int64_t wait)
+{
+	int i;
+
+	for (i = 0; i < ts->n && strcmp(ts->g[i].name, name); i++)
+		;
+	if (i == ts->n) {
+		if (ts->n == BF_TGROUPS)
+			i = BF_TGROUPS - 1; /* the last group takes the rest */
+		else
+			snprintf(ts->g[ts->n++].name, sizeof(ts->g[0].name), "%s", name);
+	}
+	ts->g[i].run_ns += run;
+	ts->g[i].wait_ns += wait;
+}
+
+static void tstat_take(struct bf_tstat *ts, const int *pids, int npids)
+{
+	memset(ts, 0, sizeof(*ts));
+	for (int p = 0; p < npids; p++) {
+		char path[64], name[32] = "?";
+		struct dirent *e;
+		DIR *d;
+
+		snprintf(path, sizeof(path), "/proc/%d/task", pids[p]);
+		if (!(d = opendir(path)))
+			continue;
+		while ((e = readdir(d))) {
+			long long run = 0, wait = 0;
+			FILE *f;
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "/proc/%d/task/%.16s/comm", pids[p], e->d_name);
+			if ((f = fopen(path, "r"))) {
+				if (fgets(name, sizeof(name), f))
+					name[strcspn(name, "\n")] = '\0';
+				fclose(f);
+			}
+			snprintf(path, sizeof(path), "/proc/%d/task/%.16s/schedstat", pids[p], e->d_name);
+			if ((f = fopen(path, "r"))) {
+				if (fscanf(f, "%lld %lld", &run, &wait) == 2)
+					tstat_add(ts, name, run, wait);
+				fclose(f);
+			}
+		}
+		closedir(d);
+	}
+}
+
+/* tstat_diff adds after - before (per name) into acc. Threads that ended
+ * within the window are missing from `after`: their time is not counted. */
+static void tstat_diff(struct bf_tstat *acc, const struct bf_tstat *before,
+		       const struct bf_tstat *after)
+{
+	for (int i = 0; i < after->n; i++) {
+		int64_t run = after->g[i].run_ns, wait = after->g[i].wait_ns;
+		for (int j = 0; j < before->n; j++)
+			if (!strcmp(before->g[j].name, after->g[i].name)) {
+				run -= before->g[j].run_ns;
+				wait -= before->g[j].wait_ns;
+			}
+		tstat_add(acc, after->g[i].name, run > 0 ? run : 0, wait > 0 ? wait : 0);
+	}
+}
+
 /* One condition of phase 5: its key, its backfill (BF_RAW: none), its
  * pooled samples. */
 struct bf_cond {
@@ -608,26 +688,32 @@ struct bf_cond {
 	int mode;
 	struct bench_samples s;
 	size_t failed;
-	int64_t bf_ns;
+	int64_t bf_ns, win_ns;
 	long bf_bytes;
+	struct bf_tstat ts;        /* the brokers' threads over the windows */
 };
 
 /* lat_window runs one open-loop window under condition c. */
 static void lat_window(struct bf *b, struct bf_cond *c, pthread_t *tids)
 {
+	struct bf_tstat t0s, t1s;
 	int64_t t0;
 
-	if (c->mode == BF_RAW) {
-		c->failed += lat_run(b, &c->s);
-		return;
+	if (c->mode != BF_RAW) {
+		start_readers(b, c->mode, true, tids);
+		bench_sleep_until(gaz_mono_ns() + 500 * GAZ_NS_PER_MS); /* the backfill is under way */
 	}
-	start_readers(b, c->mode, true, tids);
-	bench_sleep_until(gaz_mono_ns() + 500 * GAZ_NS_PER_MS); /* the backfill is under way */
+	tstat_take(&t0s, b->pids, b->npids);
 	t0 = gaz_mono_ns();
 	atomic_store(&b->bytes, 0);
 	c->failed += lat_run(b, &c->s);
 	c->bf_bytes += atomic_load(&b->bytes);
+	c->win_ns += gaz_mono_ns() - t0;
 	c->bf_ns += gaz_mono_ns() - t0;
+	tstat_take(&t1s, b->pids, b->npids);
+	tstat_diff(&c->ts, &t0s, &t1s);
+	if (c->mode == BF_RAW)
+		return;
 	atomic_store(&b->stop, true);
 	join_readers(b, tids);
 }
@@ -674,6 +760,19 @@ static int lat_phases(struct bf *b)
 			       p99[i] / p99[0] <= 1.2 ? "met" : "MISSED");
 		}
 		printf("\n");
+	}
+	for (int i = 0; i < 3; i++) {
+		double secs = (double)c[i].win_ns / 1e9, run = 0, wait = 0;
+		printf("  broker threads %-26s (cores on CPU / cores waiting for one):", c[i].what);
+		for (int g = 0; g < c[i].ts.n; g++) {
+			run += (double)c[i].ts.g[g].run_ns / 1e9 / secs;
+			wait += (double)c[i].ts.g[g].wait_ns / 1e9 / secs;
+			printf(" %s %.2f/%.3f", c[i].ts.g[g].name, (double)c[i].ts.g[g].run_ns / 1e9 / secs,
+			       (double)c[i].ts.g[g].wait_ns / 1e9 / secs);
+		}
+		printf("; all %.2f/%.3f\n", run, wait);
+		snprintf(k, sizeof(k), "%s_broker_rq_wait_cores", c[i].key);
+		bf_put(b, k, wait);
 	}
 	return rc;
 }

@@ -30,6 +30,7 @@
 #   BENCH_BACKFILL_PAR=1  parallel readers of the backfill
 #   BENCH_BACKFILL_RATE=500  appends/s offered while measuring backfill p99
 #   BENCH_BACKFILL_CODEC=SNAPPY  compression of the backfill journal
+#   BENCH_STORE_READ_NICE=N  gazette-c's --broker.store-read-nice
 #   BENCH_BACKFILL_NICE=0  niceness of the S3 server and of gazbench's
 #                         backfill reader threads (19: they stand in for
 #                         other machines; see bench/README.md "Backfill")
@@ -81,7 +82,9 @@ else
 fi
 etcd_dir=
 s3_dir=
-declare -A pid port
+declare -A pid port ours_args
+# Flags of gazette-c's broker only.
+ours_args[gazette-c]=${BENCH_STORE_READ_NICE:+--broker.store-read-nice $BENCH_STORE_READ_NICE}
 
 # stop_broker KEY: SIGTERM broker KEY (<kind>.<n>), then SIGKILL after a
 # grace (5 s for Gazette's, whose last broker waits forever for a hand-off
@@ -145,7 +148,7 @@ start_broker() {
 		--broker.id "bench-$kind-$n" --broker.zone local \
 		--broker.file-root "$d/fragments" \
 		--etcd.address "$etcd" --etcd.prefix "/gazbench/$kind" \
-		--log.level warn >"$d/broker$n.log" 2>&1 </dev/null &
+		--log.level warn ${ours_args[$kind]:-} >"$d/broker$n.log" 2>&1 </dev/null &
 	pid[$key]=$!
 	for _ in $(seq 300); do
 		if ETCDCTL_API=3 "$ETCD_DIR/etcdctl" --endpoints "$etcd" get --keys-only \
