@@ -36,8 +36,8 @@
  *      and during a proxied one (c's), two of each; p50/p99 from the
  *      scheduled send time, each condition's windows pooled. --nice N
  *      runs the backfill's reader threads (and the read-ahead threads
- *      they start) at niceness N, standing in for a backfill on another
- *      machine (bench/README.md).
+ *      they start) at niceness N, --sched-idle in SCHED_IDLE, standing in
+ *      for a backfill on another machine (bench/README.md).
  * Phases 2-4 each read every fragment once. Rates count journal
  * (uncompressed) bytes over the phase's wall time, so (a), (b) and (c)
  * compare the same work; (a) also reports the object bytes fetched.
@@ -51,6 +51,7 @@
 #include <dirent.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,7 @@ struct bf {
 	int64_t mb;
 	int par, codec;
 	int nice;                  /* niceness of the backfill reader threads */
+	bool sched_idle;           /* ... or SCHED_IDLE for them */
 	double rate, secs;
 	struct bench_out out;
 	struct gaz_rpc_channel *ch;
@@ -458,6 +460,11 @@ static void *read_worker(void *arg)
 	/* Threads the reader starts (its read-ahead) inherit this. */
 	if (b->nice && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), b->nice))
 		perror("gazbench: setpriority");
+	if (b->sched_idle) {
+		struct sched_param sp = {0};
+		if (sched_setscheduler((pid_t)syscall(SYS_gettid), SCHED_IDLE, &sp))
+			perror("gazbench: sched_setscheduler SCHED_IDLE");
+	}
 	while (!atomic_load(&b->stop)) {
 		size_t i = atomic_fetch_add(&b->next, 1);
 		if (i >= units) {
@@ -734,7 +741,8 @@ static int lat_phases(struct bf *b)
 	int rc = 0;
 
 	printf("appends, %d windows of %.0f s each alone, during a direct and during a proxied\n"
-	       "backfill (%d reader(s), niceness %d):\n", BF_LAT_ROUNDS, b->secs, b->par, b->nice);
+	       "backfill (%d reader(s), niceness %d%s):\n", BF_LAT_ROUNDS, b->secs, b->par, b->nice,
+	       b->sched_idle ? ", SCHED_IDLE" : "");
 	for (int i = 0; i < 3; i++)
 		bench_samples_init(&c[i].s, cap);
 	for (int r = 0; r < BF_LAT_ROUNDS; r++)
@@ -748,6 +756,7 @@ static int lat_phases(struct bf *b)
 			rc = GAZ_EIO;
 	}
 	bf_put(b, "nice", b->nice);
+	bf_put(b, "sched_idle", b->sched_idle);
 	for (int i = 1; i < 3; i++) {
 		double mbps = c[i].bf_ns ? (double)c[i].bf_bytes / 1e6 / ((double)c[i].bf_ns / 1e9) : 0;
 		snprintf(k, sizeof(k), "%s_read_mbps", c[i].key);
@@ -787,7 +796,7 @@ static int parse(struct bf *b, int argc, char **argv, const char **out)
 		{"broker-pid", required_argument, NULL, 'P'}, {"mb", required_argument, NULL, 'm'},
 		{"par", required_argument, NULL, 'n'},    {"rate", required_argument, NULL, 'r'},
 		{"secs", required_argument, NULL, 's'},   {"codec", required_argument, NULL, 'c'},
-		{"nice", required_argument, NULL, 'N'},
+		{"nice", required_argument, NULL, 'N'},   {"sched-idle", no_argument, NULL, 'I'},
 		{NULL, 0, NULL, 0}};
 	const ProtobufCEnumValue *ev;
 	int c;
@@ -813,6 +822,7 @@ static int parse(struct bf *b, int argc, char **argv, const char **out)
 		case 'r': b->rate = atof(optarg); break;
 		case 's': b->secs = atof(optarg); break;
 		case 'N': b->nice = atoi(optarg); break;
+		case 'I': b->sched_idle = true; break;
 		case 'c':
 			if (!(ev = protobuf_c_enum_descriptor_get_value_by_name(
 				      &protocol__compression_codec__descriptor, optarg)) || ev->value == 0)
@@ -910,7 +920,7 @@ int bench_backfill_main(int argc, char **argv)
 	if (parse(&b, argc, argv, &out)) {
 		fprintf(stderr, "usage: gazbench backfill --broker URL --prefix NAME --store S3URL --out FILE\n"
 				"         [--broker-pid PID,..] [--mb 1024] [--par 1] [--rate 500] [--secs 6]\n"
-				"         [--codec SNAPPY] [--nice 0]\n");
+				"         [--codec SNAPPY] [--nice 0] [--sched-idle]\n");
 		return 2;
 	}
 	if (out && !(b.out.f = fopen(out, "w"))) {
