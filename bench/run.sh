@@ -30,6 +30,11 @@
 #   BENCH_BACKFILL_PAR=1  parallel readers of the backfill
 #   BENCH_BACKFILL_RATE=500  appends/s offered while measuring backfill p99
 #   BENCH_BACKFILL_CODEC=SNAPPY  compression of the backfill journal
+#   BENCH_STORE_READ_NICE=N  gazette-c's --broker.store-read-nice
+#   BENCH_BACKFILL_NICE=0  niceness of the S3 server and of gazbench's
+#                         backfill reader threads (19: they stand in for
+#                         other machines; see bench/README.md "Backfill")
+#   BENCH_BACKFILL_SCHED=idle  also SCHED_IDLE for both (chrt --idle 0)
 # The full table also lands in $BUILD/bench/last.txt, and each run's raw
 # metrics in $BUILD/bench/result-<broker>-<round>.txt.
 set -euo pipefail
@@ -78,7 +83,9 @@ else
 fi
 etcd_dir=
 s3_dir=
-declare -A pid port
+declare -A pid port ours_args
+# Flags of gazette-c's broker only.
+ours_args[gazette-c]=${BENCH_STORE_READ_NICE:+--broker.store-read-nice $BENCH_STORE_READ_NICE}
 
 # stop_broker KEY: SIGTERM broker KEY (<kind>.<n>), then SIGKILL after a
 # grace (5 s for Gazette's, whose last broker waits forever for a hand-off
@@ -142,7 +149,7 @@ start_broker() {
 		--broker.id "bench-$kind-$n" --broker.zone local \
 		--broker.file-root "$d/fragments" \
 		--etcd.address "$etcd" --etcd.prefix "/gazbench/$kind" \
-		--log.level warn >"$d/broker$n.log" 2>&1 </dev/null &
+		--log.level warn ${ours_args[$kind]:-} >"$d/broker$n.log" 2>&1 </dev/null &
 	pid[$key]=$!
 	for _ in $(seq 300); do
 		if ETCDCTL_API=3 "$ETCD_DIR/etcdctl" --endpoints "$etcd" get --keys-only \
@@ -210,9 +217,15 @@ rm -f "$BUILD"/bench/result-*.txt
 out=$(scripts/etcd-test.sh start)
 etcd=$(echo "$out" | sed -n 1p)
 etcd_dir=$(echo "$out" | sed -n 2p)
+s3_sched= bf_sched=
+if [ "${BENCH_BACKFILL_SCHED:-}" = idle ]; then
+	s3_sched="chrt --idle 0"
+	bf_sched=--sched-idle
+fi
 if [ "$BF_MB" != 0 ]; then
 	# The backfill's S3 server, and the bucket both brokers' stores use.
-	out=$(GAZ_TEST_S3_ACCESS_KEY=$S3_KEY GAZ_TEST_S3_SECRET_KEY=$S3_SECRET scripts/s3-test.sh start "$work/s3")
+	out=$(GAZ_TEST_S3_ACCESS_KEY=$S3_KEY GAZ_TEST_S3_SECRET_KEY=$S3_SECRET \
+		$s3_sched nice -n "${BENCH_BACKFILL_NICE:-0}" scripts/s3-test.sh start "$work/s3")
 	s3=$(echo "$out" | sed -n 1p)
 	s3_dir=$(echo "$out" | sed -n 2p)
 	/usr/bin/python3 - "$s3" "$S3_KEY" "$S3_SECRET" <<'PY'
@@ -239,7 +252,7 @@ bench_backfill() {
 		--prefix "bench/bf" --out "$out" --broker-pid "$(pids_of "$name")" \
 		--store "s3://gazbench/$name/?endpoint=$enc&region=us-east-1" --mb "$BF_MB" \
 		--par "${BENCH_BACKFILL_PAR:-1}" --rate "${BENCH_BACKFILL_RATE:-500}" \
-		--codec "${BENCH_BACKFILL_CODEC:-SNAPPY}"; then
+		--codec "${BENCH_BACKFILL_CODEC:-SNAPPY}" --nice "${BENCH_BACKFILL_NICE:-0}" $bf_sched; then
 		echo "bench: gazbench backfill against $name failed" >&2
 	fi
 	rm -rf "$work/$name/fragments/bench"
@@ -271,7 +284,9 @@ stop_kind gazette
 	if [ "$BF_MB" != 0 ] && [ -f "${bf_files[gazette-c]:-}" ] && [ -f "${bf_files[gazette]:-}" ]; then
 		echo
 		echo "Backfill: $BF_MB MiB of history on S3 (SeaweedFS), codec ${BENCH_BACKFILL_CODEC:-SNAPPY}," \
-			"${BENCH_BACKFILL_PAR:-1} reader(s), appends at ${BENCH_BACKFILL_RATE:-500}/s"
+			"${BENCH_BACKFILL_PAR:-1} reader(s), appends at ${BENCH_BACKFILL_RATE:-500}/s," \
+			"backfill readers and S3 server at niceness ${BENCH_BACKFILL_NICE:-0}" \
+			"${BENCH_BACKFILL_SCHED:+(SCHED_IDLE)}"
 		"$GAZBENCH" report gazette-c "${bf_files[gazette-c]}" gazette "${bf_files[gazette]}"
 	fi
 	echo "loadavg after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -51,6 +51,9 @@ struct gaz_broker_config {
 	char *log_level, *log_format;
 	int64_t exit_timeout_ns;   /* bound on a graceful exit (ours; Gazette waits forever) */
 	bool auto_suspend;         /* pulses may suspend idle, fully-persisted journals */
+	int64_t store_read_nice;   /* niceness of the threads streaming persisted
+	                            * fragments from a store (0: on the handler
+	                            * thread; default 10) */
 	struct gaz_strlist allow_origin; /* CORS origins of the /v1/ gateway */
 };
 

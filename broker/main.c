@@ -52,6 +52,7 @@ static const struct gaz_flag flag_table[] = {
 	BROKER_FLAG("allow-origin", "ALLOW_ORIGIN", GAZ_FLAG_STRLIST, NULL, "Origin to allow in CORS contexts", &broker.cfg.allow_origin),
 	BROKER_FLAG("watch-delay", "WATCH_DELAY", GAZ_FLAG_DURATION, "30ms", "Delay applied to the application of watched Etcd events", &broker.cfg.watch_delay_ns),
 	BROKER_FLAG("auto-suspend", "AUTO_SUSPEND", GAZ_FLAG_BOOL, "false", "Pulses may suspend idle, fully-persisted journals", &broker.cfg.auto_suspend),
+	BROKER_FLAG("store-read-nice", "STORE_READ_NICE", GAZ_FLAG_INT64, "10", "Niceness (0-19) of the threads that stream persisted fragments from a store to proxied readers, so that backfills through the broker yield the CPU to appends (0 = stream on the handler thread, as Gazette; gazette-c)", &broker.cfg.store_read_nice),
 	BROKER_FLAG("exit-timeout", "EXIT_TIMEOUT", GAZ_FLAG_DURATION, "2m", "Bound on a graceful exit's hand-off before spools are persisted and journals released (gazette-c)", &broker.cfg.exit_timeout_ns),
 	{.name = "etcd.address", .env = "ETCD_ADDRESS", .type = GAZ_FLAG_STRING, .def = "http://localhost:2379", .help = "Etcd service address endpoint", .ptr = &broker.cfg.etcd_address, .group = "Etcd"},
 	{.name = "etcd.prefix", .env = "ETCD_PREFIX", .type = GAZ_FLAG_STRING, .def = "/gazette/cluster", .help = "Etcd base prefix for broker state and coordination", .ptr = &broker.cfg.etcd_prefix, .group = "Etcd"},

@@ -10,8 +10,11 @@
  */
 #include "broker/broker.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "broker/metrics.h"
@@ -169,6 +172,45 @@ static int stream_content(struct read_ctx *c, const struct read_target *t, int64
 	return rc;
 }
 
+/* A store-backed stream_content on a thread of its own. */
+struct stream_job {
+	struct read_ctx *c;
+	const struct read_target *t;
+	int64_t from, to;
+	int nice;
+	int rc;
+};
+
+static void *stream_job_main(void *arg)
+{
+	struct stream_job *j = arg;
+
+	pthread_setname_np(pthread_self(), "gaz-store-read");
+	/* Best effort: a niceness this thread cannot take leaves it as is. */
+	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), j->nice);
+	j->rc = stream_content(j->c, j->t, j->from, j->to);
+	return NULL;
+}
+
+/* stream_remote streams [from, to) of a persisted fragment from its store.
+ * With --broker.store-read-nice the fetch, decompression and packing run
+ * on a new thread at that niceness while the handler waits for it: a
+ * thread's niceness cannot be lowered again by an unprivileged process,
+ * so it is never raised on a pooled handler thread that later serves
+ * appends. Each chunk's send already waits for the call's bounded send
+ * queue, so cancellation ends the thread at its next send. */
+static int stream_remote(struct read_ctx *c, const struct read_target *t, int64_t from, int64_t to)
+{
+	struct stream_job j = {.c = c, .t = t, .from = from, .to = to,
+			       .nice = (int)c->b->cfg.store_read_nice};
+	pthread_t tid;
+
+	if (j.nice <= 0 || pthread_create(&tid, NULL, stream_job_main, &j))
+		return stream_content(c, t, from, to);
+	pthread_join(tid, NULL);
+	return j.rc;
+}
+
 static void wake_call(void *arg) { gaz_rpc_wake(arg); }
 
 /* Serves the read from the local replica until done, cancelled or an
@@ -210,7 +252,8 @@ static int serve_local(struct read_ctx *c)
 		remote = !t.file;
 		to = q->end_offset && q->end_offset < t.frag.end ? q->end_offset : t.frag.end;
 		if (!rc && !q->metadata_only && !(remote && q->do_not_proxy) && t.offset < to)
-			rc = stream_content(c, &t, t.offset, to);
+			rc = remote ? stream_remote(c, &t, t.offset, to)
+				    : stream_content(c, &t, t.offset, to);
 		offset = to;
 		target_release(&t);
 		if (q->metadata_only || (remote && q->do_not_proxy) ||

@@ -120,6 +120,7 @@ int gaz__file_url_path(const char *root, const char *url, char *out, size_t cap,
 
 struct http_src {
 	struct gaz_client *c;
+	const atomic_bool *stop; /* also ends the transfer when set; NULL ok */
 	CURL *easy;
 	CURLM *multi;
 	struct curl_slist *hdrs;
@@ -195,7 +196,7 @@ static int http_pump(struct http_src *h, struct gaz_status *st)
 	int running, left;
 
 	while (h->off == h->len && !h->done) {
-		if (gaz_client_cancelled(h->c))
+		if (gaz_client_cancelled(h->c) || (h->stop && atomic_load(h->stop)))
 			return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
 		if (h->paused) {
 			h->paused = false;
@@ -281,8 +282,8 @@ static int http_setup(struct http_src *h, const char *url, int codec)
 }
 
 /* http_open starts the GET and waits for the response status. */
-static int http_open(struct gaz_client *c, const char *url, int codec, struct http_src **out,
-		     struct gaz_status *st)
+static int http_open(struct gaz_client *c, const atomic_bool *stop, const char *url, int codec,
+		     struct http_src **out, struct gaz_status *st)
 {
 	struct http_src *h = calloc(1, sizeof(*h));
 	long code = 0;
@@ -294,6 +295,7 @@ static int http_open(struct gaz_client *c, const char *url, int codec, struct ht
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory fetching fragment");
 	}
 	h->c = c;
+	h->stop = stop;
 	if ((rc = http_pump(h, st)) == 0 && h->done && h->result != CURLE_OK)
 		rc = gaz_status_set(st, GAZ_EIO, "fetching fragment %s: %s", url,
 				    h->errbuf[0] ? h->errbuf : curl_easy_strerror(h->result));
@@ -351,8 +353,8 @@ static int file_open(struct gaz_client *c, const char *url, int *fd, struct gaz_
 }
 
 /* frag_source opens the URL and makes the decoder over it. */
-static int frag_source(struct gaz_client *c, struct gaz__frag_reader *fr, int codec,
-		       const char *url, struct gaz_status *st)
+static int frag_source(struct gaz_client *c, const atomic_bool *stop, struct gaz__frag_reader *fr,
+		       int codec, const char *url, struct gaz_status *st)
 {
 	int rc;
 
@@ -366,7 +368,7 @@ static int frag_source(struct gaz_client *c, struct gaz__frag_reader *fr, int co
 	}
 	if (strncasecmp(url, "http://", 7) && strncasecmp(url, "https://", 8))
 		return gaz_status_set(st, GAZ_EINVAL, "unsupported fragment URL scheme (%s)", url);
-	if ((rc = http_open(c, url, codec, &fr->http, st)))
+	if ((rc = http_open(c, stop, url, codec, &fr->http, st)))
 		return rc;
 	if (codec == PROTOCOL__COMPRESSION_CODEC__GZIP_OFFLOAD_DECOMPRESSION)
 		codec = fr->http->gzip_encoded ? PROTOCOL__COMPRESSION_CODEC__GZIP
@@ -394,7 +396,8 @@ static int discard(struct gaz__frag_reader *fr, int64_t target, struct gaz_statu
 }
 
 int gaz__frag_open(struct gaz_client *c, const struct gaz_fragment *f, int64_t offset,
-		   const char *url, struct gaz__frag_reader **out, struct gaz_status *st)
+		   const char *url, const atomic_bool *stop, struct gaz__frag_reader **out,
+		   struct gaz_status *st)
 {
 	struct gaz__frag_reader *fr = calloc(1, sizeof(*fr));
 	int rc;
@@ -407,7 +410,7 @@ int gaz__frag_open(struct gaz_client *c, const struct gaz_fragment *f, int64_t o
 	if (offset < f->begin || offset > f->end)
 		rc = gaz_status_set(st, GAZ_EINVAL, "offset %lld is outside fragment [%lld, %lld)",
 				    (long long)offset, (long long)f->begin, (long long)f->end);
-	else if (!(rc = frag_source(c, fr, f->codec, url, st)))
+	else if (!(rc = frag_source(c, stop, fr, f->codec, url, st)))
 		rc = discard(fr, offset, st);
 	if (rc) {
 		gaz__frag_close(fr);

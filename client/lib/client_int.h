@@ -7,6 +7,8 @@
  *   client_append.c  Appender and the one-shot Append
  *   client_read.c    Reader and RetryReader
  *   client_fetch.c   direct fragment reads (file:// and http(s) via curl)
+ *   client_readahead.c the next persisted fragment, fetched and decoded
+ *                    ahead of a direct read on a thread of its own
  *   route_cache.c    routes remembered per journal; member choice
  *   retry.c          which failures are retried (pure policy)
  *   append_service.c asynchronous, batched, ordered appends
@@ -233,12 +235,16 @@ struct gaz__frag_reader;
 
 /* gaz__frag_open fetches fragment `f` (borrowed) from `url` and positions
  * the reader at `offset` (begin <= offset <= end) by decoding and
- * discarding (offset - begin) bytes. Returns 0 and *out (close with
- * gaz__frag_close), GAZ_EINVAL (unsupported scheme, no file root),
- * GAZ_ENOTFOUND / GAZ_EIO (fetch failed: "!OK fetching (404 Not Found,
- * ...)"), GAZ_EPROTO (decoding), GAZ_ECANCELLED, GAZ_ENOMEM. */
+ * discarding (offset - begin) bytes. `stop` (borrowed for the reader's
+ * life; NULL: none), once set, fails a pending http(s) transfer with
+ * GAZ_ECANCELLED within GAZ__CLIENT_POLL_MS, as the client's cancellation
+ * does. Returns 0 and *out (close with gaz__frag_close), GAZ_EINVAL
+ * (unsupported scheme, no file root), GAZ_ENOTFOUND / GAZ_EIO (fetch
+ * failed: "!OK fetching (404 Not Found, ...)"), GAZ_EPROTO (decoding),
+ * GAZ_ECANCELLED, GAZ_ENOMEM. */
 int gaz__frag_open(struct gaz_client *c, const struct gaz_fragment *f, int64_t offset,
-		   const char *url, struct gaz__frag_reader **out, struct gaz_status *st);
+		   const char *url, const atomic_bool *stop, struct gaz__frag_reader **out,
+		   struct gaz_status *st);
 
 /* gaz__frag_read returns decoded fragment bytes: 0 with *n >= 1, GAZ_EOF
  * exactly at the fragment's end, GAZ_EPROTO for a body ending early
@@ -252,5 +258,47 @@ int64_t gaz__frag_offset(const struct gaz__frag_reader *fr);
 
 /* gaz__frag_close releases the reader and its transfer. NULL ok. */
 void gaz__frag_close(struct gaz__frag_reader *fr);
+
+/* ---- read-ahead of the next fragment (client_readahead.c) ----------------- */
+
+struct gaz__readahead;
+
+/* gaz__readahead_take's result when there is nothing read ahead. */
+#define GAZ__RA_NONE 101
+
+/* gaz__readahead_start asks, on a thread of its own, for the fragment at
+ * `offset` with a copy of `rq` (borrowed for the call; block is cleared,
+ * so at the write head the broker answers at once). When the broker
+ * answers OK with a fragment URL and ends the stream cleanly, the thread
+ * fetches the fragment from `offset` (or the answer's later offset) and
+ * decodes it into a ring of `cap` bytes, waiting while the ring is full.
+ * Any other answer (content, a status, an error) ends the read-ahead: the
+ * reader then asks again itself, so retries and errors of that request
+ * stay the reader's. `ring` (may be NULL) is a buffer of `cap` bytes the
+ * read-ahead takes over (see gaz__readahead_free). Returns 0 and *out,
+ * GAZ_ENOMEM, GAZ_EIO (no thread). Not thread-safe: one reader owns it. */
+int gaz__readahead_start(struct gaz_client *c, const Protocol__ReadRequest *rq, int64_t offset,
+			 size_t cap, uint8_t *ring, struct gaz__readahead **out);
+
+/* gaz__readahead_offset: the offset it was started for. */
+int64_t gaz__readahead_offset(const struct gaz__readahead *ra);
+
+/* gaz__readahead_take waits for the broker's answer. Returns 0 and *resp
+ * (the validated OK metadata response with the URL, handed over: free with
+ * protobuf_c_message_free_unpacked), or GAZ__RA_NONE when the fragment is not
+ * read ahead, GAZ_ECANCELLED. At most once per read-ahead. */
+int gaz__readahead_take(struct gaz__readahead *ra, Protocol__ReadResponse **resp);
+
+/* gaz__readahead_read yields decoded content after a successful take, as
+ * gaz__frag_read does (0 with *n >= 1, GAZ_EOF exactly at the fragment's
+ * end, the fetch's or decoder's error, GAZ_ECANCELLED), waiting while the
+ * decoder thread is behind. */
+int gaz__readahead_read(struct gaz__readahead *ra, void *buf, size_t cap, size_t *n,
+			struct gaz_status *st);
+
+/* gaz__readahead_free stops the thread (its fetch within
+ * GAZ__CLIENT_POLL_MS), joins it, and frees everything but the ring, which
+ * it returns (free() it or pass it to the next start). NULL: NULL. */
+uint8_t *gaz__readahead_free(struct gaz__readahead *ra);
 
 #endif

@@ -9,6 +9,16 @@
  *      ^                      |                                      |
  *      +------ end, error or status (RetryReader restarts) ---------+
  *
+ * READ-AHEAD: entering a directly read fragment starts a read-ahead of the
+ * next one (client_readahead.c): its own Read RPC at the fragment's end
+ * and, when that answers with a URL, the fetch and decoding into a
+ * bounded ring on another thread. When req.offset reaches it and no stream
+ * is open, its answer is handled as if this reader's stream had sent it
+ * (the same validation, metadata event and offset rules), and the ring is
+ * the DIRECT source. Whatever else it saw, the reader asks itself, so
+ * every byte and event comes out as without read-ahead; a fetch error
+ * comes out when the content reaches the failed bytes.
+ *
  * STREAM: one Read RPC. Each response is validated; a metadata response
  * updates `meta` and is reported (GAZ_READ_META, or GAZ_READ_JUMP when its
  * offset is past the requested one); a content response is kept in `chunk`
@@ -43,6 +53,11 @@ struct gaz_reader {
 	int last_status;               /* status of the last response */
 	int fail_status;               /* broker status of the last failure, or -1 */
 	struct gaz__frag_reader *direct;
+	struct gaz__readahead *cur;    /* DIRECT source that was read ahead */
+	bool cur_open;                 /* its metadata event was handed out */
+	struct gaz__readahead *ahead;  /* the next fragment, or NULL */
+	uint8_t *spare;                /* a ring for the next read-ahead */
+	size_t ra_bytes;               /* ring size; 0 = no read-ahead */
 	struct gaz_read_meta meta;
 	char *url;                     /* meta.fragment_url storage */
 };
@@ -67,6 +82,9 @@ int gaz_reader_new(struct gaz_client *c, const struct gaz_read_opts *o, struct g
 	r->req.metadata_only = o->metadata_only;
 	r->req.begin_mod_time = o->begin_mod_time;
 	r->retry = o->retry;
+	r->ra_bytes = o->read_ahead_bytes < 0	 ? 0
+		      : o->read_ahead_bytes == 0 ? (size_t)GAZ_READ_AHEAD_DEFAULT
+						 : (size_t)o->read_ahead_bytes;
 	r->fail_status = -1;
 	r->meta.fragment_url = "";
 	if (gaz_validate_read_request(&r->req, &vst)) {
@@ -77,12 +95,27 @@ int gaz_reader_new(struct gaz_client *c, const struct gaz_read_opts *o, struct g
 	return 0;
 }
 
-/* reset drops the stream, the direct fetch and any pending content. */
+/* drop_ra frees a read-ahead, keeping its ring for the next one. */
+static void drop_ra(struct gaz_reader *r, struct gaz__readahead **ra)
+{
+	uint8_t *ring = gaz__readahead_free(*ra);
+
+	*ra = NULL;
+	if (ring && !r->spare)
+		r->spare = ring;
+	else
+		free(ring);
+}
+
+/* reset drops the stream, the direct fetch and any pending content; a
+ * read-ahead of a later fragment stays. */
 static void reset(struct gaz_reader *r)
 {
 	gaz__client_close(r->c, &r->call);
 	gaz__frag_close(r->direct);
 	r->direct = NULL;
+	drop_ra(r, &r->cur);
+	r->cur_open = false;
 	if (r->chunk)
 		protobuf_c_message_free_unpacked(&r->chunk->base, NULL);
 	r->chunk = NULL;
@@ -94,6 +127,8 @@ void gaz_reader_free(struct gaz_reader *r)
 	if (!r)
 		return;
 	reset(r);
+	drop_ra(r, &r->ahead);
+	free(r->spare);
 	if (r->hdr)
 		protobuf_c_message_free_unpacked(&r->hdr->base, NULL);
 	gaz_fragment_release(&r->meta.fragment);
@@ -210,6 +245,48 @@ static int on_response(struct gaz_reader *r, Protocol__ReadResponse *resp, struc
 	return rc;
 }
 
+/* start_ahead starts the read-ahead of the fragment after the one
+ * entering DIRECT (in r->meta), unless there is one, or the read ends
+ * there. A read-ahead that cannot start is no error: the reader asks. */
+static void start_ahead(struct gaz_reader *r)
+{
+	int64_t next = r->meta.fragment.end;
+
+	if (!r->ra_bytes || r->ahead || (r->req.end_offset != 0 && next >= r->req.end_offset))
+		return;
+	if (gaz__readahead_start(r->c, &r->req, next, r->ra_bytes, r->spare, &r->ahead) == 0)
+		r->spare = NULL;
+	else if (r->spare) /* the ring went with the failed start */
+		r->spare = NULL;
+}
+
+/* adopt takes the read-ahead's answer as this reader's response at
+ * req.offset. Returns its event (GAZ_READ_META, or GAZ_READ_JUMP), an
+ * error, or READ_AGAIN when there is none to take (the reader asks). */
+static int adopt(struct gaz_reader *r, struct gaz_status *st)
+{
+	Protocol__ReadResponse *resp = NULL;
+	int rc;
+
+	if (!r->ahead || gaz__readahead_offset(r->ahead) > r->req.offset)
+		return READ_AGAIN; /* none, or for later: a retry of earlier bytes */
+	if (gaz__readahead_offset(r->ahead) < r->req.offset ||
+	    (rc = gaz__readahead_take(r->ahead, &resp)) == GAZ__RA_NONE) {
+		drop_ra(r, &r->ahead);
+		return READ_AGAIN;
+	}
+	if (rc)
+		return gaz_status_set(st, rc, "cancelled");
+	r->cur = r->ahead;
+	r->ahead = NULL;
+	r->cur_open = false;
+	if ((rc = gaz__check_read_response(resp, r->req.offset, st))) {
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+		return rc;
+	}
+	return on_response(r, resp, st);
+}
+
 /* on_end handles the end of the stream: a direct fetch, or the status. */
 static int on_end(struct gaz_reader *r, struct gaz_status *st)
 {
@@ -221,7 +298,10 @@ static int on_end(struct gaz_reader *r, struct gaz_status *st)
 		return rc;
 	if (!r->req.metadata_only && r->direct_pending && r->meta.has_fragment) {
 		r->direct_pending = false;
-		rc = gaz__frag_open(r->c, &r->meta.fragment, r->req.offset, r->url, &r->direct, st);
+		rc = gaz__frag_open(r->c, &r->meta.fragment, r->req.offset, r->url, NULL, &r->direct,
+				    st);
+		if (rc == 0)
+			start_ahead(r);
 		return rc ? rc : READ_AGAIN;
 	}
 	switch (r->last_status) {
@@ -246,7 +326,9 @@ static int read_direct(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 		int64_t left = r->req.end_offset - r->req.offset;
 		cap = left <= 0 ? 0 : left < (int64_t)cap ? (size_t)left : cap;
 	}
-	if (cap)
+	if (cap && r->cur)
+		rc = gaz__readahead_read(r->cur, buf, cap, n, st);
+	else if (cap)
 		rc = gaz__frag_read(r->direct, buf, cap, n, st);
 	if (rc == 0) {
 		r->req.offset += (int64_t)*n;
@@ -254,6 +336,8 @@ static int read_direct(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 	}
 	gaz__frag_close(r->direct);
 	r->direct = NULL;
+	drop_ra(r, &r->cur);
+	r->cur_open = false;
 	return rc;
 }
 
@@ -285,7 +369,16 @@ static int read_once(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 	*n = 0;
 	r->fail_status = -1;
 	for (;;) {
-		if (r->direct)
+		if (r->cur && !r->cur_open && r->direct_pending && !r->req.metadata_only) {
+			/* the adopted answer's metadata is out: its content next,
+			 * as on_end would fetch it */
+			r->direct_pending = false;
+			r->cur_open = true;
+			start_ahead(r);
+		} else if (r->cur && !r->cur_open) {
+			drop_ra(r, &r->cur); /* cannot happen: only URL answers are adopted */
+		}
+		if (r->direct || r->cur)
 			return read_direct(r, buf, cap, n, st);
 		if (r->chunk && r->chunk->offset + (int64_t)r->chunk->content.len > r->req.offset) {
 			copy_chunk(r, buf, cap, n);
@@ -294,6 +387,8 @@ static int read_once(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 		if (r->chunk)
 			protobuf_c_message_free_unpacked(&r->chunk->base, NULL);
 		r->chunk = NULL;
+		if (!r->call.stream && (rc = adopt(r, st)) != READ_AGAIN)
+			return rc;
 		if (!r->call.stream && (rc = open_stream(r, st)))
 			return rc;
 		if ((rc = recv_next(r, st)) != READ_AGAIN)

@@ -121,6 +121,66 @@ def test_s3_persist_restart_and_read_back(cluster, s3):
     assert r.status == pb.OK and r.commit.begin == len(data)
 
 
+def store_read_threads(pid):
+    """Nice values of the broker's gaz-store-read threads now."""
+    out = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                st = f.read()
+        except OSError:
+            continue
+        name, rest = st[st.index("(") + 1:st.rindex(")")], st[st.rindex(")") + 2:].split()
+        if name == "gaz-store-read":
+            out.append(int(rest[16]))  # field 19, nice
+    return out
+
+
+def test_s3_proxied_reads_on_niced_threads(cluster, s3):
+    """With --broker.store-read-nice, a proxied read of a persisted
+    fragment streams from a thread of its own at that niceness (the
+    handler threads, which serve appends too, keep theirs), and every byte
+    arrives as without it; appends meanwhile commit."""
+    bucket = s3.new_bucket()
+    url = s3.url(bucket, "nice/")
+    b = cluster.start(env=s3.env())
+    c = Client(b.address)
+    c.apply(spec("s3/nice", stores=(url,), length=256 * 1024, codec=pb.SNAPPY))
+    wait_assigned(c, "s3/nice")
+    data = records(60000)
+    append_all(c, "s3/nice", data)
+    assert b.stop() == 0  # everything persisted; the next broker reads the bucket
+    b2 = cluster.start(env=s3.env(), extra=["--broker.store-read-nice", "10"])
+    c2 = Client(b2.address)
+    wait_assigned(c2, "s3/nice")
+    seen, stop = set(), threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            seen.update(store_read_threads(b2.proc.pid))
+            time.sleep(0.0005)
+
+    t = threading.Thread(target=sample)
+    t.start()
+    try:
+        deadline = time.time() + 20
+        while not seen and time.time() < deadline:
+            got, last = c2.read_bytes("s3/nice")
+            assert got == data and last.write_head == len(data)
+            r = c2.append("s3/nice", b"")
+            assert r.status == pb.OK
+    finally:
+        stop.set()
+        t.join()
+    assert seen == {10}
+    handler_nices = set()
+    for tid in os.listdir("/proc/%d/task" % b2.proc.pid):
+        with open("/proc/%d/task/%s/stat" % (b2.proc.pid, tid)) as f:
+            st = f.read()
+        handler_nices.add(int(st[st.rindex(")") + 2:].split()[16]))
+    assert handler_nices == {0}
+
+
 class Recorder(http.server.ThreadingHTTPServer):
     """A loopback HTTP proxy in front of the S3 server that records each
     request: (method, path, signed by query string?). Host is forwarded

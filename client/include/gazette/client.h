@@ -270,7 +270,19 @@ struct gaz_read_opts {
 	bool metadata_only;
 	int64_t begin_mod_time;  /* unix seconds: skip older persisted fragments */
 	bool retry;              /* RetryReader semantics (see gaz_reader_read) */
+	int64_t read_ahead_bytes; /* direct reads: ring of decoded bytes of the
+	                          * next fragment, fetched ahead (see below);
+	                          * 0 = GAZ_READ_AHEAD_DEFAULT, < 0 = none */
 };
+
+/* Default read-ahead ring of a reader (bytes). While the caller consumes a
+ * directly read fragment, the reader asks for the next one and a thread of
+ * its own fetches and decodes it into this ring, so decoding the next
+ * fragment overlaps consuming this one. A reader holds at most two rings
+ * (the fragment being consumed, if it was read ahead, and the next one):
+ * 2 x read_ahead_bytes, plus per ring a transfer buffer (256 KiB, grown
+ * to the largest write of the HTTP stack) and the codec's state. */
+#define GAZ_READ_AHEAD_DEFAULT ((int64_t)32 << 20)
 
 /* Events of gaz_reader_read besides content (positive, not errors). */
 enum {

@@ -100,7 +100,7 @@ static int read_all(const struct gaz_fragment *f, int64_t offset, const char *ur
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if ((rc = gaz__frag_open(g_client, f, offset, url, &fr, st)))
+	if ((rc = gaz__frag_open(g_client, f, offset, url, NULL, &fr, st)))
 		return rc;
 	while ((rc = gaz__frag_read(fr, buf, sizeof(buf), &n, st)) == 0)
 		assert_int_equal(gaz_mem_sink_write(out, buf, n, NULL), 0);

@@ -9,7 +9,9 @@
  * Append retries only for routing statuses and re-readable input, status
  * errors and response validation; Read events (metadata, content, offset
  * jumps, the tail), RetryReader restarts at the last offset, surfacing
- * JOURNAL_NOT_FOUND after its attempts, end_offset, direct file:// reads;
+ * JOURNAL_NOT_FOUND after its attempts, end_offset, direct file:// reads,
+ * with read-ahead of the next fragment (every byte once, in order, onto
+ * the live spool; a fetch failing ahead; freeing mid-read-ahead);
  * List continuation merging and its errors; Apply batching;
  * ListFragments paging. Real brokers are exercised by the integration
  * suite.
@@ -24,6 +26,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -394,6 +397,216 @@ static void rs_direct(struct gaz_rpc_call *call, const Protocol__ReadRequest *re
 {
 	(void)n;
 	send_meta(call, 0, req->offset, 0, 20, "file:///frag.raw", true);
+}
+
+/* Read-ahead scripts: RA_NF persisted fragments of RA_FL bytes, each named
+ * by a file:// URL to do_not_proxy reads, then the live spool [RA_NF *
+ * RA_FL, RA_HEAD) streamed as content, then the write head. Byte x of
+ * the journal is ra_byte(x). */
+#define RA_NF 8
+#define RA_FL 100
+#define RA_HEAD (RA_NF * RA_FL + 57)
+
+static uint8_t ra_byte(int64_t x)
+{
+	return (uint8_t)(x % 251 + x / 251);
+}
+
+static void rs_many(struct gaz_rpc_call *call, const Protocol__ReadRequest *req, int n)
+{
+	Protocol__ReadResponse r = PROTOCOL__READ_RESPONSE__INIT;
+	int64_t o = req->offset, i = o / RA_FL;
+	uint8_t live[RA_HEAD];
+	char url[64];
+
+	(void)n;
+	if (o < RA_NF * RA_FL && req->do_not_proxy) {
+		snprintf(url, sizeof(url), "file:///ra/f%lld.raw", (long long)i);
+		send_meta(call, 0, o, i * RA_FL, (i + 1) * RA_FL, url, true);
+		return;
+	}
+	send_meta(call, 0, o, RA_NF * RA_FL, RA_HEAD, NULL, true);
+	for (int64_t x = o; x < RA_HEAD; x++)
+		live[x] = ra_byte(x);
+	for (int64_t at = o; at < RA_HEAD; at += 20) { /* content in chunks */
+		r.offset = at;
+		r.content.data = live + at;
+		r.content.len = (size_t)(RA_HEAD - at < 20 ? RA_HEAD - at : 20);
+		gaz_rpc_send(call, &r.base);
+	}
+	send_meta(call, PROTOCOL__STATUS__OFFSET_NOT_YET_AVAILABLE, RA_HEAD, 0, 0, NULL, true);
+}
+
+/* ra_files writes the fragment files; fragment `bad` is missing (short
+ * < 0) or has only `short_len` bytes. */
+static void ra_files(int bad, int short_len)
+{
+	char path[300];
+	uint8_t b[RA_FL];
+
+	snprintf(path, sizeof(path), "%s/ra", g_root);
+	mkdir(path, 0755);
+	for (int i = 0; i < RA_NF; i++) {
+		int fd, len = i == bad ? short_len : RA_FL;
+		snprintf(path, sizeof(path), "%s/ra/f%d.raw", g_root, i);
+		unlink(path);
+		if (len < 0)
+			continue;
+		for (int x = 0; x < RA_FL; x++)
+			b[x] = ra_byte((int64_t)i * RA_FL + x);
+		assert_true((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) >= 0);
+		assert_int_equal(write(fd, b, (size_t)len), len);
+		close(fd);
+	}
+}
+
+/* ra_drain reads with a read-ahead ring of `ring` bytes (< 0: none) from
+ * offset 0 in reads of 13 bytes, checking each byte against ra_byte at
+ * its offset; returns the final event and the bytes and metadata events
+ * seen. */
+static int ra_drain(int64_t ring, bool retry, int64_t *got, int *metas, struct gaz_status *st)
+{
+	struct gaz_read_opts o = {.journal = J, .retry = retry, .do_not_proxy = true,
+				  .read_ahead_bytes = ring};
+	struct gaz_reader *r;
+	uint8_t buf[13];
+	size_t n;
+	int rc;
+
+	assert_int_equal(gaz_reader_new(g_client, &o, &r, st), 0);
+	*got = 0;
+	*metas = 0;
+	while ((rc = gaz_reader_read(r, buf, sizeof(buf), &n, st)) == 0 || rc == GAZ_READ_META) {
+		*metas += rc == GAZ_READ_META;
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(buf[i], ra_byte(*got + (int64_t)i));
+		*got += (int64_t)n;
+		assert_int_equal(gaz_reader_offset(r), *got);
+	}
+	gaz_reader_free(r);
+	return rc;
+}
+
+/* Many persisted fragments, then the live spool: with read-ahead (a ring
+ * smaller than a read, so it wraps and fills; and the default ring) and
+ * without, every byte arrives once, in order, with one metadata event per
+ * fragment; read-ahead asks for each next fragment from its own thread. */
+static void test_read_ahead_many(void **state)
+{
+	static const int64_t rings[] = {7, 0, -1};
+	struct gaz_status st = {0};
+	int64_t got;
+	int metas;
+
+	(void)state;
+	g_read = rs_many;
+	ra_files(-1, 0);
+	for (size_t k = 0; k < sizeof(rings) / sizeof(rings[0]); k++) {
+		S.calls = 0;
+		assert_int_equal(ra_drain(rings[k], true, &got, &metas, &st), GAZ_READ_TAIL);
+		assert_int_equal(got, RA_HEAD);
+		assert_int_equal(metas, RA_NF + 1);
+		/* read-ahead: each fragment but the first, and the head, asked
+		 * ahead; the head asked again by the reader */
+		assert_int_equal(S.calls, rings[k] < 0 ? RA_NF + 1 : RA_NF + 2);
+	}
+}
+
+/* A reader freed mid-fragment, its read-ahead waiting on a full ring,
+ * stops promptly; so does one of a cancelled client's. */
+static void test_read_ahead_free(void **state)
+{
+	struct gaz_read_opts o = {.journal = J, .retry = true, .do_not_proxy = true,
+				  .read_ahead_bytes = 5};
+	struct gaz_status st = {0};
+	struct gaz_reader *r;
+	uint8_t buf[8];
+	int64_t t0;
+	size_t n;
+
+	(void)state;
+	g_read = rs_many;
+	ra_files(-1, 0);
+	assert_int_equal(gaz_reader_new(g_client, &o, &r, &st), 0);
+	assert_int_equal(gaz_reader_read(r, buf, sizeof(buf), &n, &st), GAZ_READ_META);
+	assert_int_equal(gaz_reader_read(r, buf, sizeof(buf), &n, &st), 0);
+	usleep(50 * 1000); /* the read-ahead fills its ring and waits */
+	t0 = gaz_mono_ns();
+	gaz_reader_free(r);
+	assert_true(gaz_mono_ns() - t0 < 500 * GAZ_NS_PER_MS);
+}
+
+/* A fragment whose fetch fails while it is read ahead: the bytes before it
+ * arrive, then its metadata event, then the fetch's error, exactly where
+ * a reader without read-ahead reports it. A body cut short fails after
+ * the bytes it had. */
+static void test_read_ahead_fetch_fails(void **state)
+{
+	struct gaz_status st = {0};
+	int64_t got;
+	int metas;
+
+	(void)state;
+	g_read = rs_many;
+	for (int ring = 0; ring < 2; ring++) {
+		int64_t size = ring ? -1 : 7;
+		ra_files(3, -1); /* fragment 3 missing */
+		gaz_status_clear(&st);
+		assert_int_equal(ra_drain(size, false, &got, &metas, &st), GAZ_EOF);
+		assert_int_equal(got, RA_FL); /* without retry: fragment 0, then EOF */
+		gaz_status_clear(&st);
+		{
+			struct gaz_read_opts o = {.journal = J, .do_not_proxy = true,
+						  .read_ahead_bytes = size};
+			struct gaz_reader *r;
+			uint8_t buf[64];
+			size_t n;
+			int rc;
+			int64_t off = 0;
+
+			assert_int_equal(gaz_reader_new(g_client, &o, &r, &st), 0);
+			/* without retry, each fragment's end is an EOF; read on */
+			for (;;) {
+				rc = gaz_reader_read(r, buf, sizeof(buf), &n, &st);
+				if (rc == 0) {
+					for (size_t i = 0; i < n; i++)
+						assert_int_equal(buf[i], ra_byte(off + (int64_t)i));
+					off += (int64_t)n;
+				} else if (rc != GAZ_READ_META && rc != GAZ_EOF) {
+					break;
+				}
+			}
+			assert_int_equal(rc, GAZ_ENOTFOUND);
+			assert_non_null(strstr(st.msg, "404 Not Found"));
+			assert_int_equal(off, 3 * RA_FL);
+			assert_int_equal(gaz_reader_offset(r), 3 * RA_FL);
+			gaz_reader_free(r);
+		}
+		ra_files(3, RA_FL / 2 + 1); /* fragment 3 cut short */
+		gaz_status_clear(&st);
+		{
+			struct gaz_read_opts o = {.journal = J, .do_not_proxy = true,
+						  .read_ahead_bytes = size};
+			struct gaz_reader *r;
+			uint8_t buf[64];
+			size_t n;
+			int rc;
+			int64_t off = 0;
+
+			assert_int_equal(gaz_reader_new(g_client, &o, &r, &st), 0);
+			for (;;) {
+				rc = gaz_reader_read(r, buf, sizeof(buf), &n, &st);
+				if (rc == 0)
+					off += (int64_t)n;
+				else if (rc != GAZ_READ_META && rc != GAZ_EOF)
+					break;
+			}
+			assert_int_equal(rc, GAZ_EPROTO);
+			assert_non_null(strstr(st.msg, "unexpected EOF"));
+			assert_int_equal(off, 3 * RA_FL + RA_FL / 2 + 1);
+			gaz_reader_free(r);
+		}
+	}
 }
 
 /* ---- Read tests ---------------------------------------------------------------- */
@@ -821,6 +1034,9 @@ int main(void)
 		cmocka_unit_test_setup(test_read_end_offset, reset),
 		cmocka_unit_test_setup(test_read_direct, reset),
 		cmocka_unit_test_setup(test_read_not_member, reset),
+		cmocka_unit_test_setup(test_read_ahead_many, reset),
+		cmocka_unit_test_setup(test_read_ahead_free, reset),
+		cmocka_unit_test_setup(test_read_ahead_fetch_fails, reset),
 		cmocka_unit_test_setup(test_append_chunks, reset),
 		cmocka_unit_test_setup(test_append_retry, reset),
 		cmocka_unit_test_setup(test_append_status_and_abort, reset),
