@@ -53,6 +53,7 @@ struct append_ctx {
 	bool batchable;                    /* the prefetch holds the whole request */
 	struct gaz_batch_entry entry;      /* valid when batchable */
 	struct gaz_batch_entry *batch;     /* &entry while this append leads a group commit */
+	size_t group_n;                    /* members of the group it leads, itself included */
 };
 
 /* append_batch.c: group commit. An append whose whole content is small

@@ -514,6 +514,7 @@ int gaz__append_batch_commit(struct append_ctx *a)
 		return 0;
 	}
 	a->total_chunks = (int64_t)a->pre.n - 1;
+	a->group_n = n;
 	rc = batch_write(a, links, n);
 	if (!rc)
 		rc = commit(a, NULL);

@@ -222,12 +222,13 @@ int gaz__append_replicate_commit(struct append_ctx *a)
 		rc = gaz_spool_next(&r->spool, &next, &st);
 	if (!rc) {
 		gaz_fragment_to_proto(&next, &pf, &sum);
-		/* A group commit keeps the token until it is acknowledged:
+		/* A group of several keeps the token until it is acknowledged:
 		 * appends arriving meanwhile join the next group instead of
 		 * starting a second, smaller transaction beside it (fewer
-		 * proposals, acknowledgements and wake-ups per append;
-		 * docs/decisions.md, "Group commit"). */
-		rc = propose_acked(a, &pf, regs, true, a->batch == NULL, &v, &st);
+		 * proposals, acknowledgements and wake-ups per append). A lone
+		 * append pipelines, as Gazette's do (docs/decisions.md, "Group
+		 * commit"). */
+		rc = propose_acked(a, &pf, regs, true, !a->batch || a->group_n < 2, &v, &st);
 	}
 	if (!rc && v.failed)
 		rc = gaz_status_set(&st, GAZ_EPROTO, "a peer did not acknowledge the commit");
