@@ -536,6 +536,32 @@ static void test_read_ahead_free(void **state)
 	assert_true(gaz_mono_ns() - t0 < 500 * GAZ_NS_PER_MS);
 }
 
+/* ra_read_to_error reads a fresh reader (no retry: each fragment's end is
+ * an EOF, read on) until an error other than META or EOF, checking every
+ * byte; *off is where it stopped. Returns that error. */
+static int ra_read_to_error(int64_t ring, int64_t *off, struct gaz_status *st)
+{
+	struct gaz_read_opts o = {.journal = J, .do_not_proxy = true, .read_ahead_bytes = ring};
+	struct gaz_reader *r;
+	uint8_t buf[64];
+	size_t n;
+	int rc;
+
+	*off = 0;
+	gaz_status_clear(st);
+	assert_int_equal(gaz_reader_new(g_client, &o, &r, st), 0);
+	while ((rc = gaz_reader_read(r, buf, sizeof(buf), &n, st)) == 0 || rc == GAZ_READ_META ||
+	       rc == GAZ_EOF) {
+		for (size_t i = 0; rc == 0 && i < n; i++)
+			assert_int_equal(buf[i], ra_byte(*off + (int64_t)i));
+		if (rc == 0)
+			*off += (int64_t)n;
+	}
+	assert_int_equal(gaz_reader_offset(r), *off);
+	gaz_reader_free(r);
+	return rc;
+}
+
 /* A fragment whose fetch fails while it is read ahead: the bytes before it
  * arrive, then its metadata event, then the fetch's error, exactly where
  * a reader without read-ahead reports it. A body cut short fails after
@@ -543,7 +569,7 @@ static void test_read_ahead_free(void **state)
 static void test_read_ahead_fetch_fails(void **state)
 {
 	struct gaz_status st = {0};
-	int64_t got;
+	int64_t got, off;
 	int metas;
 
 	(void)state;
@@ -554,58 +580,13 @@ static void test_read_ahead_fetch_fails(void **state)
 		gaz_status_clear(&st);
 		assert_int_equal(ra_drain(size, false, &got, &metas, &st), GAZ_EOF);
 		assert_int_equal(got, RA_FL); /* without retry: fragment 0, then EOF */
-		gaz_status_clear(&st);
-		{
-			struct gaz_read_opts o = {.journal = J, .do_not_proxy = true,
-						  .read_ahead_bytes = size};
-			struct gaz_reader *r;
-			uint8_t buf[64];
-			size_t n;
-			int rc;
-			int64_t off = 0;
-
-			assert_int_equal(gaz_reader_new(g_client, &o, &r, &st), 0);
-			/* without retry, each fragment's end is an EOF; read on */
-			for (;;) {
-				rc = gaz_reader_read(r, buf, sizeof(buf), &n, &st);
-				if (rc == 0) {
-					for (size_t i = 0; i < n; i++)
-						assert_int_equal(buf[i], ra_byte(off + (int64_t)i));
-					off += (int64_t)n;
-				} else if (rc != GAZ_READ_META && rc != GAZ_EOF) {
-					break;
-				}
-			}
-			assert_int_equal(rc, GAZ_ENOTFOUND);
-			assert_non_null(strstr(st.msg, "404 Not Found"));
-			assert_int_equal(off, 3 * RA_FL);
-			assert_int_equal(gaz_reader_offset(r), 3 * RA_FL);
-			gaz_reader_free(r);
-		}
+		assert_int_equal(ra_read_to_error(size, &off, &st), GAZ_ENOTFOUND);
+		assert_non_null(strstr(st.msg, "404 Not Found"));
+		assert_int_equal(off, 3 * RA_FL);
 		ra_files(3, RA_FL / 2 + 1); /* fragment 3 cut short */
-		gaz_status_clear(&st);
-		{
-			struct gaz_read_opts o = {.journal = J, .do_not_proxy = true,
-						  .read_ahead_bytes = size};
-			struct gaz_reader *r;
-			uint8_t buf[64];
-			size_t n;
-			int rc;
-			int64_t off = 0;
-
-			assert_int_equal(gaz_reader_new(g_client, &o, &r, &st), 0);
-			for (;;) {
-				rc = gaz_reader_read(r, buf, sizeof(buf), &n, &st);
-				if (rc == 0)
-					off += (int64_t)n;
-				else if (rc != GAZ_READ_META && rc != GAZ_EOF)
-					break;
-			}
-			assert_int_equal(rc, GAZ_EPROTO);
-			assert_non_null(strstr(st.msg, "unexpected EOF"));
-			assert_int_equal(off, 3 * RA_FL + RA_FL / 2 + 1);
-			gaz_reader_free(r);
-		}
+		assert_int_equal(ra_read_to_error(size, &off, &st), GAZ_EPROTO);
+		assert_non_null(strstr(st.msg, "unexpected EOF"));
+		assert_int_equal(off, 3 * RA_FL + RA_FL / 2 + 1);
 	}
 }
 
