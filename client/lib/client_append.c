@@ -122,26 +122,21 @@ int gaz_appender_write(struct gaz_appender *a, const void *buf, size_t len,
 	return 0;
 }
 
-/* recv_response reads the single response, then the end of the stream. */
+/* recv_response reads the single response and the end of the stream (as
+ * Gazette's client does), so the call's status is final. */
 static int recv_response(struct gaz_appender *a, Protocol__AppendResponse **resp,
 			 struct gaz_status *st)
 {
 	struct gaz_rpc_stream *s = a->call.stream;
-	ProtobufCMessage *extra = NULL;
-	int rc = gaz__client_recv(a->c, s, &protocol__append_response__descriptor,
-				  (ProtobufCMessage **)resp, st);
+	int rc = gaz__client_recv_last(a->c, s, &protocol__append_response__descriptor,
+				       (ProtobufCMessage **)resp, st);
 
 	if (rc == GAZ_EOF) {
 		if (!(rc = gaz_rpc_stream_finish(s, st)))
 			rc = gaz_status_set(st, GAZ_EPROTO, "Append ended without a response");
 		return rc;
 	}
-	if (rc)
-		return rc;
-	/* Read the stream's end, as Gazette does, so its status is final. */
-	if (gaz__client_recv(a->c, s, &protocol__append_response__descriptor, &extra, NULL) == 0)
-		protobuf_c_message_free_unpacked(extra, NULL);
-	return 0;
+	return rc;
 }
 
 /* is_routing_status: the broker says the route we used is not (or no

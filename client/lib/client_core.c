@@ -406,9 +406,9 @@ void gaz__client_close(struct gaz_client *c, struct gaz__client_call *call)
 	gaz__client_undispatch(c, &call->d);
 }
 
-int gaz__client_recv(struct gaz_client *c, struct gaz_rpc_stream *s,
-		     const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out,
-		     struct gaz_status *st)
+static int client_recv(struct gaz_client *c, struct gaz_rpc_stream *s,
+		       const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out, bool last,
+		       struct gaz_status *st)
 {
 	int rc;
 
@@ -417,14 +417,29 @@ int gaz__client_recv(struct gaz_client *c, struct gaz_rpc_stream *s,
 			gaz_rpc_stream_cancel(s);
 			return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
 		}
-		rc = gaz_rpc_stream_recv(s, desc, out, gaz_deadline_in(GAZ__CLIENT_POLL_MS));
+		rc = (last ? gaz_rpc_stream_recv_last : gaz_rpc_stream_recv)(
+			s, desc, out, gaz_deadline_in(GAZ__CLIENT_POLL_MS));
 		if (rc != GAZ_ETIMEDOUT)
 			break;
 	}
 	if (rc == GAZ_EPROTO)
-		return gaz_status_set(st, GAZ_EPROTO, "broker sent a message that is not a %s",
-				      desc->name);
+		return gaz_status_set(st, GAZ_EPROTO, "broker sent a message that is not a %s%s",
+				      last ? "single " : "", desc->name);
 	return rc;
+}
+
+int gaz__client_recv(struct gaz_client *c, struct gaz_rpc_stream *s,
+		     const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out,
+		     struct gaz_status *st)
+{
+	return client_recv(c, s, desc, out, false, st);
+}
+
+int gaz__client_recv_last(struct gaz_client *c, struct gaz_rpc_stream *s,
+			  const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out,
+			  struct gaz_status *st)
+{
+	return client_recv(c, s, desc, out, true, st);
 }
 
 int gaz__client_sleep(struct gaz_client *c, int64_t ms)

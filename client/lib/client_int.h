@@ -152,6 +152,13 @@ int gaz__client_recv(struct gaz_client *c, struct gaz_rpc_stream *s,
 		     const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out,
 		     struct gaz_status *st);
 
+/* gaz__client_recv_last is gaz__client_recv for the stream's last message:
+ * it returns once the stream has ended too (gaz_rpc_stream_recv_last), and
+ * GAZ_EPROTO also when the broker sent a second message. */
+int gaz__client_recv_last(struct gaz_client *c, struct gaz_rpc_stream *s,
+			  const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out,
+			  struct gaz_status *st);
+
 /* gaz__client_sleep waits `ms` milliseconds; GAZ_ECANCELLED if cancelled
  * meanwhile, else 0. */
 int gaz__client_sleep(struct gaz_client *c, int64_t ms);

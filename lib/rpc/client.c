@@ -340,6 +340,12 @@ struct gaz_rpc_stream {
 	bool send_failed;           /* a queued send failed: the rest were dropped */
 	bool freeing;               /* gaz_rpc_stream_free waits for every op */
 	bool eof;
+	/* gaz_rpc_stream_recv_last: the poller receives on through the end
+	 * of the stream, holding the message, and wakes the caller once. */
+	bool recv_last;
+	bool last_done;             /* the end (or a failure) came */
+	bool last_extra;            /* a second message came */
+	grpc_byte_buffer *last_bb;  /* the message, until the caller takes it */
 	grpc_metadata auth;
 	grpc_metadata_array init_md, trailing_md;
 	grpc_byte_buffer *recv_bb;
@@ -349,11 +355,19 @@ struct gaz_rpc_stream {
 };
 
 static void send_completed(struct gaz_rpc_stream *s, int ok);
+static bool recv_last_step(struct gaz_rpc_stream *s);
+
+/* last_ready (s->mu held): a gaz_rpc_stream_recv_last caller may return. */
+static bool last_ready(const struct gaz_rpc_stream *s)
+{
+	return s->last_done && !s->status_op.pending;
+}
 
 static void sop_cb(void *tag, int ok)
 {
 	struct sop *o = tag;
 	struct gaz_rpc_stream *s = o->s;
+	bool wake, cancel = false;
 
 	pthread_mutex_lock(&s->mu);
 	o->pending = false;
@@ -363,10 +377,28 @@ static void sop_cb(void *tag, int ok)
 	if (o == &s->send_op && s->queue_sends)
 		send_completed(s, ok);
 	/* Wake only who waits for this op (a gatherer waiting for a reply
-	 * must not wake for each send completing), or the final free. */
-	if (o->waiters || s->freeing)
+	 * must not wake for each send completing), or the final free. A
+	 * receive through the end wakes its caller once, when the end and
+	 * the status are both in. */
+	if (s->recv_last && o == &s->recv_op) {
+		cancel = recv_last_step(s);
+		wake = o->waiters && last_ready(s);
+	} else {
+		wake = o->waiters || (s->recv_last && o == &s->status_op && s->recv_op.waiters &&
+				      last_ready(s));
+	}
+	if (wake || s->freeing)
 		pthread_cond_broadcast(&s->cv);
+	if (cancel)
+		s->inflight++; /* the stream outlives the cancel below */
 	pthread_mutex_unlock(&s->mu);
+	if (cancel) {
+		grpc_call_cancel(s->gc, NULL);
+		pthread_mutex_lock(&s->mu);
+		if (--s->inflight == 0 && s->freeing)
+			pthread_cond_broadcast(&s->cv);
+		pthread_mutex_unlock(&s->mu);
+	}
 }
 
 /* sop_start starts a batch on `o`; s->mu held (released meanwhile).
@@ -699,6 +731,87 @@ int gaz_rpc_stream_recv(struct gaz_rpc_stream *s, const ProtobufCMessageDescript
 	return rc;
 }
 
+/* recv_last_step (s->mu held; on a poller, or in the caller for a
+ * receive that completed before recv_last was set) takes the completed
+ * receive: the first message is held and the next receive started at
+ * once; the end of the stream, a failure or a second message ends it.
+ * Returns true if the call must be cancelled (a second message: the
+ * status comes only once the call ends); the caller cancels once it has
+ * let go of s->mu. */
+static bool recv_last_step(struct gaz_rpc_stream *s)
+{
+	grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
+	grpc_byte_buffer *bb = s->recv_op.ok ? s->recv_bb : NULL;
+
+	if (!s->recv_op.ok && s->recv_bb)
+		grpc_byte_buffer_destroy(s->recv_bb);
+	s->recv_bb = NULL;
+	s->recv_op.done = false;
+	if (bb && s->freeing) {
+		grpc_byte_buffer_destroy(bb);
+		bb = NULL;
+	}
+	if (!bb) {
+		s->last_done = true;
+	} else if (s->last_bb) {
+		grpc_byte_buffer_destroy(bb); /* dropped; the call is failed */
+		s->last_extra = s->last_done = true;
+		return s->status_op.pending;
+	} else {
+		s->last_bb = bb;
+		op.data.recv_message.recv_message = &s->recv_bb;
+		/* sop_start drops s->mu around grpc_call_start_batch; the
+		 * completion goes to the queue, never inline. */
+		if (!sop_start(s, &s->recv_op, &op, 1))
+			s->last_done = true;
+	}
+	return false;
+}
+
+int gaz_rpc_stream_recv_last(struct gaz_rpc_stream *s, const ProtobufCMessageDescriptor *desc,
+			     ProtobufCMessage **out, int64_t deadline_ns)
+{
+	grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
+	grpc_byte_buffer *bb;
+	bool extra;
+	int rc;
+
+	*out = NULL;
+	op.data.recv_message.recv_message = &s->recv_bb;
+	pthread_mutex_lock(&s->mu);
+	if (!s->recv_last) {
+		s->recv_last = true;
+		if (s->eof)
+			s->last_done = true;
+		else if (s->recv_op.done && recv_last_step(s)) { /* completed unread */
+			pthread_mutex_unlock(&s->mu);
+			grpc_call_cancel(s->gc, NULL);
+			pthread_mutex_lock(&s->mu);
+		}
+		else if (!s->recv_op.pending && !sop_start(s, &s->recv_op, &op, 1))
+			s->last_done = true;
+	}
+	s->recv_op.waiters++;
+	while (!last_ready(s))
+		if (gaz__rpc_timedwait(&s->cv, &s->mu, deadline_ns))
+			break;
+	s->recv_op.waiters--;
+	if (!last_ready(s)) {
+		pthread_mutex_unlock(&s->mu); /* the receive stays in flight */
+		return GAZ_ETIMEDOUT;
+	}
+	bb = s->last_bb;
+	s->last_bb = NULL;
+	extra = s->last_extra;
+	s->eof = true;
+	pthread_mutex_unlock(&s->mu);
+	if (!bb)
+		return GAZ_EOF;
+	rc = extra ? GAZ_EPROTO : gaz__rpc_unpack(bb, desc, out, NULL);
+	grpc_byte_buffer_destroy(bb);
+	return rc;
+}
+
 int gaz_rpc_stream_finish(struct gaz_rpc_stream *s, struct gaz_status *st)
 {
 	int rc = 0;
@@ -732,6 +845,8 @@ void gaz_rpc_stream_free(struct gaz_rpc_stream *s)
 	pthread_mutex_unlock(&s->mu);
 	if (s->recv_bb)
 		grpc_byte_buffer_destroy(s->recv_bb);
+	if (s->last_bb)
+		grpc_byte_buffer_destroy(s->last_bb);
 	if (s->send_bb)
 		grpc_byte_buffer_destroy(s->send_bb);
 	while (s->sendq_n)

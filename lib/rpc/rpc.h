@@ -355,6 +355,19 @@ int gaz_rpc_stream_close_send(struct gaz_rpc_stream *s);
 int gaz_rpc_stream_recv(struct gaz_rpc_stream *s, const ProtobufCMessageDescriptor *desc,
 			ProtobufCMessage **out, int64_t deadline_ns);
 
+/* gaz_rpc_stream_recv_last receives the stream's last message and its end
+ * in one wait: the poller starts the next receive as soon as the message
+ * is in and wakes the caller once the stream has ended and its status is
+ * in (gaz_rpc_stream_finish then returns at once). For calls answered with
+ * one message, as Gazette's Append: grpc-go's CloseAndRecv reads the same
+ * way and fails a second message. Returns 0 with *out (owned by the
+ * caller), GAZ_EOF (no message: see gaz_rpc_stream_finish), GAZ_EPROTO
+ * (the message did not unpack, or a second one came; it is dropped),
+ * GAZ_ETIMEDOUT (deadline_ns passed; the receive stays in flight: call
+ * again). Later receives return GAZ_EOF. */
+int gaz_rpc_stream_recv_last(struct gaz_rpc_stream *s, const ProtobufCMessageDescriptor *desc,
+			     ProtobufCMessage **out, int64_t deadline_ns);
+
 /* gaz_rpc_stream_finish waits for the final status. Returns 0 if OK, else
  * GAZ_ERPC with st filled. */
 int gaz_rpc_stream_finish(struct gaz_rpc_stream *s, struct gaz_status *st);

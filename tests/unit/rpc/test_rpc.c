@@ -1068,6 +1068,110 @@ static void test_queued_sends_cancelled(void **state)
 	free(content);
 }
 
+static int recv_last_resp(struct gaz_rpc_stream *s, Protocol__ReadResponse **r, int64_t dl)
+{
+	return gaz_rpc_stream_recv_last(s, &protocol__read_response__descriptor,
+					(ProtobufCMessage **)r, dl);
+}
+
+/* A receive through the end returns the one response once the stream has
+ * ended, with its status already in; later receives say EOF. */
+static void test_recv_last(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_native, P("Sum"));
+	struct gaz_status st = {0};
+	Protocol__ReadResponse *r;
+
+	(void)state;
+	s_reset();
+	gaz_rpc_stream_queue_sends(s);
+	for (int i = 1; i <= 10; i++)
+		assert_int_equal(stream_send_off(s, i), 0);
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	assert_int_equal(recv_last_resp(s, &r, gaz_deadline_in(10000)), 0);
+	assert_int_equal(r->offset, 55);
+	free_resp(r);
+	assert_int_equal(recv_last_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
+	assert_null(r);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), 0);
+	gaz_rpc_stream_free(s);
+}
+
+/* A stream ended by an error status has no message: EOF, and the status
+ * is the error's. */
+static void test_recv_last_error(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_oneport, P("Fail"));
+	struct gaz_status st = {0};
+	Protocol__ReadResponse *r;
+
+	(void)state;
+	assert_int_equal(stream_send_off(s, 1), 0);
+	assert_int_equal(recv_last_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
+	assert_null(r);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), GAZ_ERPC);
+	assert_int_equal(st.grpc, GAZ_GRPC_NOT_FOUND);
+	gaz_rpc_stream_free(s);
+}
+
+/* A second message fails the receive (as grpc-go's CloseAndRecv), and
+ * three do too (the receive stops at the second). */
+static void test_recv_last_extra(void **state)
+{
+	for (int n = 2; n <= 3; n++) {
+		struct gaz_rpc_stream *s = open_stream(g_native, P("Stream"));
+		Protocol__ReadResponse *r;
+
+		(void)state;
+		assert_int_equal(stream_send_off(s, n), 0);
+		assert_int_equal(recv_last_resp(s, &r, gaz_deadline_in(10000)), GAZ_EPROTO);
+		assert_null(r);
+		assert_int_equal(recv_last_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
+		gaz_rpc_stream_free(s);
+	}
+}
+
+/* A deadline passing leaves the receive in flight: the next call gets the
+ * message; one that completed before (an earlier plain receive timed out
+ * and completed unread) is taken over. */
+static void test_recv_last_timeout(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_native, P("Slow"));
+	struct gaz_status st = {0};
+	Protocol__ReadResponse *r;
+	int64_t t0 = gaz_mono_ns();
+
+	(void)state;
+	assert_int_equal(stream_send_off(s, 300), 0);
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	assert_int_equal(recv_last_resp(s, &r, gaz_deadline_in(50)), GAZ_ETIMEDOUT);
+	assert_null(r);
+	assert_int_equal(recv_last_resp(s, &r, gaz_deadline_in(10000)), 0);
+	assert_int_equal(r->offset, 7);
+	assert_true(ms_since(t0) >= 300);
+	free_resp(r);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), 0);
+	gaz_rpc_stream_free(s);
+
+	s = open_stream(g_native, P("Slow"));
+	assert_int_equal(stream_send_off(s, 100), 0);
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(20)), GAZ_ETIMEDOUT);
+	usleep(400 * 1000); /* the plain receive completes, unread */
+	assert_int_equal(recv_last_resp(s, &r, gaz_deadline_in(10000)), 0);
+	assert_int_equal(r->offset, 7);
+	free_resp(r);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), 0);
+	gaz_rpc_stream_free(s);
+
+	/* Freeing with the receive in flight cancels and cleans up. */
+	s = open_stream(g_native, P("Slow"));
+	assert_int_equal(stream_send_off(s, 5000), 0);
+	assert_int_equal(recv_last_resp(s, &r, gaz_deadline_in(20)), GAZ_ETIMEDOUT);
+	gaz_rpc_stream_free(s);
+}
+
 struct pcall {
 	struct gaz_rpc_channel *ch;
 	int rc;
@@ -1211,6 +1315,10 @@ int main(void)
 		cmocka_unit_test(test_big_client_stream),
 		cmocka_unit_test(test_queued_sends),
 		cmocka_unit_test(test_queued_sends_cancelled),
+		cmocka_unit_test(test_recv_last),
+		cmocka_unit_test(test_recv_last_error),
+		cmocka_unit_test(test_recv_last_extra),
+		cmocka_unit_test(test_recv_last_timeout),
 		cmocka_unit_test(test_handler_pool),
 		cmocka_unit_test(test_shutdown_live_streams),
 	};
