@@ -5,6 +5,9 @@
  *   gazbench backfill --broker URL --prefix NAME --store S3URL --out FILE
  *                     [--broker-pid PID,..] [--mb 1024] [--par 1]
  *                     [--rate 500] [--secs 6] [--codec SNAPPY]
+ *                     [--nice N] [--sched-idle]
+ *                     [--isolate [--s3-pid PID] [--etcd-pid PID]]
+ *                     [--lat-rounds 2]
  *
  * Phases, against one broker:
  *   1. history: Apply journal <prefix>/backfill (the store, the codec,
@@ -37,7 +40,10 @@
  *      scheduled send time, each condition's windows pooled. --nice N
  *      runs the backfill's reader threads (and the read-ahead threads
  *      they start) at niceness N, --sched-idle in SCHED_IDLE, standing in
- *      for a backfill on another machine (bench/README.md).
+ *      for a backfill on another machine (bench/README.md). --isolate
+ *      runs the whole phase, windows alone included, with the backfill
+ *      readers and the S3 server on one CPU and the brokers, etcd and
+ *      the appenders on the others.
  * Phases 2-4 each read every fragment once. Rates count journal
  * (uncompressed) bytes over the phase's wall time, so (a), (b) and (c)
  * compare the same work; (a) also reports the object bytes fetched.
@@ -72,9 +78,7 @@
 #define BF_OP_TIMEOUT_MS 10000
 #define BF_WAIT_S 600              /* bound on waiting for persistence */
 #define BF_READ_BUF (1u << 20)
-#define BF_LAT_ROUNDS 2            /* alternating windows per condition */
-
-enum bf_mode { BF_RAW, BF_DIRECT, BF_PROXIED, BF_DIRECT_NO_RA };
+enum bf_mode { BF_RAW, BF_DIRECT, BF_PROXIED, BF_DIRECT_NO_RA, BF_SPIN };
 
 struct bf_frag {
 	int64_t begin, end;
@@ -89,6 +93,10 @@ struct bf {
 	int par, codec;
 	int nice;                  /* niceness of the backfill reader threads */
 	bool sched_idle;           /* ... or SCHED_IDLE for them */
+	bool isolate;              /* phase 5: the backfill on a CPU of its own */
+	int s3_pid, etcd_pid;      /* with --isolate: the S3 server, etcd */
+	cpu_set_t all_cpus, broker_cpus, backfill_cpus;
+	int lat_rounds;            /* alternating windows per condition */
 	double rate, secs;
 	struct bench_out out;
 	struct gaz_rpc_channel *ch;
@@ -465,6 +473,14 @@ static void *read_worker(void *arg)
 		if (sched_setscheduler((pid_t)syscall(SYS_gettid), SCHED_IDLE, &sp))
 			perror("gazbench: sched_setscheduler SCHED_IDLE");
 	}
+	if (b->loop && b->isolate && sched_setaffinity(0, sizeof(b->backfill_cpus), &b->backfill_cpus))
+		perror("gazbench: sched_setaffinity");
+	if (b->mode == BF_SPIN) { /* the control: a busy CPU, no I/O, little memory */
+		for (volatile uint64_t x = 0; !atomic_load_explicit(&b->stop, memory_order_relaxed);)
+			for (int i = 0; i < 1 << 16; i++)
+				x = x * 6364136223846793005u + 1;
+		return NULL;
+	}
 	while (!atomic_load(&b->stop)) {
 		size_t i = atomic_fetch_add(&b->next, 1);
 		if (i >= units) {
@@ -609,6 +625,80 @@ static double lat_report(struct bf *b, const char *key, const char *what,
 	return failed ? -1 : p99;
 }
 
+/* ---- --isolate: the backfill on a CPU of its own ---------------------------- */
+
+/* Sets the CPU affinity of every thread of process `pid`; threads created
+ * later inherit their creator's. Two passes, so that a thread started
+ * during the first by a thread not yet moved is moved by the second.
+ * Returns the number of threads whose affinity could not be set. */
+static int pin_process(int pid, const cpu_set_t *set)
+{
+	int failed = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		char path[64];
+		struct dirent *e;
+		DIR *d;
+
+		snprintf(path, sizeof(path), "/proc/%d/task", pid);
+		if (!(d = opendir(path)))
+			return 1;
+		failed = 0;
+		while ((e = readdir(d)))
+			if (e->d_name[0] != '.' &&
+			    sched_setaffinity((pid_t)atoi(e->d_name), sizeof(*set), set))
+				failed++;
+		closedir(d);
+	}
+	return failed;
+}
+
+/* Splits the CPUs gazbench may use: the last for the backfill (its reader
+ * threads, which pin themselves, and the S3 server), the others for the
+ * brokers, etcd and the rest of gazbench (the appenders, gRPC's threads),
+ * standing in for a backfill run from another machine against a bucket
+ * served elsewhere. Returns 0, or GAZ_EINVAL with fewer than two CPUs. */
+static int isolate_start(struct bf *b)
+{
+	int last = -1, failed = 0;
+
+	if (sched_getaffinity(0, sizeof(b->all_cpus), &b->all_cpus) || CPU_COUNT(&b->all_cpus) < 2) {
+		fprintf(stderr, "gazbench: --isolate needs two CPUs or more\n");
+		return GAZ_EINVAL;
+	}
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &b->all_cpus))
+			last = c;
+	b->broker_cpus = b->all_cpus;
+	CPU_CLR(last, &b->broker_cpus);
+	CPU_ZERO(&b->backfill_cpus);
+	CPU_SET(last, &b->backfill_cpus);
+	failed += pin_process(getpid(), &b->broker_cpus);
+	for (int i = 0; i < b->npids; i++)
+		failed += pin_process(b->pids[i], &b->broker_cpus);
+	if (b->etcd_pid)
+		failed += pin_process(b->etcd_pid, &b->broker_cpus);
+	if (b->s3_pid)
+		failed += pin_process(b->s3_pid, &b->backfill_cpus);
+	if (failed)
+		fprintf(stderr, "gazbench: --isolate: %d thread(s) kept their CPUs\n", failed);
+	printf("  isolated: backfill readers%s on CPU %d; brokers, etcd, appenders on the others\n",
+	       b->s3_pid ? " and the S3 server" : "", last);
+	return 0;
+}
+
+/* Gives every process isolate_start pinned all of gazbench's CPUs again. */
+static void isolate_end(struct bf *b)
+{
+	pin_process(getpid(), &b->all_cpus);
+	for (int i = 0; i < b->npids; i++)
+		pin_process(b->pids[i], &b->all_cpus);
+	if (b->etcd_pid)
+		pin_process(b->etcd_pid, &b->all_cpus);
+	if (b->s3_pid)
+		pin_process(b->s3_pid, &b->all_cpus);
+}
+
 /* ---- where the broker's threads spend a window ------------------------------ */
 
 #define BF_TGROUPS 12
@@ -727,29 +817,41 @@ static void lat_window(struct bf *b, struct bf_cond *c, pthread_t *tids)
 
 /* Alternates windows alone, during a direct backfill (the product's path:
  * the brokers only answer with fragment URLs) and during a proxied one,
- * BF_LAT_ROUNDS of each, so that the machine's drift (other jobs) falls on
- * all; the percentiles pool each condition's samples. */
+ * --lat-rounds of each, so that the machine's drift (other jobs) falls on
+ * all; the percentiles pool each condition's samples. With --isolate a
+ * fourth condition is the control: the backfill's CPU kept busy by a
+ * spinning thread, which shows what any busy neighbour CPU costs the
+ * appends on this machine (a VM's vCPUs share their host's cores). */
 static int lat_phases(struct bf *b)
 {
-	struct bf_cond c[3] = {{"lat", "alone:", BF_RAW},
+	struct bf_cond c[4] = {{"lat", "alone:", BF_RAW},
 			       {"lat_bfd", "during direct backfill:", BF_DIRECT},
-			       {"lat_bf", "during proxied backfill:", BF_PROXIED}};
+			       {"lat_bf", "during proxied backfill:", BF_PROXIED},
+			       {"lat_spin", "beside a busy CPU:", BF_SPIN}};
+	int nc = b->isolate ? 4 : 3;
 	pthread_t *tids = bench_xcalloc((size_t)b->par, sizeof(*tids));
-	size_t cap = (size_t)(b->rate * b->secs) * BF_LAT_ROUNDS;
-	double p99[3];
+	size_t cap = (size_t)(b->rate * b->secs) * (size_t)b->lat_rounds;
+	double p99[4] = {0};
 	char k[64];
 	int rc = 0;
 
 	printf("appends, %d windows of %.0f s each alone, during a direct and during a proxied\n"
-	       "backfill (%d reader(s), niceness %d%s):\n", BF_LAT_ROUNDS, b->secs, b->par, b->nice,
-	       b->sched_idle ? ", SCHED_IDLE" : "");
-	for (int i = 0; i < 3; i++)
+	       "backfill%s (%d reader(s), niceness %d%s%s):\n", b->lat_rounds, b->secs,
+	       b->isolate ? " and beside a busy CPU" : "", b->par, b->nice,
+	       b->sched_idle ? ", SCHED_IDLE" : "", b->isolate ? ", isolated" : "");
+	if (b->isolate && isolate_start(b)) {
+		free(tids);
+		return GAZ_EINVAL;
+	}
+	for (int i = 0; i < nc; i++)
 		bench_samples_init(&c[i].s, cap);
-	for (int r = 0; r < BF_LAT_ROUNDS; r++)
-		for (int i = 0; i < 3; i++)
+	for (int r = 0; r < b->lat_rounds; r++)
+		for (int i = 0; i < nc; i++)
 			lat_window(b, &c[i], tids);
 	free(tids);
-	for (int i = 0; i < 3; i++) {
+	if (b->isolate)
+		isolate_end(b);
+	for (int i = 0; i < nc; i++) {
 		p99[i] = lat_report(b, c[i].key, c[i].what, &c[i].s, c[i].failed);
 		bench_samples_release(&c[i].s);
 		if (p99[i] <= 0)
@@ -757,20 +859,30 @@ static int lat_phases(struct bf *b)
 	}
 	bf_put(b, "nice", b->nice);
 	bf_put(b, "sched_idle", b->sched_idle);
-	for (int i = 1; i < 3; i++) {
+	bf_put(b, "isolated", b->isolate);
+	for (int i = 1; i < nc; i++) {
 		double mbps = c[i].bf_ns ? (double)c[i].bf_bytes / 1e6 / ((double)c[i].bf_ns / 1e9) : 0;
 		snprintf(k, sizeof(k), "%s_read_mbps", c[i].key);
 		bf_put(b, k, mbps);
-		printf("  %-26s backfill meanwhile %.1f MB/s", c[i].what, mbps);
+		if (c[i].mode == BF_SPIN)
+			printf("  %-26s (control)", c[i].what);
+		else
+			printf("  %-26s backfill meanwhile %.1f MB/s", c[i].what, mbps);
 		if (p99[0] > 0 && p99[i] > 0) {
 			snprintf(k, sizeof(k), "%s_p99_pct_of_alone", c[i].key);
 			bf_put(b, k, 100 * p99[i] / p99[0]);
-			printf("; p99 / alone %.2fx (goal <= 1.2x: %s)", p99[i] / p99[0],
-			       p99[i] / p99[0] <= 1.2 ? "met" : "MISSED");
+			printf("; p99 / alone %.2fx", p99[i] / p99[0]);
+			if (c[i].mode != BF_SPIN)
+				printf(" (goal <= 1.2x: %s)", p99[i] / p99[0] <= 1.2 ? "met" : "MISSED");
+		}
+		if (c[i].mode != BF_SPIN && nc == 4 && p99[3] > 0 && p99[i] > 0) {
+			snprintf(k, sizeof(k), "%s_p99_pct_of_spin", c[i].key);
+			bf_put(b, k, 100 * p99[i] / p99[3]);
+			printf("; / beside a busy CPU %.2fx", p99[i] / p99[3]);
 		}
 		printf("\n");
 	}
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < nc; i++) {
 		double secs = (double)c[i].win_ns / 1e9, run = 0, wait = 0;
 		printf("  broker threads %-26s (cores on CPU / cores waiting for one):", c[i].what);
 		for (int g = 0; g < c[i].ts.n; g++) {
@@ -797,13 +909,15 @@ static int parse(struct bf *b, int argc, char **argv, const char **out)
 		{"par", required_argument, NULL, 'n'},    {"rate", required_argument, NULL, 'r'},
 		{"secs", required_argument, NULL, 's'},   {"codec", required_argument, NULL, 'c'},
 		{"nice", required_argument, NULL, 'N'},   {"sched-idle", no_argument, NULL, 'I'},
+		{"isolate", no_argument, NULL, 'i'},      {"s3-pid", required_argument, NULL, '3'},
+		{"etcd-pid", required_argument, NULL, 'e'}, {"lat-rounds", required_argument, NULL, 'R'},
 		{NULL, 0, NULL, 0}};
 	const ProtobufCEnumValue *ev;
 	int c;
 
 	optind = 1;
 	*b = (struct bf){.mb = 1024, .par = 1, .rate = 500, .secs = 6,
-			 .codec = PROTOCOL__COMPRESSION_CODEC__SNAPPY};
+			 .codec = PROTOCOL__COMPRESSION_CODEC__SNAPPY, .lat_rounds = 2};
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'b': b->broker = optarg; break;
@@ -823,6 +937,10 @@ static int parse(struct bf *b, int argc, char **argv, const char **out)
 		case 's': b->secs = atof(optarg); break;
 		case 'N': b->nice = atoi(optarg); break;
 		case 'I': b->sched_idle = true; break;
+		case 'i': b->isolate = true; break;
+		case '3': b->s3_pid = atoi(optarg); break;
+		case 'e': b->etcd_pid = atoi(optarg); break;
+		case 'R': b->lat_rounds = atoi(optarg); break;
 		case 'c':
 			if (!(ev = protobuf_c_enum_descriptor_get_value_by_name(
 				      &protocol__compression_codec__descriptor, optarg)) || ev->value == 0)
@@ -834,7 +952,8 @@ static int parse(struct bf *b, int argc, char **argv, const char **out)
 	}
 	if (!b->broker || !b->prefix || !b->store || b->mb < 4 || b->mb > (1 << 20) || b->par < 1 ||
 	    b->par > 64 || b->rate <= 0 || b->rate > 5000 || b->secs <= 0 || b->secs > 60 ||
-	    b->nice < 0 || b->nice > 19)
+	    b->nice < 0 || b->nice > 19 || b->s3_pid < 0 || b->etcd_pid < 0 ||
+	    b->lat_rounds < 1 || b->lat_rounds > 20)
 		return GAZ_EINVAL;
 	/* fragment.length up to 64 MiB, at least 4 fragments */
 	b->frag_len = (b->mb >= 256 ? 64 : b->mb / 4) * (int64_t)BF_APPEND;
@@ -920,7 +1039,8 @@ int bench_backfill_main(int argc, char **argv)
 	if (parse(&b, argc, argv, &out)) {
 		fprintf(stderr, "usage: gazbench backfill --broker URL --prefix NAME --store S3URL --out FILE\n"
 				"         [--broker-pid PID,..] [--mb 1024] [--par 1] [--rate 500] [--secs 6]\n"
-				"         [--codec SNAPPY] [--nice 0] [--sched-idle]\n");
+				"         [--codec SNAPPY] [--nice 0] [--sched-idle]\n"
+				"         [--isolate [--s3-pid PID] [--etcd-pid PID]] [--lat-rounds 2]\n");
 		return 2;
 	}
 	if (out && !(b.out.f = fopen(out, "w"))) {

@@ -101,9 +101,10 @@ static int finish_append(struct gaz_rpc_stream *s, const char *journal, int64_t 
 			 struct bench_append_result *res, struct gaz_status *st)
 {
 	Protocol__AppendResponse *r = NULL;
-	ProtobufCMessage *extra = NULL;
-	int rc = gaz_rpc_stream_recv(s, &protocol__append_response__descriptor,
-				     (ProtobufCMessage **)&r, deadline_ns);
+	/* The response and the end of the stream, in one wait (Gazette's
+	 * client reads both too). */
+	int rc = gaz_rpc_stream_recv_last(s, &protocol__append_response__descriptor,
+					  (ProtobufCMessage **)&r, deadline_ns);
 
 	if (rc == 0) {
 		res->acked_ns = gaz_mono_ns();
@@ -112,10 +113,9 @@ static int finish_append(struct gaz_rpc_stream *s, const char *journal, int64_t 
 			res->commit_end = r->commit->end;
 		note_primary(r->header, res);
 		protobuf_c_message_free_unpacked(&r->base, NULL);
-		/* Read the end of the stream, as Gazette's client does. */
-		if (gaz_rpc_stream_recv(s, &protocol__append_response__descriptor, &extra,
-					deadline_ns) == 0)
-			protobuf_c_message_free_unpacked(extra, NULL);
+	} else if (rc == GAZ_EPROTO) {
+		return gaz_status_set(st, GAZ_ERPC, "append to \"%s\" failed: bad response",
+				      journal);
 	} else if (rc == GAZ_ETIMEDOUT) {
 		return gaz_status_set(st, GAZ_ERPC, "append to \"%s\" failed: deadline passed",
 				      journal);

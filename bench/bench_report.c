@@ -84,6 +84,9 @@ static const struct row rows[] = {
 	{"backfill.lat_bfd_p99_pct_of_alone", "  direct: as % of alone: goal <= 120", "%", 0},
 	{"backfill.lat_bf_p99_us", "  p99 during a proxied backfill", "us", 0},
 	{"backfill.lat_bf_p99_pct_of_alone", "  proxied: as % of alone", "%", 0},
+	{"backfill.lat_spin_p99_us", "  p99 beside a busy CPU (control)", "us", 0},
+	{"backfill.lat_spin_p99_pct_of_alone", "  busy CPU: as % of alone", "%", 0},
+	{"backfill.lat_bfd_p99_pct_of_spin", "  direct: as % of busy CPU", "%", 0},
 };
 
 /* CPU rows: cores used by the broker and by gazbench in each workload. */

@@ -35,6 +35,11 @@
 #                         backfill reader threads (19: they stand in for
 #                         other machines; see bench/README.md "Backfill")
 #   BENCH_BACKFILL_SCHED=idle  also SCHED_IDLE for both (chrt --idle 0)
+#   BENCH_BACKFILL_ISOLATE=1  while measuring append latency, the S3 server
+#                         and the backfill readers on the last CPU, the
+#                         brokers, etcd and the appenders on the others,
+#                         and a control window with that CPU only spinning
+#   BENCH_BACKFILL_LAT_ROUNDS=2  latency windows of each condition
 # The full table also lands in $BUILD/bench/last.txt, and each run's raw
 # metrics in $BUILD/bench/result-<broker>-<round>.txt.
 set -euo pipefail
@@ -236,6 +241,10 @@ boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1", aws_access
              config=Config(s3={"addressing_style": "path"})).create_bucket(Bucket="gazbench")
 PY
 fi
+bf_isolate=
+if [ "$BF_MB" != 0 ] && [ "${BENCH_BACKFILL_ISOLATE:-0}" = 1 ]; then
+	bf_isolate="--isolate --s3-pid $(cat "$s3_dir/pid") --etcd-pid $(cat "$etcd_dir/pid")"
+fi
 start_kind gazette-c "$OURS"
 start_kind gazette "$GO_GAZETTE"
 echo "etcd $etcd; gazette-c on :${port[gazette-c.1]}, gazette on :${port[gazette.1]}" \
@@ -252,7 +261,8 @@ bench_backfill() {
 		--prefix "bench/bf" --out "$out" --broker-pid "$(pids_of "$name")" \
 		--store "s3://gazbench/$name/?endpoint=$enc&region=us-east-1" --mb "$BF_MB" \
 		--par "${BENCH_BACKFILL_PAR:-1}" --rate "${BENCH_BACKFILL_RATE:-500}" \
-		--codec "${BENCH_BACKFILL_CODEC:-SNAPPY}" --nice "${BENCH_BACKFILL_NICE:-0}" $bf_sched; then
+		--codec "${BENCH_BACKFILL_CODEC:-SNAPPY}" --nice "${BENCH_BACKFILL_NICE:-0}" $bf_sched \
+		--lat-rounds "${BENCH_BACKFILL_LAT_ROUNDS:-2}" $bf_isolate; then
 		echo "bench: gazbench backfill against $name failed" >&2
 	fi
 	rm -rf "$work/$name/fragments/bench"
