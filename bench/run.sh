@@ -39,7 +39,8 @@
 #                         and the backfill readers on the last CPU, the
 #                         brokers, etcd and the appenders on the others,
 #                         and a control window with that CPU only spinning
-#   BENCH_BACKFILL_LAT_ROUNDS=2  latency windows of each condition
+#                         (default with 2+ CPUs; 0: all share every CPU)
+#   BENCH_BACKFILL_LAT_ROUNDS=3  latency windows of each condition
 # The full table also lands in $BUILD/bench/last.txt, and each run's raw
 # metrics in $BUILD/bench/result-<broker>-<round>.txt.
 set -euo pipefail
@@ -242,7 +243,7 @@ boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1", aws_access
 PY
 fi
 bf_isolate=
-if [ "$BF_MB" != 0 ] && [ "${BENCH_BACKFILL_ISOLATE:-0}" = 1 ]; then
+if [ "$BF_MB" != 0 ] && [ "${BENCH_BACKFILL_ISOLATE:-1}" = 1 ] && [ "$(nproc)" -ge 2 ]; then
 	bf_isolate="--isolate --s3-pid $(cat "$s3_dir/pid") --etcd-pid $(cat "$etcd_dir/pid")"
 fi
 start_kind gazette-c "$OURS"
@@ -262,7 +263,7 @@ bench_backfill() {
 		--store "s3://gazbench/$name/?endpoint=$enc&region=us-east-1" --mb "$BF_MB" \
 		--par "${BENCH_BACKFILL_PAR:-1}" --rate "${BENCH_BACKFILL_RATE:-500}" \
 		--codec "${BENCH_BACKFILL_CODEC:-SNAPPY}" --nice "${BENCH_BACKFILL_NICE:-0}" $bf_sched \
-		--lat-rounds "${BENCH_BACKFILL_LAT_ROUNDS:-2}" $bf_isolate; then
+		--lat-rounds "${BENCH_BACKFILL_LAT_ROUNDS:-3}" $bf_isolate; then
 		echo "bench: gazbench backfill against $name failed" >&2
 	fi
 	rm -rf "$work/$name/fragments/bench"
