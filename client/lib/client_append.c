@@ -136,6 +136,12 @@ static int recv_response(struct gaz_appender *a, Protocol__AppendResponse **resp
 			rc = gaz_status_set(st, GAZ_EPROTO, "Append ended without a response");
 		return rc;
 	}
+	/* A response followed by an error status fails the append, as
+	 * Gazette's client (CloseAndRecv) does. The status is in already. */
+	if (!rc && (rc = gaz_rpc_stream_finish(s, st))) {
+		protobuf_c_message_free_unpacked(&(*resp)->base, NULL);
+		*resp = NULL;
+	}
 	return rc;
 }
 

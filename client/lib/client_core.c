@@ -422,9 +422,13 @@ static int client_recv(struct gaz_client *c, struct gaz_rpc_stream *s,
 		if (rc != GAZ_ETIMEDOUT)
 			break;
 	}
+	if (rc == GAZ_EPROTO && last)
+		return gaz_status_set(st, GAZ_EPROTO,
+				      "broker sent a message that is not a %s, or more than one",
+				      desc->name);
 	if (rc == GAZ_EPROTO)
-		return gaz_status_set(st, GAZ_EPROTO, "broker sent a message that is not a %s%s",
-				      last ? "single " : "", desc->name);
+		return gaz_status_set(st, GAZ_EPROTO, "broker sent a message that is not a %s",
+				      desc->name);
 	return rc;
 }
 

@@ -369,11 +369,14 @@ static void sop_cb(void *tag, int ok)
 	struct gaz_rpc_stream *s = o->s;
 	bool wake, cancel = false;
 
+	/* The completed op keeps its count in s->inflight until the end of
+	 * this callback: starting the next queued send or receive, or
+	 * cancelling, lets go of s->mu, and gaz_rpc_stream_free must not
+	 * free the stream meanwhile. */
 	pthread_mutex_lock(&s->mu);
 	o->pending = false;
 	o->done = true;
 	o->ok = ok;
-	s->inflight--;
 	if (o == &s->send_op && s->queue_sends)
 		send_completed(s, ok);
 	/* Wake only who waits for this op (a gatherer waiting for a reply
@@ -387,18 +390,15 @@ static void sop_cb(void *tag, int ok)
 		wake = o->waiters || (s->recv_last && o == &s->status_op && s->recv_op.waiters &&
 				      last_ready(s));
 	}
-	if (wake || s->freeing)
-		pthread_cond_broadcast(&s->cv);
-	if (cancel)
-		s->inflight++; /* the stream outlives the cancel below */
-	pthread_mutex_unlock(&s->mu);
 	if (cancel) {
+		pthread_mutex_unlock(&s->mu);
 		grpc_call_cancel(s->gc, NULL);
 		pthread_mutex_lock(&s->mu);
-		if (--s->inflight == 0 && s->freeing)
-			pthread_cond_broadcast(&s->cv);
-		pthread_mutex_unlock(&s->mu);
 	}
+	s->inflight--;
+	if (wake || s->freeing)
+		pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
 }
 
 /* sop_start starts a batch on `o`; s->mu held (released meanwhile).
@@ -783,11 +783,8 @@ int gaz_rpc_stream_recv_last(struct gaz_rpc_stream *s, const ProtobufCMessageDes
 		s->recv_last = true;
 		if (s->eof)
 			s->last_done = true;
-		else if (s->recv_op.done && recv_last_step(s)) { /* completed unread */
-			pthread_mutex_unlock(&s->mu);
-			grpc_call_cancel(s->gc, NULL);
-			pthread_mutex_lock(&s->mu);
-		}
+		else if (s->recv_op.done) /* an earlier receive completed unread: */
+			(void)recv_last_step(s); /* the first message, never a cancel */
 		else if (!s->recv_op.pending && !sop_start(s, &s->recv_op, &op, 1))
 			s->last_done = true;
 	}

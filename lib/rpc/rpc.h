@@ -364,7 +364,10 @@ int gaz_rpc_stream_recv(struct gaz_rpc_stream *s, const ProtobufCMessageDescript
  * caller), GAZ_EOF (no message: see gaz_rpc_stream_finish), GAZ_EPROTO
  * (the message did not unpack, or a second one came; it is dropped),
  * GAZ_ETIMEDOUT (deadline_ns passed; the receive stays in flight: call
- * again). Later receives return GAZ_EOF. */
+ * again). Later receives return GAZ_EOF. 0 does not say the status was
+ * OK: gaz_rpc_stream_finish does (as CloseAndRecv, a response followed by
+ * an error status is an error). Once called, use only this function to
+ * receive on the stream. */
 int gaz_rpc_stream_recv_last(struct gaz_rpc_stream *s, const ProtobufCMessageDescriptor *desc,
 			     ProtobufCMessage **out, int64_t deadline_ns);
 

@@ -329,6 +329,30 @@ static void h_slow(struct gaz_rpc_call *c, void *arg)
 	protobuf_c_message_free_unpacked(&req->base, NULL);
 }
 
+/* h_then sends one message, then waits req.offset ms (0: none) and ends
+ * with the status named by the request's journal ("fail": NOT_FOUND). */
+static void h_then(struct gaz_rpc_call *c, void *arg)
+{
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+	int rc;
+	Protocol__ReadRequest *req = recv_req(c, &rc);
+
+	(void)arg;
+	if (rc != 0) {
+		finish_failed(c, rc);
+		return;
+	}
+	resp.offset = 9;
+	gaz_rpc_send(c, &resp.base);
+	if (req->offset)
+		gaz_rpc_wait(c, gaz_deadline_in(req->offset));
+	if (!strcmp(req->journal, "fail"))
+		gaz_rpc_finish(c, NULL, GAZ_GRPC_NOT_FOUND, "gone after the response");
+	else
+		gaz_rpc_finish(c, NULL, GAZ_GRPC_OK, NULL);
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+}
+
 /* h_proto unpacks the request as a ReadResponse, which must fail. */
 static void h_proto(struct gaz_rpc_call *c, void *arg)
 {
@@ -440,7 +464,7 @@ static void register_all(struct gaz_rpc_server *srv)
 		{P("Sum"), h_sum},     {P("Bidi"), h_bidi},   {P("Fail"), h_fail},
 		{P("Park"), h_park},   {P("Wake"), h_wake},   {P("Slow"), h_slow},
 		{P("Proto"), h_proto}, {P("Bytes"), h_bytes}, {P("Sleep"), h_sleep},
-		{P("Tid"), h_tid},
+		{P("Tid"), h_tid},     {P("Then"), h_then},
 	};
 
 	for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
@@ -1115,6 +1139,48 @@ static void test_recv_last_error(void **state)
 	gaz_rpc_stream_free(s);
 }
 
+/* A response followed by an error status: the message is returned and
+ * the status, already in, is the error (the caller must check it). */
+static void test_recv_last_then_error(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_native, P("Then"));
+	Protocol__ReadRequest req = PROTOCOL__READ_REQUEST__INIT;
+	struct gaz_status st = {0};
+	Protocol__ReadResponse *r;
+
+	(void)state;
+	req.journal = "fail";
+	assert_int_equal(gaz_rpc_stream_send(s, &req.base), 0);
+	assert_int_equal(recv_last_resp(s, &r, gaz_deadline_in(10000)), 0);
+	assert_int_equal(r->offset, 9);
+	free_resp(r);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), GAZ_ERPC);
+	assert_int_equal(st.grpc, GAZ_GRPC_NOT_FOUND);
+	assert_string_equal(st.msg, "gone after the response");
+	gaz_rpc_stream_free(s);
+}
+
+/* Freeing a stream whose message is held while its end is awaited drops
+ * the message (no leak under LSan) and does not wait for the server. */
+static void test_recv_last_free_held(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_native, P("Then"));
+	Protocol__ReadRequest req = PROTOCOL__READ_REQUEST__INIT;
+	Protocol__ReadResponse *r;
+	int64_t t0 = gaz_mono_ns();
+
+	(void)state;
+	req.journal = "ok";
+	req.offset = 5000;
+	assert_int_equal(gaz_rpc_stream_send(s, &req.base), 0);
+	/* The message comes at once, the end 5 s later: the receive times
+	 * out with the message held. */
+	assert_int_equal(recv_last_resp(s, &r, gaz_deadline_in(300)), GAZ_ETIMEDOUT);
+	assert_null(r);
+	gaz_rpc_stream_free(s);
+	assert_true(ms_since(t0) < 3000);
+}
+
 /* A second message fails the receive (as grpc-go's CloseAndRecv), and
  * three do too (the receive stops at the second). */
 static void test_recv_last_extra(void **state)
@@ -1319,6 +1385,8 @@ int main(void)
 		cmocka_unit_test(test_recv_last_error),
 		cmocka_unit_test(test_recv_last_extra),
 		cmocka_unit_test(test_recv_last_timeout),
+		cmocka_unit_test(test_recv_last_then_error),
+		cmocka_unit_test(test_recv_last_free_held),
 		cmocka_unit_test(test_handler_pool),
 		cmocka_unit_test(test_shutdown_live_streams),
 	};
