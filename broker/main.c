@@ -42,7 +42,7 @@ static const struct gaz_flag flag_table[] = {
 	BROKER_FLAG("zone", "ZONE", GAZ_FLAG_STRING, "local", "Availability zone within which this process is running", &broker.cfg.zone),
 	BROKER_FLAG("id", "ID", GAZ_FLAG_STRING, "", "Unique ID of this process (random if empty)", &broker.cfg.id),
 	BROKER_FLAG("host", "HOST", GAZ_FLAG_STRING, "", "Addressable, advertised hostname or IP of this process (OS hostname if empty)", &broker.cfg.host),
-	BROKER_FLAG("port", "PORT", GAZ_FLAG_STRING, "", "Service port for HTTP and gRPC requests (random if empty), or unix:///path", &broker.cfg.port),
+	BROKER_FLAG("port", "PORT", GAZ_FLAG_STRING, "", "Service port for HTTP and gRPC requests (random if empty or 0), or unix:///path", &broker.cfg.port),
 	BROKER_FLAG("file-root", "FILE_ROOT", GAZ_FLAG_STRING, "", "Local path which roots file:// fragment stores", &broker.cfg.file_root),
 	BROKER_FLAG("limit", "LIMIT", GAZ_FLAG_INT64, "1024", "Maximum number of journals the broker will allocate", &broker.cfg.limit),
 	BROKER_FLAG("max-replication", "MAX_REPLICATION", GAZ_FLAG_INT64, "9", "Maximum effective replication of any one journal", &broker.cfg.max_replication),
@@ -109,9 +109,11 @@ static int configure(struct gaz_broker *b, struct gaz_status *st)
 	if (b->cfg.port[0] && strncmp(b->cfg.port, "unix://", 7)) {
 		char *end = NULL;
 		long port = strtol(b->cfg.port, &end, 10);
-		if (*end || port < 1 || port > 65535)
+		/* 0, as empty, takes a random port (Gazette listens on ":0"). */
+		if (end == b->cfg.port || *end || port < 0 || port > 65535)
 			return gaz_status_set(st, GAZ_EINVAL,
-					      "--broker.port %s: not a port number (1-65535) or unix:///path",
+					      "--broker.port %s: not a port number (0-65535; 0 or empty: "
+					      "random) or unix:///path",
 					      b->cfg.port);
 	}
 	if (b->cfg.file_root[0] && access(b->cfg.file_root, R_OK | W_OK | X_OK))

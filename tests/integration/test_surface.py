@@ -201,3 +201,24 @@ def test_configuration_from_environment(cluster):
     bs = pb.BrokerSpec.FromString(base64.b64decode(kv["value"]))
     assert bs.journal_limit == 7 and bs.process_spec.id.zone == "zone-env"
     assert bs.process_spec.endpoint == "http://127.0.0.1:%d" % port
+
+
+def test_port_zero_is_random(cluster):
+    """--broker.port 0 listens on a random port (as Gazette's ":0") and
+    announces it; a port out of range is refused before anything starts."""
+    import base64
+    import subprocess
+    from conftest import Broker, GAZETTE
+    b = Broker(cluster, extra=["--broker.port", "0"])
+    cluster.brokers.append(b)
+    b.start()
+    kv = json.loads(cluster.etcd.ctl("get", b.member_key(), "-w", "json"))["kvs"][0]
+    endpoint = pb.BrokerSpec.FromString(base64.b64decode(kv["value"])).process_spec.endpoint
+    port = int(endpoint.rsplit(":", 1)[1])
+    assert endpoint.startswith("http://127.0.0.1:") and port not in (0, b.port)
+    b.address = endpoint
+    assert isinstance(Client(endpoint).list(), list)  # serves on the port it announced
+    for bad in ("70000", "-1", "http"):
+        r = subprocess.run([GAZETTE, "serve", "--broker.port=" + bad, "--etcd.address", cluster.etcd.endpoint],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0 and "--broker.port %s: not a port number" % bad in r.stdout + r.stderr
