@@ -765,6 +765,18 @@ CODEC_EXT = {pb.NONE: ".raw", pb.GZIP: ".gz", pb.ZSTANDARD: ".zst", pb.SNAPPY: "
              pb.GZIP_OFFLOAD_DECOMPRESSION: ""}
 
 
+def settled_keys(s3, bucket, prefix, timeout=20):
+    """The keys under prefix once two listings half a second apart agree."""
+    prev, deadline = None, time.time() + timeout
+    while time.time() < deadline:
+        cur = sorted(s3.keys(bucket, prefix))
+        if cur == prev:
+            return cur
+        prev = cur
+        time.sleep(0.5)
+    raise AssertionError("the keys under %s kept changing" % prefix)
+
+
 def keys_of(s3, bucket, prefix, ext):
     """Fragment keys under prefix, checked to carry the codec's extension."""
     keys = s3.keys(bucket, prefix)
@@ -815,9 +827,12 @@ def test_s3_bucket_shared_with_gazettes_broker(etcd, tmp_path, s3, codec):
         # Gazette persists rolled fragments at once; a lone Gazette broker
         # never finishes its exit, so what we compare is what it persisted.
         wait_for(lambda: len(keys_of(s3, bucket, "x/cmp/go/", ext)) >= 3, 30, "Gazette's fragments in the bucket")
-        go_end = max(int(os.path.basename(k).split("-")[1], 16) for k in s3.keys(bucket, "x/cmp/go/"))
     finally:
         go.stop_all()
+    # Listed once it is gone (and the listing has settled): it may still
+    # have been uploading fragments that rolled before the wait above saw
+    # three.
+    go_end = max(int(os.path.basename(k).split("-")[1], 16) for k in settled_keys(s3, bucket, "x/cmp/go/"))
     if codec == pb.GZIP_OFFLOAD_DECOMPRESSION:
         k = s3.keys(bucket, "x/cmp/go/")[0]
         assert s3.client().head_object(Bucket=bucket, Key=k)["ContentEncoding"] == "gzip"
