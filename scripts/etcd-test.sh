@@ -100,18 +100,18 @@ stop)
 	stop "${2:-}"
 	;;
 restart)
-	[ -n "${2:-}" ] && [ -f "$2/cport" ] || { echo "etcd-test: restart needs the DIR" >&2; exit 1; }
+	rig_dir etcd-test restart "${2:-}" cport
 	halt "$2"
 	launch "$2"
 	echo "http://127.0.0.1:$(cat "$2/cport")"
 	;;
 halt)
-	[ -n "${2:-}" ] && [ -f "$2/cport" ] || { echo "etcd-test: halt needs the DIR" >&2; exit 1; }
+	rig_dir etcd-test halt "${2:-}" cport
 	halt "$2"
 	;;
 resume)
-	[ -n "${2:-}" ] && [ -f "$2/cport" ] || { echo "etcd-test: resume needs the DIR" >&2; exit 1; }
-	[ ! -f "$2/pid" ] || ! kill -0 "$(cat "$2/pid")" 2>/dev/null || { echo "etcd-test: already running" >&2; exit 1; }
+	rig_dir etcd-test resume "${2:-}" cport
+	rig_not_running etcd-test "$2/pid"
 	launch "$2"
 	echo "http://127.0.0.1:$(cat "$2/cport")"
 	;;

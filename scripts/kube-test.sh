@@ -155,12 +155,12 @@ stop)
 	stop "${2:-}"
 	;;
 halt)
-	[ -n "${2:-}" ] && [ -f "$2/kport" ] || { echo "kube-test: halt needs the DIR" >&2; exit 1; }
+	rig_dir kube-test halt "${2:-}" kport
 	halt_apiserver "$2"
 	;;
 resume)
-	[ -n "${2:-}" ] && [ -f "$2/kport" ] || { echo "kube-test: resume needs the DIR" >&2; exit 1; }
-	[ ! -f "$2/kpid" ] || ! kill -0 "$(cat "$2/kpid")" 2>/dev/null || { echo "kube-test: already running" >&2; exit 1; }
+	rig_dir kube-test resume "${2:-}" kport
+	rig_not_running kube-test "$2/kpid"
 	launch "$2" "$(cat "$2/etcd-endpoint")"
 	ready "$2" || {
 		echo "kube-test: kube-apiserver not ready; log tail:" >&2

@@ -22,3 +22,14 @@ halt_pidfile() {
 	fi
 	rm -f "$1"
 }
+
+# rig_dir WHO VERB DIR MARKER: exit 1 (naming WHO and VERB) unless DIR is a
+# rig's dir, one holding the file MARKER that its start wrote.
+rig_dir() {
+	[ -n "$3" ] && [ -f "$3/$4" ] || { echo "$1: $2 needs the DIR" >&2; exit 1; }
+}
+
+# rig_not_running WHO PIDFILE: exit 1 if the process PIDFILE records is alive.
+rig_not_running() {
+	[ ! -f "$2" ] || ! kill -0 "$(cat "$2")" 2>/dev/null || { echo "$1: already running" >&2; exit 1; }
+}

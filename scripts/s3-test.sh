@@ -120,12 +120,12 @@ stop)
 	stop "${2:-}"
 	;;
 halt)
-	[ -n "${2:-}" ] && [ -f "$2/sport" ] || { echo "s3-test: halt needs the DIR" >&2; exit 1; }
+	rig_dir s3-test halt "${2:-}" sport
 	halt "$2"
 	;;
 resume)
-	[ -n "${2:-}" ] && [ -f "$2/sport" ] || { echo "s3-test: resume needs the DIR" >&2; exit 1; }
-	[ ! -f "$2/pid" ] || ! kill -0 "$(p "$2" pid)" 2>/dev/null || { echo "s3-test: already running" >&2; exit 1; }
+	rig_dir s3-test resume "${2:-}" sport
+	rig_not_running s3-test "$2/pid"
 	# A weed killed after the grace period leaves its unix sockets behind.
 	rm -f "$2/filer.sock" "$2/s3.sock"
 	launch "$2"
