@@ -142,17 +142,26 @@ static void finish_failed(struct gaz_rpc_call *c, int rc)
 		       "request failed");
 }
 
-static void h_echo(struct gaz_rpc_call *c, void *arg)
+/* first_req receives the request; on failure it ends the call and
+ * returns NULL. */
+static Protocol__ReadRequest *first_req(struct gaz_rpc_call *c)
 {
-	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
 	int rc;
 	Protocol__ReadRequest *req = recv_req(c, &rc);
 
-	(void)arg;
-	if (rc != 0) {
+	if (rc != 0)
 		finish_failed(c, rc);
+	return rc != 0 ? NULL : req;
+}
+
+static void h_echo(struct gaz_rpc_call *c, void *arg)
+{
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+	Protocol__ReadRequest *req = first_req(c);
+
+	(void)arg;
+	if (!req)
 		return;
-	}
 	resp.offset = req->offset;
 	resp.fragment_url = req->journal;
 	gaz_rpc_finish(c, &resp.base, GAZ_GRPC_OK, NULL);
@@ -166,14 +175,11 @@ static void h_md(struct gaz_rpc_call *c, void *arg)
 	const char *auth = gaz_rpc_metadata(c, "authorization");
 	int64_t dl = gaz_rpc_deadline(c);
 	char text[256];
-	int rc;
-	Protocol__ReadRequest *req = recv_req(c, &rc);
+	Protocol__ReadRequest *req = first_req(c);
 
 	(void)arg;
-	if (rc != 0) {
-		finish_failed(c, rc);
+	if (!req)
 		return;
-	}
 	snprintf(text, sizeof(text), "%s|%s", auth ? auth : "-", gaz_rpc_peer(c));
 	resp.fragment_url = text;
 	resp.write_head = dl == GAZ_DEADLINE_NEVER ? -1 : (dl - gaz_mono_ns()) / GAZ_NS_PER_MS;
@@ -185,14 +191,12 @@ static void h_md(struct gaz_rpc_call *c, void *arg)
 static void h_stream(struct gaz_rpc_call *c, void *arg)
 {
 	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
-	int rc;
-	Protocol__ReadRequest *req = recv_req(c, &rc);
+	Protocol__ReadRequest *req = first_req(c);
+	int rc = 0;
 
 	(void)arg;
-	if (rc != 0) {
-		finish_failed(c, rc);
+	if (!req)
 		return;
-	}
 	for (int64_t i = 0; i < req->offset && rc == 0; i++) {
 		resp.offset = i;
 		rc = gaz_rpc_send(c, &resp.base);
@@ -249,14 +253,11 @@ static void h_bidi(struct gaz_rpc_call *c, void *arg)
 static void h_fail(struct gaz_rpc_call *c, void *arg)
 {
 	char text[300];
-	int rc;
-	Protocol__ReadRequest *req = recv_req(c, &rc);
+	Protocol__ReadRequest *req = first_req(c);
 
 	(void)arg;
-	if (rc != 0) {
-		finish_failed(c, rc);
+	if (!req)
 		return;
-	}
 	snprintf(text, sizeof(text), "no such journal: %s", req->journal);
 	gaz_rpc_finish(c, NULL, GAZ_GRPC_NOT_FOUND, text);
 	protobuf_c_message_free_unpacked(&req->base, NULL);
@@ -314,14 +315,11 @@ static void h_wake(struct gaz_rpc_call *c, void *arg)
 static void h_slow(struct gaz_rpc_call *c, void *arg)
 {
 	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
-	int rc;
-	Protocol__ReadRequest *req = recv_req(c, &rc);
+	Protocol__ReadRequest *req = first_req(c);
 
 	(void)arg;
-	if (rc != 0) {
-		finish_failed(c, rc);
+	if (!req)
 		return;
-	}
 	gaz_rpc_wait(c, gaz_deadline_in(req->offset));
 	resp.offset = 7;
 	gaz_rpc_send(c, &resp.base);
@@ -334,14 +332,11 @@ static void h_slow(struct gaz_rpc_call *c, void *arg)
 static void h_then(struct gaz_rpc_call *c, void *arg)
 {
 	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
-	int rc;
-	Protocol__ReadRequest *req = recv_req(c, &rc);
+	Protocol__ReadRequest *req = first_req(c);
 
 	(void)arg;
-	if (rc != 0) {
-		finish_failed(c, rc);
+	if (!req)
 		return;
-	}
 	resp.offset = 9;
 	gaz_rpc_send(c, &resp.base);
 	if (req->offset)
@@ -568,6 +563,18 @@ static struct gaz_rpc_stream *open_stream(struct gaz_rpc_channel *ch, const char
 	return s;
 }
 
+/* end_ok checks that `s` has no message left and ended OK, and frees it. */
+static void end_ok(struct gaz_rpc_stream *s)
+{
+	struct gaz_status st = {0};
+	Protocol__ReadResponse *r;
+
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
+	assert_null(r);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), 0);
+	gaz_rpc_stream_free(s);
+}
+
 /* ---- tests ------------------------------------------------------------ */
 
 static void test_unary_echo(void **state)
@@ -612,7 +619,6 @@ static void test_metadata_peer_deadline(void **state)
 static void test_server_stream(void **state)
 {
 	struct gaz_rpc_stream *s = open_stream(g_oneport, P("Stream"));
-	struct gaz_status st = {0};
 	Protocol__ReadResponse *r;
 
 	(void)state;
@@ -623,16 +629,12 @@ static void test_server_stream(void **state)
 		assert_int_equal(r->offset, i);
 		free_resp(r);
 	}
-	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
-	assert_null(r);
-	assert_int_equal(gaz_rpc_stream_finish(s, &st), 0);
-	gaz_rpc_stream_free(s);
+	end_ok(s);
 }
 
 static void test_client_stream_sum(void **state)
 {
 	struct gaz_rpc_stream *s = open_stream(g_native, P("Sum"));
-	struct gaz_status st = {0};
 	Protocol__ReadResponse *r;
 
 	(void)state;
@@ -643,9 +645,7 @@ static void test_client_stream_sum(void **state)
 	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
 	assert_int_equal(r->offset, 5050);
 	free_resp(r);
-	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
-	assert_int_equal(gaz_rpc_stream_finish(s, &st), 0);
-	gaz_rpc_stream_free(s);
+	end_ok(s);
 	assert_true(s_await(&S.ended, 1));
 	assert_int_equal(s_int(&S.end_rc[0]), GAZ_EOF); /* half-close confirmed */
 }
@@ -653,7 +653,6 @@ static void test_client_stream_sum(void **state)
 static void test_bidi_ping_pong(void **state)
 {
 	struct gaz_rpc_stream *s = open_stream(g_oneport, P("Bidi"));
-	struct gaz_status st = {0};
 	Protocol__ReadResponse *r;
 
 	(void)state;
@@ -665,9 +664,7 @@ static void test_bidi_ping_pong(void **state)
 		free_resp(r);
 	}
 	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
-	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
-	assert_int_equal(gaz_rpc_stream_finish(s, &st), 0);
-	gaz_rpc_stream_free(s);
+	end_ok(s);
 	assert_true(s_await(&S.ended, 1));
 	assert_int_equal(s_int(&S.end_rc[0]), GAZ_EOF);
 }
@@ -831,7 +828,6 @@ static void test_wake_and_deadline(void **state)
 static void test_stream_recv_timeout(void **state)
 {
 	struct gaz_rpc_stream *s = open_stream(g_native, P("Slow"));
-	struct gaz_status st = {0};
 	Protocol__ReadResponse *r;
 	int64_t t0;
 
@@ -848,9 +844,7 @@ static void test_stream_recv_timeout(void **state)
 	assert_int_equal(r->offset, 7);
 	assert_true(ms_since(t0) >= 300);
 	free_resp(r);
-	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
-	assert_int_equal(gaz_rpc_stream_finish(s, &st), 0);
-	gaz_rpc_stream_free(s);
+	end_ok(s);
 
 	/* Freeing with a receive still pending cancels and cleans up. */
 	s = open_stream(g_native, P("Slow"));
@@ -1103,7 +1097,6 @@ static int recv_last_resp(struct gaz_rpc_stream *s, Protocol__ReadResponse **r, 
 static void test_recv_last(void **state)
 {
 	struct gaz_rpc_stream *s = open_stream(g_native, P("Sum"));
-	struct gaz_status st = {0};
 	Protocol__ReadResponse *r;
 
 	(void)state;
@@ -1117,9 +1110,7 @@ static void test_recv_last(void **state)
 	free_resp(r);
 	assert_int_equal(recv_last_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
 	assert_null(r);
-	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
-	assert_int_equal(gaz_rpc_stream_finish(s, &st), 0);
-	gaz_rpc_stream_free(s);
+	end_ok(s);
 }
 
 /* A stream ended by an error status has no message: EOF, and the status
