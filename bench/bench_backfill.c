@@ -653,6 +653,21 @@ static int pin_process(int pid, const cpu_set_t *set)
 	return failed;
 }
 
+/* pin_all gives gazbench, the brokers and etcd the CPUs `brokers`, the S3
+ * server `backfill`; returns the threads that kept theirs. */
+static int pin_all(struct bf *b, const cpu_set_t *brokers, const cpu_set_t *backfill)
+{
+	int failed = pin_process(getpid(), brokers);
+
+	for (int i = 0; i < b->npids; i++)
+		failed += pin_process(b->pids[i], brokers);
+	if (b->etcd_pid)
+		failed += pin_process(b->etcd_pid, brokers);
+	if (b->s3_pid)
+		failed += pin_process(b->s3_pid, backfill);
+	return failed;
+}
+
 /* Splits the CPUs gazbench may use: the last for the backfill (its reader
  * threads, which pin themselves, and the S3 server), the others for the
  * brokers, etcd and the rest of gazbench (the appenders, gRPC's threads),
@@ -660,7 +675,7 @@ static int pin_process(int pid, const cpu_set_t *set)
  * served elsewhere. Returns 0, or GAZ_EINVAL with fewer than two CPUs. */
 static int isolate_start(struct bf *b)
 {
-	int last = -1, failed = 0;
+	int last = -1, failed;
 
 	if (sched_getaffinity(0, sizeof(b->all_cpus), &b->all_cpus) || CPU_COUNT(&b->all_cpus) < 2) {
 		fprintf(stderr, "gazbench: --isolate needs two CPUs or more\n");
@@ -673,14 +688,7 @@ static int isolate_start(struct bf *b)
 	CPU_CLR(last, &b->broker_cpus);
 	CPU_ZERO(&b->backfill_cpus);
 	CPU_SET(last, &b->backfill_cpus);
-	failed += pin_process(getpid(), &b->broker_cpus);
-	for (int i = 0; i < b->npids; i++)
-		failed += pin_process(b->pids[i], &b->broker_cpus);
-	if (b->etcd_pid)
-		failed += pin_process(b->etcd_pid, &b->broker_cpus);
-	if (b->s3_pid)
-		failed += pin_process(b->s3_pid, &b->backfill_cpus);
-	if (failed)
+	if ((failed = pin_all(b, &b->broker_cpus, &b->backfill_cpus)))
 		fprintf(stderr, "gazbench: --isolate: %d thread(s) kept their CPUs\n", failed);
 	printf("  isolated: backfill readers%s on CPU %d; brokers, etcd, appenders on the others\n",
 	       b->s3_pid ? " and the S3 server" : "", last);
@@ -690,13 +698,7 @@ static int isolate_start(struct bf *b)
 /* Gives every process isolate_start pinned all of gazbench's CPUs again. */
 static void isolate_end(struct bf *b)
 {
-	pin_process(getpid(), &b->all_cpus);
-	for (int i = 0; i < b->npids; i++)
-		pin_process(b->pids[i], &b->all_cpus);
-	if (b->etcd_pid)
-		pin_process(b->etcd_pid, &b->all_cpus);
-	if (b->s3_pid)
-		pin_process(b->s3_pid, &b->all_cpus);
+	pin_all(b, &b->all_cpus, &b->all_cpus);
 }
 
 /* ---- where the broker's threads spend a window ------------------------------ */
