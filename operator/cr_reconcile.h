@@ -72,8 +72,10 @@ struct gaz_crr_found {
 	const char *decode_err;    /* why not readable */
 };
 
-/* spec.name of a CR, or NULL. */
+/* spec.name of a CR, or NULL (borrowed from `o`). */
 const char *gaz_crr_spec_name(const json_t *o);
+
+/* Whether the CR has a metadata.deletionTimestamp. */
 bool gaz_crr_being_deleted(const json_t *o);
 
 /* gaz_crr_load GETs the CR of `key` and fills r (r->k, r->op set by the
@@ -81,9 +83,12 @@ bool gaz_crr_being_deleted(const json_t *o);
  * otherwise (logged). */
 int gaz_crr_load(struct gaz_crr *r, const char *key);
 
-/* gaz_crr_begin (after the kind set item_key and what): the owner and the
- * new status. */
+/* gaz_crr_begin (after the kind set item_key and what): the owner (from
+ * the informer's cache) and the new status (r->status, a new object
+ * carrying the kind's `keep` fields of the old one). Cannot fail. */
 void gaz_crr_begin(struct gaz_crr *r);
+
+/* gaz_crr_release drops r's references to the CR and the status. */
 void gaz_crr_release(struct gaz_crr *r);
 
 /* gaz_crr_enqueue_related queues every cached CR of the kind naming
@@ -91,12 +96,29 @@ void gaz_crr_release(struct gaz_crr *r);
 void gaz_crr_enqueue_related(const struct gaz_crr_kind *k, struct gaz_op *op, const char *name,
 			     const char *except_key);
 
+/* gaz_crr_event posts a Kubernetes Event on the CR (`type` "Normal" or
+ * "Warning"; the message truncated at 1200 bytes) and logs it. A failed
+ * post is logged by the kube client, not returned. */
 void gaz_crr_event(struct gaz_crr *r, const char *type, const char *reason, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+/* gaz_crr_condition sets condition `type` in r->status ("True" when `on`),
+ * keeping its lastTransitionTime when the old status had the same value,
+ * and observedGeneration = r->generation. */
 void gaz_crr_condition(struct gaz_crr *r, const char *type, bool on, const char *reason,
 		       const char *msg);
+
+/* gaz_crr_had_condition: the old status had condition `type` with status
+ * `cstatus` ("True" or "False"). */
 bool gaz_crr_had_condition(const struct gaz_crr *r, const char *type, const char *cstatus);
+
+/* gaz_crr_set_ready sets Ready, and lastError to `msg` when not ok
+ * (removed when ok). */
 void gaz_crr_set_ready(struct gaz_crr *r, bool ok, const char *reason, const char *msg);
+
+/* gaz_crr_write_status patches the CR's status subresource with r->status
+ * (nothing sent when unchanged). Returns 0 or the API error's GAZ_E* code
+ * (logged). */
 int gaz_crr_write_status(struct gaz_crr *r);
 
 /* gaz_crr_fail: Ready=False `reason` with `msg`, a Warning Event unless the
