@@ -22,7 +22,6 @@
  * append is received and hashed before it waits, so concurrent appends
  * to one journal do that work in parallel; the token holder only writes.
  */
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +29,7 @@
 #include "broker/metrics.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "keyspace/keyspace.h"
 #include "protocol/labels.h"
 #include "protocol/validate.h"
 
@@ -109,7 +109,7 @@ static int make_entry(struct append_ctx *a)
 	}
 	e->data = e->owned;
 sum:	/* The append's own SHA-1, before it waits for the journal. */
-	return EVP_Digest(e->data, e->len, e->sum, NULL, EVP_sha1(), NULL) ? 0 : GAZ_ENOMEM;
+	return gaz_sha1(e->data, e->len, e->sum);
 }
 
 void gaz__append_prefetch(struct append_ctx *a)
@@ -325,26 +325,42 @@ fail:
 	return NULL;
 }
 
-bool gaz_append_fast(struct gaz_rpc_call *call, struct gaz_broker *b)
+/* The replica that serves an append to `journal` by the fast path,
+ * without resolving again: a resolution at the keyspace's current
+ * revision found it fit (fast_rev), so nothing it looked at has changed.
+ * Returns a reference, or NULL to resolve. */
+static struct gaz_replica *fast_replica(struct gaz_broker *b, const Protocol__AppendRequest *req)
+{
+	struct gaz_replica *r;
+	int64_t rev;
+
+	if (strchr(req->journal, ';') || atomic_load(&b->stopping) ||
+	    !(r = gaz_replica_get(b, req->journal)))
+		return NULL;
+	gaz_keyspace_rlock(b->ks);
+	rev = gaz_keyspace_revision(b->ks);
+	gaz_keyspace_runlock(b->ks);
+	if (rev == atomic_load(&r->fast_rev) && req->min_etcd_revision <= rev)
+		return r;
+	gaz_replica_unref(r);
+	return NULL;
+}
+
+/* A full resolution: the replica if the append may take the fast path,
+ * with its fast_rev noted. Returns a reference, or NULL. */
+static struct gaz_replica *resolve_fast(struct gaz_broker *b, const Protocol__AppendRequest *req)
 {
 	struct gaz_resolution res = {.route.primary = -1};
 	struct gaz_status st = {0};
-	struct gaz_batch_entry *e = NULL;
-	Protocol__AppendRequest *req;
+	struct gaz_replica *r = NULL;
 	const Protocol__JournalSpec *spec;
-	uint8_t *data;
-	size_t len;
-	int64_t chunks;
-	bool parked = false;
-
-	if (!(req = peek_request(call, &data, &len, &chunks)))
-		return false;
 	struct gaz_resolve_opts o = {
 		.may_proxy = true,
 		.require_primary = true,
 		.min_etcd_revision = req->min_etcd_revision,
 		.no_wait = true,
 	};
+
 	if (gaz_resolve(b, req->journal, &o, &res, &st) || res.status != PROTOCOL__STATUS__OK ||
 	    !res.replica)
 		goto out;
@@ -358,6 +374,29 @@ bool gaz_append_fast(struct gaz_rpc_call *call, struct gaz_broker *b)
 	for (size_t i = 0; i < res.route.n; i++)
 		if (!res.route.consistent[i])
 			goto out;
+	r = res.replica;
+	atomic_fetch_add(&r->refs, 1);
+	if (!strchr(req->journal, ';'))
+		atomic_store(&r->fast_rev, res.etcd.revision);
+out:
+	gaz_resolution_release(&res);
+	return r;
+}
+
+bool gaz_append_fast(struct gaz_rpc_call *call, struct gaz_broker *b)
+{
+	struct gaz_batch_entry *e = NULL;
+	struct gaz_replica *r = NULL;
+	Protocol__AppendRequest *req;
+	uint8_t *data;
+	size_t len;
+	int64_t chunks;
+	bool parked = false;
+
+	if (!(req = peek_request(call, &data, &len, &chunks)))
+		return false;
+	if (!(r = fast_replica(b, req)) && !(r = resolve_fast(b, req)))
+		goto out;
 	if (!(e = calloc(1, sizeof(*e))))
 		goto out;
 	e->link.parked = true;
@@ -366,16 +405,16 @@ bool gaz_append_fast(struct gaz_rpc_call *call, struct gaz_broker *b)
 	e->data = e->owned = data;
 	e->len = len;
 	e->chunks = chunks;
-	if (!EVP_Digest(data, len, e->sum, NULL, EVP_sha1(), NULL))
+	if (gaz_sha1(data, len, e->sum))
 		goto out;
-	if ((parked = gaz_replica_park(res.replica, &e->link)))
+	if ((parked = gaz_replica_park(r, &e->link)))
 		gaz_metric_append_parked();
 out:
 	if (!parked) {
 		free(e);
 		free(data);
 	}
-	gaz_resolution_release(&res);
+	gaz_replica_unref(r);
 	protobuf_c_message_free_unpacked(&req->base, NULL);
 	return parked;
 }

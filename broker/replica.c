@@ -309,6 +309,17 @@ size_t gaz_replica_take_queued(struct gaz_replica *r, struct gaz_batch_link **ou
 	return n;
 }
 
+bool gaz_replica_only_queued_waiters(const struct gaz_replica *r)
+{
+	size_t waiters = 0, queued = 0;
+
+	for (const struct gaz_token_waiter *w = r->token_queue; w; w = w->next)
+		waiters++;
+	for (const struct gaz_batch_link *l = r->batch_queue; l; l = l->next)
+		queued += l->waiter != NULL;
+	return waiters == queued;
+}
+
 void gaz_replica_done_queued(struct gaz_replica *r, struct gaz_batch_link **links, size_t n)
 {
 	pthread_mutex_lock(&r->mu);

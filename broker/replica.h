@@ -67,6 +67,11 @@ struct gaz_replica {
 	int64_t last_pulse_ns;
 	struct gaz_notifier notifier;
 	struct gaz_pipeline *pipeline; /* primary only; owned by the token holder */
+	/* The keyspace revision at which a full resolution found this
+	 * replica fit for the append fast path (append_batch.c): primary,
+	 * full route, writable, not suspended. Any later change under the
+	 * prefix moves the revision on and so voids it. */
+	atomic_llong fast_rev;
 
 	/* Pulse scheduling (pulse.c); only the pulse thread touches these. */
 	int64_t pulse_next_ns;         /* monotonic; 0 = pulse at once */
@@ -119,6 +124,12 @@ bool gaz_replica_park(struct gaz_replica *r, struct gaz_batch_link *l);
  * how many. */
 size_t gaz_replica_take_queued(struct gaz_replica *r, struct gaz_batch_link **out, size_t max,
 			       bool (*accept)(struct gaz_batch_link *l, void *arg), void *arg);
+
+/* gaz_replica_only_queued_waiters (r->mu held): every append waiting for
+ * the token is queued for group commit too, so that the token holder may
+ * keep the token for another group without passing over an append that
+ * needs the token to itself (registers, offsets, large content). */
+bool gaz_replica_only_queued_waiters(const struct gaz_replica *r);
 
 /* gaz_replica_done_queued marks taken links done and wakes their owners. */
 void gaz_replica_done_queued(struct gaz_replica *r, struct gaz_batch_link **links, size_t n);

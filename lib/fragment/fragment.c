@@ -14,6 +14,8 @@
 #include "fragment/fragment.h"
 
 #include <ctype.h>
+#include <openssl/evp.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -391,4 +393,25 @@ int gaz_fragment_parse_path(const char *journal, const char *rel_path,
 nomem:
 	gaz_fragment_release(f);
 	return gaz_status_set(st, GAZ_ENOMEM, "parsing fragment path failed: out of memory");
+}
+
+static const EVP_MD *sha1_md;
+static pthread_once_t sha1_once = PTHREAD_ONCE_INIT;
+
+static void sha1_fetch(void)
+{
+	EVP_MD *md = EVP_MD_fetch(NULL, "SHA1", NULL);
+
+	sha1_md = md ? md : EVP_sha1(); /* kept for the process's life */
+}
+
+const EVP_MD *gaz_sha1_md(void)
+{
+	pthread_once(&sha1_once, sha1_fetch);
+	return sha1_md;
+}
+
+int gaz_sha1(const void *data, size_t len, uint8_t sum[GAZ_SHA1_LEN])
+{
+	return EVP_Digest(data, len, sum, NULL, gaz_sha1_md(), NULL) == 1 ? 0 : GAZ_ENOMEM;
 }

@@ -87,6 +87,15 @@ bool gaz_fragment_equal(const struct gaz_fragment *a, const struct gaz_fragment 
 /* gaz_fragment_sum_is_zero: the sum is the all-zero "no content" sum. */
 bool gaz_fragment_sum_is_zero(const struct gaz_fragment *f);
 
+/* gaz_sha1_md: OpenSSL's SHA-1, fetched once for the process (an
+ * EVP_sha1() digest is looked up again on every init under OpenSSL 3,
+ * which costs more than hashing a small append). Never NULL; borrowed. */
+const struct evp_md_st *gaz_sha1_md(void);
+
+/* gaz_sha1 writes the SHA-1 of data[0, len) to sum. Returns 0, or
+ * GAZ_ENOMEM when OpenSSL could not allocate its context. */
+int gaz_sha1(const void *data, size_t len, uint8_t sum[GAZ_SHA1_LEN]);
+
 /* gaz_sha1sum_to_proto splits a digest into SHA1Sum: part1 = big-endian
  * d[0:8], part2 = d[8:16], part3 = d[16:20] (facts §1.2). `pb` must have been
  * initialised with PROTOCOL__SHA1_SUM__INIT. */

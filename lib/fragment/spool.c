@@ -25,7 +25,7 @@
 
 static int sha_reset(struct gaz_spool *s, struct gaz_status *st)
 {
-	if (EVP_DigestInit_ex(s->sha, EVP_sha1(), NULL) != 1 ||
+	if (EVP_DigestInit_ex(s->sha, gaz_sha1_md(), NULL) != 1 ||
 	    EVP_MD_CTX_copy_ex(s->sha_commit, s->sha) != 1)
 		return gaz_status_set(st, GAZ_EIO, "initialising SHA-1 of spool \"%s\" failed",
 				      s->fragment.journal);
@@ -115,7 +115,7 @@ static int sha_recover(struct gaz_spool *s, struct gaz_status *st)
 
 	if (!s->sha_broken)
 		return 0;
-	if (EVP_DigestInit_ex(s->sha, EVP_sha1(), NULL) != 1)
+	if (EVP_DigestInit_ex(s->sha, gaz_sha1_md(), NULL) != 1)
 		return gaz_status_set(st, GAZ_EIO, "resetting SHA-1 of spool \"%s\" failed",
 				      s->fragment.journal);
 	while ((rc = gaz_spool_pread(s, off, buf, sizeof(buf), &n, st)) == 0) {
