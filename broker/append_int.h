@@ -54,6 +54,7 @@ struct append_ctx {
 	struct gaz_batch_entry entry;      /* valid when batchable */
 	struct gaz_batch_entry *batch;     /* &entry while this append leads a group commit */
 	size_t group_n;                    /* members of the group it leads, itself included */
+	bool lease_lost;                   /* a commit found the member lease expired */
 };
 
 /* append_batch.c: group commit. An append whose whole content is small
@@ -119,6 +120,23 @@ int gaz__append_sync(struct append_ctx *a, int64_t roll_to);
 int gaz__append_replicate_content(struct append_ctx *a, const uint8_t *data, size_t len,
 				  int64_t delta);
 int gaz__append_replicate_commit(struct append_ctx *a);
+
+/* A commit proposed to the peers and applied locally whose
+ * acknowledgements are still to be gathered. */
+struct gaz_commit_pending {
+	struct gaz_pipeline *p;
+	uint64_t ticket;
+	Protocol__LabelSet *regs;          /* the registers it commits (owned) */
+};
+
+/* gaz__append_replicate_commit_start proposes the spool's delta (token
+ * held) and commits it locally; _finish gathers the acknowledgements and
+ * takes the registers. gaz__append_replicate_commit is the two, letting
+ * go of the token between them for a lone append. Both close the
+ * pipeline on failure (while the token is held) and return 0 or an
+ * error; after a failed start there is nothing to finish. */
+int gaz__append_replicate_commit_start(struct append_ctx *a, struct gaz_commit_pending *pc);
+int gaz__append_replicate_commit_finish(struct append_ctx *a, struct gaz_commit_pending *pc);
 void gaz__append_pipeline_fail(struct append_ctx *a, const char *why);
 
 /* append.c: answer with a Gazette status (registers or the store error

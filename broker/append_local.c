@@ -11,10 +11,12 @@
 
 #include "broker/append_int.h"
 #include "broker/metrics.h"
+#include "broker/pipeline.h"
 #include "broker/replica.h"
 #include "broker/stores.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "keyspace/keyspace.h"
 #include "protocol/labels.h"
 #include "protocol/validate.h"
 
@@ -23,6 +25,7 @@
 /* How long an append waits for its store's first health check (Gazette
  * bounds a check at one minute). */
 #define STORE_HEALTH_WAIT_MS 60000
+#define LEASE_LOST "broker's etcd lease expired; the journal may have moved"
 
 /* maybeRoll (§6.3): the offset to roll the spool to, or -1 to keep it. */
 static int64_t roll_target(const struct gaz_replica *r, const Protocol__JournalSpec__Fragment *fs,
@@ -278,7 +281,9 @@ static int spool_write(struct append_ctx *a, const uint8_t *data, size_t len)
 	while ((rc = gaz_spool_append(&r->spool, data, len, &st)) == GAZ_EIO) {
 		gaz_error("spool write failed; retrying", "journal=%s err=\"%s\"", r->journal, st.msg);
 		gaz_status_clear(&st);
-		if (gaz_rpc_wait(a->call, gaz_deadline_in(5000)) == GAZ_ECANCELLED)
+		/* A leader committing a later group (its own call answered)
+		 * fails the group instead: its members' clients retry. */
+		if (a->finished || gaz_rpc_wait(a->call, gaz_deadline_in(5000)) == GAZ_ECANCELLED)
 			break;
 	}
 	return rc;
@@ -360,6 +365,19 @@ static int stream_content(struct append_ctx *a, EVP_MD_CTX *sha)
 	}
 }
 
+/* A commit needs the broker's member lease: without it the journal may
+ * already have another primary. Answers the append when it is lost. */
+static bool commit_lease(struct append_ctx *a)
+{
+	if (gaz_broker_lease_valid(a->b))
+		return true;
+	gaz_warn("append not committed: member lease expired", "journal=%s", a->res.replica->journal);
+	a->lease_lost = true;
+	if (!a->finished)
+		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, LEASE_LOST);
+	return false;
+}
+
 /* Commits the spool's delta and publishes it; registers updated. */
 static int commit(struct append_ctx *a, EVP_MD_CTX *sha)
 {
@@ -368,12 +386,8 @@ static int commit(struct append_ctx *a, EVP_MD_CTX *sha)
 	unsigned int n = 0;
 	int rc = 0;
 
-	if (!gaz_broker_lease_valid(a->b)) {
-		gaz_warn("append not committed: member lease expired", "journal=%s", r->journal);
-		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE,
-					  "broker's etcd lease expired; the journal may have moved");
+	if (!commit_lease(a))
 		return GAZ_EUNAVAIL;
-	}
 	a->commit_begin = r->spool.fragment.end;
 	a->commit_end = r->spool.fragment.end + r->spool.delta;
 	a->commit_codec = r->spool.fragment.codec;
@@ -472,19 +486,20 @@ static int batch_write(struct append_ctx *a, struct gaz_batch_link **links, size
 	return rc;
 }
 
-/* Answers every member but the leader (links[0]): parked ones here, the
- * others by waking their handler. */
-static void batch_answer(struct append_ctx *a, struct gaz_batch_link **links, size_t n, int code,
-			 int status, const char *msg)
+/* Answers members links[first..n), committed to a fragment of `codec`
+ * when OK: parked ones here, the others by waking their handler. The
+ * leader (links[0] of its own group) answers itself. */
+static void batch_answer(struct append_ctx *a, struct gaz_batch_link **links, size_t first,
+			 size_t n, int codec, int code, int status, const char *msg)
 {
 	struct gaz_replica *r = a->res.replica;
 	size_t threaded = 0;
 
-	for (size_t i = 1; i < n; i++) {
+	for (size_t i = first; i < n; i++) {
 		struct gaz_batch_entry *e = entry_of(links[i]);
 		e->code = code;
 		e->status = status;
-		e->codec = a->commit_codec;
+		e->codec = codec;
 		snprintf(e->msg, sizeof(e->msg), "%s", msg ? msg : "");
 		if (links[i]->parked) {
 			gaz__append_answer_parked(a, e);
@@ -497,19 +512,79 @@ static void batch_answer(struct append_ctx *a, struct gaz_batch_link **links, si
 	gaz_replica_done_queued(r, links, threaded);
 }
 
+/* group_may_continue (token held, a group just committed): whether the
+ * token holder may commit the next queued group at once, without
+ * resolving and checking preconditions again, because nothing they
+ * depend on changed: the broker's view of etcd is at the revision the
+ * leader resolved at (same spec, route, members and assignments), the
+ * pipeline is sound, the store healthy, no fragment in the index beyond
+ * the spool, no roll due, and no append that needs the token to itself
+ * is waiting. Otherwise the token goes to the next append, which takes
+ * the whole path. */
+static bool group_may_continue(struct append_ctx *a)
+{
+	struct gaz_replica *r = a->res.replica;
+	const Protocol__JournalSpec__Fragment *fs = a->res.spec->fragment;
+	struct gaz_status st = {0};
+	int64_t imin, imax, last_mod, end, rev;
+	bool ok;
+
+	if (!a->token || (a->res.route.n > 1 && (!r->pipeline || gaz_pipeline_failed(r->pipeline))))
+		return false;
+	gaz_keyspace_rlock(a->b->ks);
+	rev = gaz_keyspace_revision(a->b->ks);
+	gaz_keyspace_runlock(a->b->ks);
+	if (rev != a->res.etcd.revision || !gaz_broker_lease_valid(a->b))
+		return false;
+	if (fs->n_stores && gaz_stores_health(a->b, fs->stores[0], 0, &st))
+		return false;
+	pthread_mutex_lock(&r->mu);
+	gaz_coverset_summary(&r->index, &imin, &imax, &last_mod);
+	end = r->spool.fragment.end;
+	ok = !r->dead && !r->store_error[0] && imax <= end && r->batch_queue &&
+	     roll_target(r, fs, r->spool.fragment.begin == imin ? end : 0) < 0 &&
+	     gaz_replica_only_queued_waiters(r);
+	pthread_mutex_unlock(&r->mu);
+	return ok;
+}
+
+/* A group's transaction failed: roll back (closing the pipeline) and
+ * answer its members links[first..n) with the error. */
+static void group_failed(struct append_ctx *a, struct gaz_batch_link **links, size_t first,
+			 size_t n, bool replicated)
+{
+	struct gaz_replica *r = a->res.replica;
+	const char *why = a->lease_lost ? LEASE_LOST
+			  : replicated  ? "replication to a peer failed; the append may have committed"
+					: "commit failed";
+	int code = a->lease_lost || replicated ? GAZ_GRPC_UNAVAILABLE : GAZ_GRPC_INTERNAL;
+
+	if (a->token) {
+		if (r->pipeline)
+			gaz__append_pipeline_fail(a, "group commit rolled back");
+		pthread_mutex_lock(&r->mu);
+		gaz_metric_spool_rollback(r->spool.delta);
+		gaz_spool_rollback(&r->spool);
+		pthread_mutex_unlock(&r->mu);
+	}
+	batch_answer(a, links, first, n, 0, code, 0, why);
+	if (!a->finished)
+		gaz__append_respond_error(a, code, why);
+}
+
 int gaz__append_batch_commit(struct append_ctx *a)
 {
 	struct gaz_replica *r = a->res.replica;
-	struct gaz_batch_link *links[BATCH_MAX_MEMBERS];
+	struct gaz_batch_link *links[BATCH_MAX_MEMBERS], *next[BATCH_MAX_MEMBERS];
 	struct gaz_batch_entry *self = a->batch;
 	bool replicated = r->pipeline != NULL;
-	size_t n = 1;
-	int rc;
+	size_t n = 1, first = 1;
+	int rc, codec;
 
 	links[0] = &self->link;
 	n += gaz__append_batch_take(a, links + 1, BATCH_MAX_MEMBERS - 1, BATCH_MAX_BYTES - self->len);
 	if (!gaz_journal_may_write(a->res.spec->flags)) {
-		batch_answer(a, links, n, GAZ_GRPC_OK, PROTOCOL__STATUS__NOT_ALLOWED, NULL);
+		batch_answer(a, links, 1, n, 0, GAZ_GRPC_OK, PROTOCOL__STATUS__NOT_ALLOWED, NULL);
 		gaz__append_respond_status(a, PROTOCOL__STATUS__NOT_ALLOWED);
 		return 0;
 	}
@@ -518,35 +593,68 @@ int gaz__append_batch_commit(struct append_ctx *a)
 	rc = batch_write(a, links, n);
 	if (!rc)
 		rc = commit(a, NULL);
-	if (rc && a->token) {
-		if (r->pipeline)
-			gaz__append_pipeline_fail(a, "group commit rolled back");
-		pthread_mutex_lock(&r->mu);
-		gaz_metric_spool_rollback(r->spool.delta);
-		gaz_spool_rollback(&r->spool);
-		pthread_mutex_unlock(&r->mu);
+	codec = a->commit_codec;
+	/* Each round: group `links` is committed everywhere. While the token
+	 * may stay (group_may_continue), the next group is written and
+	 * proposed before this one is answered, and its acknowledgements are
+	 * gathered on this thread: no hand-off to another handler between
+	 * groups, and the answers overlap the peers' round trip. */
+	for (;;) {
+		struct gaz_commit_pending pc;
+		size_t nn = 0;
+		int next_rc = 0, next_codec = 0;
+		bool pending = false;
+		if (rc) {
+			group_failed(a, links, first, n, replicated);
+			return 0;
+		}
+		if (group_may_continue(a))
+			nn = gaz__append_batch_take(a, next, BATCH_MAX_MEMBERS, BATCH_MAX_BYTES);
+		if (!nn && a->token) { /* committed everywhere: the next group may start */
+			gaz_replica_release(a->token);
+			a->token = NULL;
+		}
+		if (nn) {
+			gaz_metric_group_continued();
+			a->group_n = nn;
+			next_rc = batch_write(a, next, nn);
+			next_codec = r->spool.fragment.codec;
+			if (!next_rc && r->pipeline) {
+				if (!commit_lease(a))
+					next_rc = GAZ_EUNAVAIL;
+				gaz_metric_spool_commit(r->spool.delta);
+				if (!next_rc && !(next_rc = gaz__append_replicate_commit_start(a, &pc)))
+					pending = true;
+			}
+		}
+		batch_answer(a, links, first, n, codec, GAZ_GRPC_OK, PROTOCOL__STATUS__OK, NULL);
+		gaz_metric_group_commit((int64_t)n);
+		if (first) {
+			/* Our own response, the token kept past it (responding
+			 * lets go of a token the append holds). */
+			struct gaz_replica *held = a->token;
+			a->token = NULL;
+			a->commit_begin = self->begin;
+			a->commit_end = self->end;
+			memcpy(a->commit_sum, self->sum, sizeof(a->commit_sum));
+			gaz__append_respond_commit(a);
+			a->token = held;
+			first = 0;
+		}
+		if (!nn)
+			return 0;
+		memcpy(links, next, nn * sizeof(*next));
+		n = nn;
+		codec = next_codec;
+		if (next_rc) {
+			rc = next_rc;
+		} else if (pending) {
+			rc = gaz__append_replicate_commit_finish(a, &pc);
+			gaz_notifier_broadcast(&r->notifier);
+		} else {
+			rc = commit(a, NULL);
+		}
 	}
-	if (rc) {
-		const char *why = a->finished ? "broker's etcd lease expired; the journal may have moved"
-			: replicated ? "replication to a peer failed; the append may have committed"
-				     : "commit failed";
-		int code = a->finished || replicated ? GAZ_GRPC_UNAVAILABLE : GAZ_GRPC_INTERNAL;
-		batch_answer(a, links, n, code, 0, why);
-		if (!a->finished)
-			gaz__append_respond_error(a, code, why);
-		return 0;
-	}
-	if (a->token) { /* committed everywhere: the next group may start */
-		gaz_replica_release(a->token);
-		a->token = NULL;
-	}
-	batch_answer(a, links, n, GAZ_GRPC_OK, PROTOCOL__STATUS__OK, NULL);
-	gaz_metric_group_commit((int64_t)n);
-	a->commit_begin = self->begin;
-	a->commit_end = self->end;
-	memcpy(a->commit_sum, self->sum, sizeof(a->commit_sum));
-	gaz__append_respond_commit(a);
-	return 0;
 }
 
 int gaz__append_local(struct append_ctx *a)
@@ -569,7 +677,7 @@ int gaz__append_local(struct append_ctx *a)
 		EVP_MD_CTX_free(sha);
 		return rc;
 	}
-	EVP_DigestInit_ex(sha, EVP_sha1(), NULL);
+	EVP_DigestInit_ex(sha, gaz_sha1_md(), NULL);
 	if (maybe_roll(a, roll_to)) {
 		EVP_MD_CTX_free(sha);
 		gaz__append_respond_error(a, GAZ_GRPC_INTERNAL, "rolling the spool failed");

@@ -74,45 +74,41 @@ static void judge(struct append_ctx *a, Protocol__ReplicateResponse *const *resp
 	}
 }
 
-/* Sends `proposal` (acknowledged), applies it locally and gathers the
- * peers' answers into *v. With `commit`, any answer but OK fails; with
- * `release` too, the token is let go between the local apply and the
- * gather, so the next append streams while this one awaits its
- * acknowledgements. */
-static int propose_acked(struct append_ctx *a, const Protocol__Fragment *proposal,
-			 const Protocol__LabelSet *regs, bool commit, bool release,
-			 struct sync_verdict *v, struct gaz_status *st)
+/* Sends `proposal` (acknowledged) and applies it locally; *ticket is its
+ * place in the order of gathers. On failure nothing is left to gather
+ * (the pipeline is marked failed). */
+static int propose(struct append_ctx *a, const Protocol__Fragment *proposal,
+		   const Protocol__LabelSet *regs, uint64_t *ticket, struct gaz_status *st)
 {
 	struct gaz_replica *r = a->res.replica;
-	struct gaz_pipeline *p = r->pipeline;
-	size_t n = gaz_pipeline_peers(p);
-	Protocol__ReplicateResponse **resp = calloc(n + 1, sizeof(*resp));
-	uint64_t ticket = 0;
-	bool released = false;
-	int rc, local;
+	int rc = gaz_pipeline_propose(r->pipeline, proposal, regs, ticket, st);
 
-	if (!resp)
-		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
-	rc = gaz_pipeline_propose(p, proposal, regs, &ticket, st);
-	local = rc ? -1 : gaz_replica_apply_proposal(r, proposal, regs, st);
-	if (!rc && local != PROTOCOL__STATUS__OK) {
-		gaz_pipeline_abandon(p); /* the ticket will never be gathered */
+	if (!rc && gaz_replica_apply_proposal(r, proposal, regs, st) != PROTOCOL__STATUS__OK) {
+		gaz_pipeline_abandon(r->pipeline); /* the ticket will never be gathered */
 		rc = gaz_status_set(st, GAZ_EIO, "local spool refused the proposal");
 	}
-	if (!rc && commit && release) {
-		gaz_pipeline_ref(p);
-		gaz_replica_release(r);
-		a->token = NULL;
-		released = true;
+	return rc;
+}
+
+/* Gathers the peers' answers to the proposal of `ticket` on `p` into *v:
+ * for a commit, any answer but OK fails it; for a sync, judge() reads
+ * them. Returns 0 or the gather's error. */
+static int gather(struct append_ctx *a, struct gaz_pipeline *p, uint64_t ticket, bool commit,
+		  struct sync_verdict *v, struct gaz_status *st)
+{
+	size_t n = gaz_pipeline_peers(p);
+	Protocol__ReplicateResponse **resp = calloc(n + 1, sizeof(*resp));
+	int rc;
+
+	if (!resp) {
+		gaz_pipeline_abandon(p);
+		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 	}
-	if (!rc)
-		rc = gaz_pipeline_gather(p, ticket, resp, st);
+	rc = gaz_pipeline_gather(p, ticket, resp, st);
 	for (size_t i = 0; !rc && commit && i < n; i++)
 		v->failed |= resp[i]->status != PROTOCOL__STATUS__OK;
 	if (!rc && !commit)
 		judge(a, resp, n, v);
-	if (released)
-		gaz_pipeline_unref(p);
 	for (size_t i = 0; i < n; i++)
 		if (resp[i])
 			protobuf_c_message_free_unpacked(&resp[i]->base, NULL);
@@ -147,7 +143,10 @@ int gaz__append_sync(struct append_ctx *a, int64_t roll_to)
 		int rc;
 		sync_proposal(a, roll_to, &f);
 		gaz_fragment_to_proto(&f, &pf, &sum);
-		rc = propose_acked(a, &pf, r->registers, false, false, &v, &st);
+		uint64_t ticket = 0;
+		rc = propose(a, &pf, r->registers, &ticket, &st);
+		if (!rc)
+			rc = gather(a, r->pipeline, ticket, false, &v, &st);
 		gaz_fragment_release(&f);
 		if (rc || v.failed) {
 			gaz__append_pipeline_fail(a, rc ? st.msg : "a peer refused the sync");
@@ -201,7 +200,7 @@ int gaz__append_replicate_content(struct append_ctx *a, const uint8_t *data, siz
 	return 0;
 }
 
-int gaz__append_replicate_commit(struct append_ctx *a)
+int gaz__append_replicate_commit_start(struct append_ctx *a, struct gaz_commit_pending *pc)
 {
 	struct gaz_replica *r = a->res.replica;
 	Protocol__LabelSet *regs = gaz_labelset_new();
@@ -209,9 +208,9 @@ int gaz__append_replicate_commit(struct append_ctx *a)
 	Protocol__Fragment pf = PROTOCOL__FRAGMENT__INIT;
 	Protocol__SHA1Sum sum = PROTOCOL__SHA1_SUM__INIT;
 	struct gaz_status st = {0};
-	struct sync_verdict v = {0};
-	int rc = regs ? 0 : GAZ_ENOMEM;
+	int rc = regs ? 0 : gaz_status_set(&st, GAZ_ENOMEM, "out of memory");
 
+	*pc = (struct gaz_commit_pending){.p = r->pipeline};
 	/* The registers after this append: only non-empty appends change them. */
 	if (!rc && r->spool.delta)
 		rc = gaz_registers_update(regs, r->registers, a->req->union_registers,
@@ -222,23 +221,58 @@ int gaz__append_replicate_commit(struct append_ctx *a)
 		rc = gaz_spool_next(&r->spool, &next, &st);
 	if (!rc) {
 		gaz_fragment_to_proto(&next, &pf, &sum);
-		/* A group of several keeps the token until it is acknowledged:
-		 * appends arriving meanwhile join the next group instead of
-		 * starting a second, smaller transaction beside it (fewer
-		 * proposals, acknowledgements and wake-ups per append). A lone
-		 * append pipelines, as Gazette's do (docs/decisions.md, "Group
-		 * commit"). */
-		rc = propose_acked(a, &pf, regs, true, !a->batch || a->group_n < 2, &v, &st);
+		rc = propose(a, &pf, regs, &pc->ticket, &st);
 	}
+	gaz_fragment_release(&next);
+	if (rc) {
+		gaz__append_pipeline_fail(a, st.msg[0] ? st.msg : gaz_err_str(rc));
+		gaz_labelset_free(regs);
+		return rc;
+	}
+	pc->regs = regs;
+	return 0;
+}
+
+int gaz__append_replicate_commit_finish(struct append_ctx *a, struct gaz_commit_pending *pc)
+{
+	struct gaz_status st = {0};
+	struct sync_verdict v = {0};
+	int rc = gather(a, pc->p, pc->ticket, true, &v, &st);
+
 	if (!rc && v.failed)
 		rc = gaz_status_set(&st, GAZ_EPROTO, "a peer did not acknowledge the commit");
 	if (rc && a->token)
 		gaz__append_pipeline_fail(a, st.msg[0] ? st.msg : gaz_err_str(rc));
 	else if (rc) /* the next token holder rebuilds the failed pipeline */
-		gaz_warn("replication pipeline failed", "journal=%s err=\"%s\"", r->journal, st.msg);
+		gaz_warn("replication pipeline failed", "journal=%s err=\"%s\"", a->res.replica->journal,
+			 st.msg);
 	else
-		gaz_labelset_copy(a->registers, regs);
-	gaz_fragment_release(&next);
-	gaz_labelset_free(regs);
+		gaz_labelset_copy(a->registers, pc->regs);
+	gaz_labelset_free(pc->regs);
+	pc->regs = NULL;
+	return rc;
+}
+
+int gaz__append_replicate_commit(struct append_ctx *a)
+{
+	struct gaz_commit_pending pc;
+	/* A group of several keeps the token until it is acknowledged:
+	 * appends arriving meanwhile join the next group instead of starting
+	 * a second, smaller transaction beside it (fewer proposals,
+	 * acknowledgements and wake-ups per append). A lone append pipelines,
+	 * as Gazette's do (docs/decisions.md, "Group commit"). */
+	bool release = !a->batch || a->group_n < 2;
+	int rc;
+
+	if ((rc = gaz__append_replicate_commit_start(a, &pc)))
+		return rc;
+	if (release) {
+		gaz_pipeline_ref(pc.p);
+		gaz_replica_release(a->token);
+		a->token = NULL;
+	}
+	rc = gaz__append_replicate_commit_finish(a, &pc);
+	if (release)
+		gaz_pipeline_unref(pc.p);
 	return rc;
 }

@@ -5,7 +5,8 @@
 #include "protocol.pb-c.h"
 
 static struct gaz_metric *started, *completed, *write_head, *commits, *commit_bytes, *rollbacks,
-	*rollback_bytes, *completed_spools, *persisted, *alloc_ops, *group_commits, *group_members, *parked;
+	*rollback_bytes, *completed_spools, *persisted, *alloc_ops, *group_commits, *group_members, *parked,
+	*group_continued;
 
 int gaz_broker_metrics_init(void)
 {
@@ -38,10 +39,15 @@ int gaz_broker_metrics_init(void)
 					    "Appends committed as part of a group commit.", NULL);
 	parked = gaz_metrics_counter(r, "gazette_append_parked_total",
 				     "Appends queued for group commit with no handler thread.", NULL);
+	group_continued = gaz_metrics_counter(r, "gazette_append_group_continued_total",
+					      "Groups committed by the token holder of the group before "
+					      "it, without a hand-off.", NULL);
 	return gaz_metrics_process(r, &st);
 }
 
 void gaz_metric_append_parked(void) { gaz_metric_inc(gaz_metric_with(parked)); }
+
+void gaz_metric_group_continued(void) { gaz_metric_inc(gaz_metric_with(group_continued)); }
 
 void gaz_metric_group_commit(int64_t members)
 {

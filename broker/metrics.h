@@ -29,6 +29,7 @@ void gaz_metric_allocator_txn(const char *kind, int64_t n);
  * more than one (ours: Gazette commits each append alone). */
 void gaz_metric_group_commit(int64_t members);
 void gaz_metric_append_parked(void);
+void gaz_metric_group_continued(void);
 
 /* gaz_status_label names a Protocol__Status for metric labels. */
 const char *gaz_status_label(int status);

@@ -347,3 +347,7 @@ def test_group_commit_gives_each_append_its_own_range(cluster):
     # answered by the token holder: their ranges were checked above.
     m = re.search(r"^gazette_append_parked_total (\d+)", body, re.M)
     assert m and int(m.group(1)) > 0, "no append took the fast path"
+    # Token holders committed further groups without handing off (the
+    # ungroupable appends above still got the token: they all completed).
+    m = re.search(r"^gazette_append_group_continued_total (\d+)", body, re.M)
+    assert m and int(m.group(1)) > 0, "no group was committed by a continuing token holder"
