@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -316,9 +317,40 @@ static void test_copy_equal_release(void **state)
 	assert_true(gaz_fragment_equal(&f, &g));
 }
 
+/* gaz_sha1 against FIPS 180-2's vectors, and the shared digest used
+ * incrementally gives the same sum. */
+static void test_sha1(void **state)
+{
+	static const uint8_t abc[GAZ_SHA1_LEN] = {0xa9, 0x99, 0x3e, 0x36, 0x47, 0x06, 0x81, 0x6a,
+						  0xba, 0x3e, 0x25, 0x71, 0x78, 0x50, 0xc2, 0x6c,
+						  0x9c, 0xd0, 0xd8, 0x9d};
+	static const uint8_t empty[GAZ_SHA1_LEN] = {0xda, 0x39, 0xa3, 0xee, 0x5e, 0x6b, 0x4b, 0x0d,
+						    0x32, 0x55, 0xbf, 0xef, 0x95, 0x60, 0x18, 0x90,
+						    0xaf, 0xd8, 0x07, 0x09};
+	uint8_t sum[GAZ_SHA1_LEN];
+	unsigned int n = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+	(void)state;
+	assert_int_equal(gaz_sha1("abc", 3, sum), 0);
+	assert_memory_equal(sum, abc, sizeof(abc));
+	assert_int_equal(gaz_sha1("", 0, sum), 0);
+	assert_memory_equal(sum, empty, sizeof(empty));
+	assert_non_null(ctx);
+	assert_ptr_equal(gaz_sha1_md(), gaz_sha1_md());
+	assert_int_equal(EVP_DigestInit_ex(ctx, gaz_sha1_md(), NULL), 1);
+	assert_int_equal(EVP_DigestUpdate(ctx, "a", 1), 1);
+	assert_int_equal(EVP_DigestUpdate(ctx, "bc", 2), 1);
+	assert_int_equal(EVP_DigestFinal_ex(ctx, sum, &n), 1);
+	assert_int_equal(n, GAZ_SHA1_LEN);
+	assert_memory_equal(sum, abc, sizeof(abc));
+	EVP_MD_CTX_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sha1),
 		cmocka_unit_test(test_content_names),
 		cmocka_unit_test(test_content_name_errors),
 		cmocka_unit_test(test_round_trip),
