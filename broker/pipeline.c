@@ -233,8 +233,12 @@ int gaz_pipeline_content(struct gaz_pipeline *p, const uint8_t *data, size_t len
 	m.content_delta = delta;
 	if (!(packed = gaz_rpc_pack_msg(&m.base))) /* once for every peer */
 		return gaz_status_set(st, GAZ_ENOMEM, "replication: out of memory");
+	/* Content is of no use to a peer before the proposal that commits it:
+	 * it may wait in the transport to go out in the proposal's write, so
+	 * the peer reads both at once (one write and one wake-up a peer per
+	 * small commit instead of two). */
 	for (size_t i = 0; i < p->n && !rc; i++)
-		if (gaz_rpc_stream_send_packed(p->peers[i].s, packed))
+		if (gaz_rpc_stream_send_packed(p->peers[i].s, packed, true))
 			rc = gaz_status_set(st, GAZ_EUNAVAIL, "replication to %s#%s failed",
 					    p->peers[i].header->process_id->zone,
 					    p->peers[i].header->process_id->suffix);

@@ -335,6 +335,7 @@ struct gaz_rpc_stream {
 	 * each as the one before completes. */
 	bool queue_sends;
 	grpc_byte_buffer *sendq[SENDQ_MAX];
+	uint32_t sendq_flags[SENDQ_MAX];    /* each message's write flags */
 	size_t sendq_n, sendq_bytes;
 	bool close_queued;          /* half-close once the queue is out */
 	bool send_failed;           /* a queued send failed: the rest were dropped */
@@ -523,7 +524,9 @@ static void sendq_next(struct gaz_rpc_stream *s)
 	if (s->sendq_n) {
 		s->send_bb = s->sendq[0];
 		s->sendq_bytes -= grpc_byte_buffer_length(s->send_bb);
+		ops[n].flags = s->sendq_flags[0];
 		memmove(s->sendq, s->sendq + 1, --s->sendq_n * sizeof(*s->sendq));
+		memmove(s->sendq_flags, s->sendq_flags + 1, s->sendq_n * sizeof(*s->sendq_flags));
 		ops[n++].data.send_message.send_message = s->send_bb;
 	}
 	if (!s->sendq_n && s->close_queued) {
@@ -602,14 +605,16 @@ void gaz_rpc_packed_free(struct gaz_rpc_packed *p)
 	free(p);
 }
 
-static int stream_send_bb(struct gaz_rpc_stream *s, grpc_byte_buffer *bb);
+static int stream_send_bb(struct gaz_rpc_stream *s, grpc_byte_buffer *bb, uint32_t flags);
 
-int gaz_rpc_stream_send_packed(struct gaz_rpc_stream *s, const struct gaz_rpc_packed *p)
+int gaz_rpc_stream_send_packed(struct gaz_rpc_stream *s, const struct gaz_rpc_packed *p,
+			       bool buffer)
 {
 	grpc_slice slice = p->slice;
 
 	/* The byte buffer takes its own reference: no copy. */
-	return stream_send_bb(s, grpc_raw_byte_buffer_create(&slice, 1));
+	return stream_send_bb(s, grpc_raw_byte_buffer_create(&slice, 1),
+			      buffer ? GRPC_WRITE_BUFFER_HINT : 0);
 }
 
 void gaz_rpc_stream_queue_sends(struct gaz_rpc_stream *s)
@@ -621,12 +626,12 @@ void gaz_rpc_stream_queue_sends(struct gaz_rpc_stream *s)
 
 int gaz_rpc_stream_send(struct gaz_rpc_stream *s, const ProtobufCMessage *msg)
 {
-	return stream_send_bb(s, gaz__rpc_pack(msg));
+	return stream_send_bb(s, gaz__rpc_pack(msg), 0);
 }
 
-static int stream_send_bb(struct gaz_rpc_stream *s, grpc_byte_buffer *bb)
+static int stream_send_bb(struct gaz_rpc_stream *s, grpc_byte_buffer *bb, uint32_t flags)
 {
-	grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
+	grpc_op op = {.op = GRPC_OP_SEND_MESSAGE, .flags = flags};
 	bool ok;
 
 	pthread_mutex_lock(&s->mu);
@@ -639,6 +644,7 @@ static int stream_send_bb(struct gaz_rpc_stream *s, grpc_byte_buffer *bb)
 			pthread_cond_wait(&s->cv, &s->mu);
 		s->send_op.waiters--;
 		if ((ok = !s->send_failed)) {
+			s->sendq_flags[s->sendq_n] = flags;
 			s->sendq[s->sendq_n++] = bb;
 			s->sendq_bytes += len;
 			bb = NULL;

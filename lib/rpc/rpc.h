@@ -341,8 +341,14 @@ struct gaz_rpc_packed;
 struct gaz_rpc_packed *gaz_rpc_pack_msg(const ProtobufCMessage *msg);
 void gaz_rpc_packed_free(struct gaz_rpc_packed *p);
 
-/* gaz_rpc_stream_send_packed is gaz_rpc_stream_send of a packed message. */
-int gaz_rpc_stream_send_packed(struct gaz_rpc_stream *s, const struct gaz_rpc_packed *p);
+/* gaz_rpc_stream_send_packed is gaz_rpc_stream_send of a packed message.
+ * With `buffer`, the message may wait in the transport for the stream's
+ * next unbuffered send, to go out in the same write (grpc's
+ * GRPC_WRITE_BUFFER_HINT; it goes out anyway once more than the
+ * transport's write buffer is waiting): for a message that is of no use
+ * to the peer before the one that follows it. */
+int gaz_rpc_stream_send_packed(struct gaz_rpc_stream *s, const struct gaz_rpc_packed *p,
+			       bool buffer);
 
 /* gaz_rpc_stream_close_send half-closes the sending side. It waits for
  * the sends before it, unless the stream queues its sends. */

@@ -669,6 +669,61 @@ static void test_bidi_ping_pong(void **state)
 	assert_int_equal(s_int(&S.end_rc[0]), GAZ_EOF);
 }
 
+/* send_buffered sends a ReadRequest for `off` (journal `j`) packed, with
+ * the buffer hint. */
+static int send_buffered(struct gaz_rpc_stream *s, int64_t off, char *j)
+{
+	Protocol__ReadRequest req = PROTOCOL__READ_REQUEST__INIT;
+	struct gaz_rpc_packed *p;
+	int rc;
+
+	req.offset = off;
+	req.journal = j;
+	p = gaz_rpc_pack_msg(&req.base);
+	assert_non_null(p);
+	rc = gaz_rpc_stream_send_packed(s, p, true);
+	gaz_rpc_packed_free(p);
+	return rc;
+}
+
+/* Buffered sends still arrive, in order: with the next unbuffered send,
+ * alone once larger than the transport's write buffer, and with the
+ * half-close. */
+static void test_buffered_sends(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_oneport, P("Bidi"));
+	Protocol__ReadResponse *r;
+	size_t big_len = 256 << 10;
+	char *big = malloc(big_len + 1);
+
+	(void)state;
+	assert_non_null(big);
+	memset(big, 'j', big_len);
+	big[big_len] = '\0';
+	s_reset();
+	assert_int_equal(send_buffered(s, 10, ""), 0);
+	assert_int_equal(stream_send_off(s, 20), 0);
+	for (int64_t want = 11; want <= 21; want += 10) {
+		assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+		assert_int_equal(r->offset, want);
+		free_resp(r);
+	}
+	/* Nothing follows this one until its answer is in. */
+	assert_int_equal(send_buffered(s, 30, big), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+	assert_int_equal(r->offset, 31);
+	free_resp(r);
+	assert_int_equal(send_buffered(s, 40, ""), 0);
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+	assert_int_equal(r->offset, 41);
+	free_resp(r);
+	end_ok(s);
+	assert_true(s_await(&S.ended, 1));
+	assert_int_equal(s_int(&S.end_rc[0]), GAZ_EOF);
+	free(big);
+}
+
 static void test_error_status(void **state)
 {
 	Protocol__ReadResponse *r;
@@ -1358,6 +1413,7 @@ int main(void)
 		cmocka_unit_test(test_server_stream),
 		cmocka_unit_test(test_client_stream_sum),
 		cmocka_unit_test(test_bidi_ping_pong),
+		cmocka_unit_test(test_buffered_sends),
 		cmocka_unit_test(test_error_status),
 		cmocka_unit_test(test_unknown_method),
 		cmocka_unit_test(test_oversized),
