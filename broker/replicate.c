@@ -36,6 +36,7 @@ struct repl_ctx {
 	struct gaz_resolution res;
 	struct gaz_replica *r;
 	bool header_sent;
+	struct gaz_status st;       /* why the stream failed */
 };
 
 /* Sends a ReplicateResponse; the first one carries our header (as
@@ -115,50 +116,59 @@ static int apply_content(struct repl_ctx *c, const Protocol__ReplicateRequest *m
 	return gaz_spool_append(&r->spool, m->content.data, m->content.len, st);
 }
 
-/* Applies messages until the stream ends. Returns 0 on a clean end. */
-static int stream(struct repl_ctx *c, Protocol__ReplicateRequest *m)
+/* Applies one message (consumed), on the handler or on the poller that
+ * received it. Returns 0 to go on, else why the stream fails (c->st). */
+static int apply_one(struct repl_ctx *c, Protocol__ReplicateRequest *m)
 {
-	struct gaz_status st = {0};
 	int rc = 0;
 
-	for (;;) {
-		if (gaz_validate_replicate_request(m, &st)) {
-			rc = GAZ_EINVAL;
-		} else if (m->proposal) {
-			int status = gaz_replica_apply_proposal(c->r, m->proposal, m->registers, &st);
-			if (status < 0)
-				rc = GAZ_EIO;
-			else if (m->acknowledge)
-				rc = respond(c, status, status == PROTOCOL__STATUS__PROPOSAL_MISMATCH);
-			else if (status != PROTOCOL__STATUS__OK)
-				rc = gaz_status_set(&st, GAZ_EPROTO, "proposal not acknowledged: %s",
-						    gaz_status_label(status));
-		} else {
-			rc = apply_content(c, m, &st);
-		}
-		protobuf_c_message_free_unpacked(&m->base, NULL);
-		m = NULL;
-		if (!rc && c->r->dead)
-			rc = gaz_status_set(&st, GAZ_ESTOPPED, "replica is shutting down");
-		if (rc)
-			break;
-		/* Wake up now and then to let go of a replica being torn down
-		 * (unassigned, or this broker exiting): the primary's pipeline
-		 * then fails and re-resolves. */
-		while ((rc = gaz_rpc_recv(c->call, &protocol__replicate_request__descriptor,
-					  (ProtobufCMessage **)&m, gaz_deadline_in(250))) == GAZ_ETIMEDOUT &&
-		       !c->r->dead)
-			;
+	if (gaz_validate_replicate_request(m, &c->st)) {
+		rc = GAZ_EINVAL;
+	} else if (m->proposal) {
+		int status = gaz_replica_apply_proposal(c->r, m->proposal, m->registers, &c->st);
+		if (status < 0)
+			rc = GAZ_EIO;
+		else if (m->acknowledge)
+			rc = respond(c, status, status == PROTOCOL__STATUS__PROPOSAL_MISMATCH);
+		else if (status != PROTOCOL__STATUS__OK)
+			rc = gaz_status_set(&c->st, GAZ_EPROTO, "proposal not acknowledged: %s",
+					    gaz_status_label(status));
+	} else {
+		rc = apply_content(c, m, &c->st);
+	}
+	protobuf_c_message_free_unpacked(&m->base, NULL);
+	if (!rc && c->r->dead)
+		rc = gaz_status_set(&c->st, GAZ_ESTOPPED, "replica is shutting down");
+	return rc;
+}
+
+static int apply_cb(void *arg, ProtobufCMessage *m)
+{
+	return apply_one(arg, (Protocol__ReplicateRequest *)m);
+}
+
+/* Applies messages until the stream ends. Returns 0 on a clean end. The
+ * messages after the first are applied by the poller that receives each
+ * (gaz_rpc_recv_each): no thread switch per proposal. This thread wakes
+ * now and then to let go of a replica being torn down (unassigned, or
+ * this broker exiting): the primary's pipeline then fails and
+ * re-resolves. */
+static int stream(struct repl_ctx *c, Protocol__ReplicateRequest *first)
+{
+	int rc = apply_one(c, first);
+
+	while (!rc) {
+		rc = gaz_rpc_recv_each(c->call, &protocol__replicate_request__descriptor, apply_cb, c,
+				       gaz_deadline_in(250));
 		if (rc == GAZ_ETIMEDOUT)
-			rc = gaz_status_set(&st, GAZ_ESTOPPED, "replica is shutting down");
-		if (rc)
-			break;
+			rc = c->r->dead ? gaz_status_set(&c->st, GAZ_ESTOPPED, "replica is shutting down")
+					: 0;
 	}
 	if (rc == GAZ_EOF)
 		return 0;
 	if (rc != GAZ_ECANCELLED)
 		gaz_warn("replication stream failed", "journal=%s err=\"%s\"", c->res.journal,
-			 st.msg[0] ? st.msg : gaz_err_str(rc));
+			 c->st.msg[0] ? c->st.msg : gaz_err_str(rc));
 	return rc;
 }
 

@@ -35,9 +35,17 @@ grpc_completion_queue *gaz__rpc_cq(void)
 
 /* Pollers drain the queue until grpc_completion_queue_shutdown has been
  * called and every pending event delivered. */
+static _Thread_local bool on_poller;
+
+bool gaz__rpc_on_poller(void)
+{
+	return on_poller;
+}
+
 static void *poller_main(void *arg)
 {
 	(void)arg;
+	on_poller = true;
 	pthread_setname_np(pthread_self(), "gaz-rpc-poller");
 	for (;;) {
 		grpc_event ev = grpc_completion_queue_next(

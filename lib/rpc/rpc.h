@@ -174,6 +174,19 @@ void gaz_rpc_server_free(struct gaz_rpc_server *srv);
 int gaz_rpc_recv(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
 		 ProtobufCMessage **out, int64_t deadline_ns);
 
+/* gaz_rpc_recv_each hands the call's further request messages, in order,
+ * unpacked as `desc`, to fn(arg, m) (m owned by fn; free it with
+ * protobuf_c_message_free_unpacked): those already read ahead on this
+ * thread, then each as it arrives on the poller that received it, with no
+ * thread switch, while this handler waits here. fn must not block: it
+ * runs on a poller, with no lock of the call held, and may send on the
+ * call. Returns fn's first non-zero return, GAZ_EPROTO (a message did not
+ * unpack), GAZ_EOF (half-close), GAZ_ECANCELLED, or GAZ_ETIMEDOUT at
+ * deadline_ns (the stream stays usable: check what the handler must and
+ * call again). No fn call is running once it returns. */
+int gaz_rpc_recv_each(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
+		      int (*fn)(void *arg, ProtobufCMessage *m), void *arg, int64_t deadline_ns);
+
 /* gaz_rpc_recv_raw is gaz_rpc_recv without unpacking: *buf (malloc'd, free
  * with free) holds the serialized message of *len bytes. Same returns. */
 int gaz_rpc_recv_raw(struct gaz_rpc_call *call, uint8_t **buf, size_t *len, int64_t deadline_ns);

@@ -28,6 +28,10 @@ struct gaz__tag {
  * gaz_rpc_init and gaz_rpc_shutdown). */
 grpc_completion_queue *gaz__rpc_cq(void);
 
+/* gaz__rpc_on_poller: the calling thread is one of the pollers, which
+ * must never wait for a completion (they deliver them). */
+bool gaz__rpc_on_poller(void);
+
 /* gaz__rpc_pack serializes `msg` into a new byte buffer (caller destroys it
  * with grpc_byte_buffer_destroy once the SEND_MESSAGE op completed). */
 grpc_byte_buffer *gaz__rpc_pack(const ProtobufCMessage *msg);

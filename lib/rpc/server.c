@@ -161,6 +161,13 @@ struct gaz_rpc_call {
 	bool recv_waiting;         /* the handler waits in recv_bb */
 	bool send_waiting;         /* the handler waits for send_op */
 	int recv_end_ok;           /* ...with this ok (1: half-close or cancel) */
+	/* gaz_rpc_recv_each: while the handler waits there, a poller runs
+	 * each arriving message through each_fn itself. */
+	int (*each_fn)(void *arg, ProtobufCMessage *m);
+	const ProtobufCMessageDescriptor *each_desc;
+	void *each_arg;
+	bool each_busy;            /* a poller is in each_fn */
+	int each_rc;               /* each_fn's first non-zero return */
 
 	/* A local call (gc == NULL, see gaz_rpc_local_new): its requests,
 	 * consumed in order, then EOF; the outcome is kept for the caller. */
@@ -282,6 +289,17 @@ static void call_dispatch(struct gaz_rpc_call *c)
 	pool_push(c->srv, c);
 }
 
+/* each_one unpacks `bb` (consumed) and hands it to fn. */
+static int each_one(const ProtobufCMessageDescriptor *desc, int (*fn)(void *, ProtobufCMessage *),
+		    void *arg, grpc_byte_buffer *bb)
+{
+	ProtobufCMessage *m = NULL;
+	int rc = gaz__rpc_unpack(bb, desc, &m, NULL);
+
+	grpc_byte_buffer_destroy(bb);
+	return rc ? rc : fn(arg, m);
+}
+
 /* recv_arrived queues a completed receive (c->mu held, on a poller) and
  * starts the next one while the queue has room. */
 static void recv_arrived(struct gaz_rpc_call *c)
@@ -297,6 +315,25 @@ static void recv_arrived(struct gaz_rpc_call *c)
 			grpc_byte_buffer_destroy(bb);
 		else if (c->recv_op.ok)
 			eof_probe_start(c);
+		return;
+	}
+	if (c->each_fn && !c->each_rc && !c->n_ahead && !c->finished && !c->cancelled) {
+		/* The handler waits in gaz_rpc_recv_each: run the message here,
+		 * with no thread switch, then receive the next (one receive at
+		 * a time keeps the order). */
+		c->each_busy = true;
+		pthread_mutex_unlock(&c->mu);
+		int rc = each_one(c->each_desc, c->each_fn, c->each_arg, bb);
+		pthread_mutex_lock(&c->mu);
+		c->each_busy = false;
+		if (!c->each_fn) /* the handler took the stream back: it waits for us */
+			pthread_cond_broadcast(&c->cv);
+		if (rc)
+			c->each_rc = rc;
+		else if (c->each_fn && !c->finished && !c->cancelled && recv_start(c) != 0) {
+			c->recv_end = true;
+			c->recv_end_ok = 0;
+		}
 		return;
 	}
 	c->ahead[c->n_ahead++] = bb;
@@ -361,7 +398,9 @@ static void op_cb(void *tag, int ok)
 	/* Wake the handler only for what it waits on: a handler waiting for
 	 * a journal's append token must not wake for each message read
 	 * ahead (thread switches are the cost of small appends). */
-	wake = o == &c->close_op || (o == &c->recv_op && c->recv_waiting) ||
+	wake = o == &c->close_op ||
+	       (o == &c->recv_op && c->recv_waiting &&
+		(!c->each_fn || c->each_rc || c->recv_end || c->n_ahead)) ||
 	       (o == &c->send_op && c->send_waiting &&
 		(c->send_failed || c->cancelled || c->sendq_n <= c->send_wait_len ||
 		 (!c->send_op.pending && !c->sendq_n)));
@@ -1138,6 +1177,76 @@ static int recv_bb(struct gaz_rpc_call *c, grpc_byte_buffer **bb, int64_t deadli
 	return rc;
 }
 
+int gaz_rpc_recv_each(struct gaz_rpc_call *c, const ProtobufCMessageDescriptor *desc,
+		      int (*fn)(void *arg, ProtobufCMessage *m), void *arg, int64_t deadline_ns)
+{
+	grpc_byte_buffer *bb = NULL;
+	int rc;
+
+	if (!c->gc) { /* a local call: its messages on this thread */
+		while ((rc = local_recv(c, &bb)) == 0)
+			if ((rc = each_one(desc, fn, arg, bb)))
+				return rc;
+		return rc;
+	}
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		bool timed_out;
+		if (c->n_ahead) { /* read ahead before we came: here, in order */
+			bb = c->ahead[0];
+			memmove(c->ahead, c->ahead + 1, (size_t)--c->n_ahead * sizeof(*c->ahead));
+			c->ahead_bytes -= grpc_byte_buffer_length(bb);
+			pthread_mutex_unlock(&c->mu);
+			rc = each_one(desc, fn, arg, bb);
+			pthread_mutex_lock(&c->mu);
+			if (rc)
+				break;
+			continue;
+		}
+		if (c->eof || c->finished) {
+			rc = c->eof ? GAZ_EOF : GAZ_ECANCELLED;
+			break;
+		}
+		if (c->recv_end) {
+			rc = c->recv_end_ok && eof_confirmed(c) ? GAZ_EOF : GAZ_ECANCELLED;
+			break;
+		}
+		if (c->cancelled) {
+			rc = GAZ_ECANCELLED;
+			break;
+		}
+		if (!c->recv_op.pending && recv_start(c) != 0) {
+			rc = GAZ_ECANCELLED;
+			break;
+		}
+		c->each_fn = fn;
+		c->each_desc = desc;
+		c->each_arg = arg;
+		c->recv_waiting = true;
+		timed_out = gaz__rpc_timedwait(&c->cv, &c->mu, deadline_ns);
+		c->recv_waiting = false;
+		c->each_fn = NULL;
+		while (c->each_busy) /* a poller is still in fn: it wakes us after */
+			pthread_cond_wait(&c->cv, &c->mu);
+		if (c->each_rc) {
+			rc = c->each_rc;
+			c->each_rc = 0;
+			break;
+		}
+		if (!c->recv_op.pending && !c->recv_end && !c->n_ahead && !c->cancelled &&
+		    !c->finished && recv_start(c) != 0) {
+			rc = GAZ_ECANCELLED; /* fn ran last, the next receive did not start */
+			break;
+		}
+		if (timed_out && !c->n_ahead && !c->recv_end && !c->cancelled) {
+			rc = GAZ_ETIMEDOUT;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
 int gaz_rpc_recv(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
 		 ProtobufCMessage **out, int64_t deadline_ns)
 {
@@ -1193,7 +1302,17 @@ int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
 	}
 	if (call->send_op.pending || call->sendq_n) {
 		/* Queue behind the send in flight (grpc allows one at a time);
-		 * when full, wait for the poller to drain it. */
+		 * when full, wait for the poller to drain it. A poller (a
+		 * gaz_rpc_recv_each callback) cannot wait for itself: a reader
+		 * that far behind fails the call. */
+		if (call->sendq_n == SEND_QUEUE && gaz__rpc_on_poller()) {
+			gaz_warn("response queue full on a poller; cancelling the call", "method=%s",
+				 call->m->path);
+			grpc_call_cancel_with_status(call->gc, GRPC_STATUS_RESOURCE_EXHAUSTED,
+						     "peer does not read its responses", NULL);
+			call->cancelled = true;
+			goto out;
+		}
 		call->send_waiting = true;
 		call->send_wait_len = SEND_QUEUE_LOW;
 		while (call->sendq_n == SEND_QUEUE && !call->send_failed && !call->cancelled)

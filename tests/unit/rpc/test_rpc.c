@@ -46,6 +46,7 @@ static struct {
 	int ended;                /* handlers that returned (hold test) */
 	int received;             /* requests h_sum received */
 	int end_rc[4];
+	int each_n, each_on_poller; /* h_each: messages, and those run on a poller */
 	char http_peer[80];
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
@@ -59,6 +60,7 @@ static void s_reset(void)
 	pthread_mutex_lock(&S.mu);
 	S.published = NULL;
 	S.waiting = S.nrc = S.running = S.max_running = S.ended = S.received = 0;
+	S.each_n = S.each_on_poller = 0;
 	memset(S.rc, 0, sizeof(S.rc));
 	memset(S.end_rc, 0, sizeof(S.end_rc));
 	S.http_peer[0] = '\0';
@@ -449,6 +451,53 @@ static void http_conn(int fd, const char *peer, void *arg)
 	close(fd);
 }
 
+/* h_each answers each request with offset+1 from gaz_rpc_recv_each's
+ * callback (a negative offset fails the stream), counting the messages
+ * run off the handler's thread (on a poller). */
+struct each_ctx {
+	struct gaz_rpc_call *c;
+	pthread_t handler;
+	int n, on_poller;
+};
+
+static int each_fn(void *arg, ProtobufCMessage *m)
+{
+	struct each_ctx *x = arg;
+	Protocol__ReadRequest *q = (Protocol__ReadRequest *)m;
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+	int rc = GAZ_EINVAL;
+
+	if (q->offset >= 0) {
+		resp.offset = q->offset + 1;
+		rc = gaz_rpc_send(x->c, &resp.base);
+	}
+	x->n++;
+	x->on_poller += !pthread_equal(pthread_self(), x->handler);
+	protobuf_c_message_free_unpacked(m, NULL);
+	return rc;
+}
+
+static void h_each(struct gaz_rpc_call *c, void *arg)
+{
+	struct each_ctx x = {.c = c, .handler = pthread_self()};
+	int rc;
+
+	(void)arg;
+	while ((rc = gaz_rpc_recv_each(c, &protocol__read_request__descriptor, each_fn, &x,
+				       gaz_deadline_in(20))) == GAZ_ETIMEDOUT)
+		;
+	pthread_mutex_lock(&S.mu);
+	S.each_n = x.n;
+	S.each_on_poller = x.on_poller;
+	pthread_mutex_unlock(&S.mu);
+	gaz_rpc_finish(c, NULL,
+		       rc == GAZ_EOF ? GAZ_GRPC_OK
+		       : rc == GAZ_EINVAL ? GAZ_GRPC_INVALID_ARGUMENT
+					  : GAZ_GRPC_CANCELLED,
+		       rc == GAZ_EINVAL ? "negative offset" : NULL);
+	s_ended(rc);
+}
+
 static void register_all(struct gaz_rpc_server *srv)
 {
 	static const struct {
@@ -459,7 +508,7 @@ static void register_all(struct gaz_rpc_server *srv)
 		{P("Sum"), h_sum},     {P("Bidi"), h_bidi},   {P("Fail"), h_fail},
 		{P("Park"), h_park},   {P("Wake"), h_wake},   {P("Slow"), h_slow},
 		{P("Proto"), h_proto}, {P("Bytes"), h_bytes}, {P("Sleep"), h_sleep},
-		{P("Tid"), h_tid},     {P("Then"), h_then},
+		{P("Tid"), h_tid},     {P("Then"), h_then},   {P("Each"), h_each},
 	};
 
 	for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
@@ -722,6 +771,61 @@ static void test_buffered_sends(void **state)
 	assert_true(s_await(&S.ended, 1));
 	assert_int_equal(s_int(&S.end_rc[0]), GAZ_EOF);
 	free(big);
+}
+
+/* gaz_rpc_recv_each runs every message, in order, answered from the
+ * callback: in lock step (on the poller, the handler waiting) and
+ * pipelined; the half-close ends it with EOF. */
+static void test_recv_each(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_oneport, P("Each"));
+	Protocol__ReadResponse *r;
+
+	(void)state;
+	s_reset();
+	for (int i = 0; i < 50; i++) {
+		assert_int_equal(stream_send_off(s, i), 0);
+		assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+		assert_int_equal(r->offset, i + 1);
+		free_resp(r);
+	}
+	for (int i = 50; i < 100; i++)
+		assert_int_equal(stream_send_off(s, i), 0);
+	for (int i = 50; i < 100; i++) {
+		assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+		assert_int_equal(r->offset, i + 1);
+		free_resp(r);
+	}
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	end_ok(s);
+	assert_true(s_await(&S.ended, 1));
+	assert_int_equal(s_int(&S.end_rc[0]), GAZ_EOF);
+	assert_int_equal(s_int(&S.each_n), 100);
+	assert_true(s_int(&S.each_on_poller) > 0);
+}
+
+/* A callback's error ends gaz_rpc_recv_each with it; nothing after it
+ * is run. */
+static void test_recv_each_error(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_oneport, P("Each"));
+	struct gaz_status st = {0};
+	Protocol__ReadResponse *r;
+
+	(void)state;
+	s_reset();
+	assert_int_equal(stream_send_off(s, 7), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+	assert_int_equal(r->offset, 8);
+	free_resp(r);
+	assert_int_equal(stream_send_off(s, -1), 0);
+	assert_true(s_await(&S.ended, 1));
+	assert_int_equal(s_int(&S.end_rc[0]), GAZ_EINVAL);
+	assert_int_equal(s_int(&S.each_n), 2);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), GAZ_ERPC);
+	assert_int_equal(st.grpc, GAZ_GRPC_INVALID_ARGUMENT);
+	gaz_rpc_stream_free(s);
 }
 
 static void test_error_status(void **state)
@@ -1414,6 +1518,8 @@ int main(void)
 		cmocka_unit_test(test_client_stream_sum),
 		cmocka_unit_test(test_bidi_ping_pong),
 		cmocka_unit_test(test_buffered_sends),
+		cmocka_unit_test(test_recv_each),
+		cmocka_unit_test(test_recv_each_error),
 		cmocka_unit_test(test_error_status),
 		cmocka_unit_test(test_unknown_method),
 		cmocka_unit_test(test_oversized),
