@@ -351,3 +351,42 @@ def test_group_commit_gives_each_append_its_own_range(cluster):
     # ungroupable appends above still got the token: they all completed).
     m = re.search(r"^gazette_append_group_continued_total (\d+)", body, re.M)
     assert m and int(m.group(1)) > 0, "no group was committed by a continuing token holder"
+
+
+def test_only_the_primary_persists_at_once(cluster):
+    """A completed fragment is persisted by the journal's primary at once;
+    the other replicas only check, minutes later, that it landed (Gazette's
+    persister, facts §5.5), so the store sees one upload per fragment, not
+    one per replica. A replica that exits makes that check on its way out
+    instead of waiting for it."""
+    import re
+    import signal
+    import urllib.request
+
+    from conftest import wait_for
+
+    brokers = [cluster.start() for _ in range(3)]
+    by_id = {b.id: b for b in brokers}
+    c = Client(brokers[0].address)
+    c.apply(spec("persist/one", replication=3, length=1024))
+    route = wait_route(c, "persist/one", 3)
+    primary = route.members[route.primary].suffix
+    pc = Client(by_id[primary].address)
+    for i in range(6):  # each longer than the fragment length: the next append rolls it
+        assert pc.append("persist/one", (b"%d:" % i) + b"x" * 2000).status == pb.OK
+
+    def persisted(b):
+        body = urllib.request.urlopen(b.address + "/debug/metrics").read().decode()
+        m = re.search(r"^gazette_spool_persisted_total (\d+)", body, re.M)
+        return int(m.group(1)) if m else 0
+
+    wait_for(lambda: persisted(by_id[primary]) >= 5, 20, "the primary's uploads")
+    wait_for(lambda: len([f for f in c.fragments("persist/one").fragments if f.spec.backing_store]) >= 5,
+             20, "the persisted fragments listed")
+    for b in brokers:
+        if b.id != primary:
+            assert persisted(b) == 0, "replica %s persisted before its delay" % b.id
+    replica = next(b for b in brokers if b.id != primary)
+    t0 = time.time()
+    assert replica.stop(signal.SIGTERM, timeout=60) == 0
+    assert time.time() - t0 < 60, "an exiting replica must not wait out its persist delay"
