@@ -1126,6 +1126,35 @@ static int local_recv(struct gaz_rpc_call *c, grpc_byte_buffer **bb)
  * caller): from the read-ahead queue when something arrived already, else
  * starting a receive and waiting for it. Returns 0, GAZ_EOF, GAZ_ECANCELLED
  * or GAZ_ETIMEDOUT (the receive stays in flight for the next call). */
+/* ahead_pop (c->mu held, n_ahead > 0) takes the oldest message read
+ * ahead and keeps a receive in flight behind it. */
+static grpc_byte_buffer *ahead_pop(struct gaz_rpc_call *c)
+{
+	grpc_byte_buffer *bb = c->ahead[0];
+
+	memmove(c->ahead, c->ahead + 1, (size_t)--c->n_ahead * sizeof(*c->ahead));
+	c->ahead_bytes -= grpc_byte_buffer_length(bb);
+	if (!c->recv_op.pending && !c->recv_end && !c->cancelled && recv_start(c) != 0) {
+		c->recv_end = true;
+		c->recv_end_ok = 0;
+	}
+	return bb;
+}
+
+/* stream_over (c->mu held): GAZ_EOF or GAZ_ECANCELLED once no message is
+ * left to receive (a half-close confirmed), else 0. A message read ahead
+ * is still to be received, unless the handler finished. */
+static int stream_over(struct gaz_rpc_call *c)
+{
+	if (c->eof || c->finished)
+		return c->eof ? GAZ_EOF : GAZ_ECANCELLED;
+	if (c->n_ahead)
+		return 0;
+	if (c->recv_end)
+		return c->recv_end_ok && eof_confirmed(c) ? GAZ_EOF : GAZ_ECANCELLED;
+	return c->cancelled ? GAZ_ECANCELLED : 0;
+}
+
 static int recv_bb(struct gaz_rpc_call *c, grpc_byte_buffer **bb, int64_t deadline_ns)
 {
 	bool timed_out;
@@ -1136,26 +1165,10 @@ static int recv_bb(struct gaz_rpc_call *c, grpc_byte_buffer **bb, int64_t deadli
 		return local_recv(c, bb);
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
-		if (c->eof || c->finished) {
-			rc = c->eof ? GAZ_EOF : GAZ_ECANCELLED;
+		if ((rc = stream_over(c)))
 			break;
-		}
 		if (c->n_ahead) {
-			*bb = c->ahead[0];
-			memmove(c->ahead, c->ahead + 1, (size_t)--c->n_ahead * sizeof(*c->ahead));
-			c->ahead_bytes -= grpc_byte_buffer_length(*bb);
-			if (!c->recv_op.pending && !c->recv_end && !c->cancelled && recv_start(c) != 0) {
-				c->recv_end = true;
-				c->recv_end_ok = 0;
-			}
-			break;
-		}
-		if (c->recv_end) {
-			rc = c->recv_end_ok && eof_confirmed(c) ? GAZ_EOF : GAZ_ECANCELLED;
-			break;
-		}
-		if (c->cancelled) {
-			rc = GAZ_ECANCELLED;
+			*bb = ahead_pop(c);
 			break;
 		}
 		if (!c->recv_op.pending) {
@@ -1192,28 +1205,16 @@ int gaz_rpc_recv_each(struct gaz_rpc_call *c, const ProtobufCMessageDescriptor *
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
 		bool timed_out;
+		if ((rc = stream_over(c)))
+			break;
 		if (c->n_ahead) { /* read ahead before we came: here, in order */
-			bb = c->ahead[0];
-			memmove(c->ahead, c->ahead + 1, (size_t)--c->n_ahead * sizeof(*c->ahead));
-			c->ahead_bytes -= grpc_byte_buffer_length(bb);
+			bb = ahead_pop(c);
 			pthread_mutex_unlock(&c->mu);
 			rc = each_one(desc, fn, arg, bb);
 			pthread_mutex_lock(&c->mu);
 			if (rc)
 				break;
 			continue;
-		}
-		if (c->eof || c->finished) {
-			rc = c->eof ? GAZ_EOF : GAZ_ECANCELLED;
-			break;
-		}
-		if (c->recv_end) {
-			rc = c->recv_end_ok && eof_confirmed(c) ? GAZ_EOF : GAZ_ECANCELLED;
-			break;
-		}
-		if (c->cancelled) {
-			rc = GAZ_ECANCELLED;
-			break;
 		}
 		if (!c->recv_op.pending && recv_start(c) != 0) {
 			rc = GAZ_ECANCELLED;
