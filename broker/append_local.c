@@ -548,25 +548,36 @@ static bool group_may_continue(struct append_ctx *a)
 	return ok;
 }
 
+/* roll_back drops the spool's uncommitted delta after a failed
+ * transaction, closing the pipeline (peers roll back as their streams
+ * end). Only while the token is held: an append that let go of it before
+ * its acknowledgements committed locally, and the next holder rebuilds
+ * the pipeline. */
+static void roll_back(struct append_ctx *a, const char *why)
+{
+	struct gaz_replica *r = a->res.replica;
+
+	if (!a->token)
+		return;
+	if (r->pipeline)
+		gaz__append_pipeline_fail(a, why);
+	pthread_mutex_lock(&r->mu);
+	gaz_metric_spool_rollback(r->spool.delta);
+	gaz_spool_rollback(&r->spool);
+	pthread_mutex_unlock(&r->mu);
+}
+
 /* A group's transaction failed: roll back (closing the pipeline) and
  * answer its members links[first..n) with the error. */
 static void group_failed(struct append_ctx *a, struct gaz_batch_link **links, size_t first,
 			 size_t n, bool replicated)
 {
-	struct gaz_replica *r = a->res.replica;
 	const char *why = a->lease_lost ? LEASE_LOST
 			  : replicated  ? "replication to a peer failed; the append may have committed"
 					: "commit failed";
 	int code = a->lease_lost || replicated ? GAZ_GRPC_UNAVAILABLE : GAZ_GRPC_INTERNAL;
 
-	if (a->token) {
-		if (r->pipeline)
-			gaz__append_pipeline_fail(a, "group commit rolled back");
-		pthread_mutex_lock(&r->mu);
-		gaz_metric_spool_rollback(r->spool.delta);
-		gaz_spool_rollback(&r->spool);
-		pthread_mutex_unlock(&r->mu);
-	}
+	roll_back(a, "group commit rolled back");
 	batch_answer(a, links, first, n, 0, code, 0, why);
 	if (!a->finished)
 		gaz__append_respond_error(a, code, why);
@@ -696,14 +707,8 @@ int gaz__append_local(struct append_ctx *a)
 	replicated = r->pipeline != NULL; /* read while the token is held */
 	if (!rc)
 		rc = commit(a, sha);
-	if (rc && a->token) { /* else: committed locally, a peer failed after */
-		if (r->pipeline)
-			gaz__append_pipeline_fail(a, "append rolled back");
-		pthread_mutex_lock(&r->mu);
-		gaz_metric_spool_rollback(r->spool.delta);
-		gaz_spool_rollback(&r->spool);
-		pthread_mutex_unlock(&r->mu);
-	}
+	if (rc) /* without the token: committed locally, a peer failed after */
+		roll_back(a, "append rolled back");
 	if (rc) {
 		if (!a->finished && replicated)
 			gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE,
