@@ -2,10 +2,7 @@
  * persister.c - completed spools to the fragment store (facts §5.5).
  *
  * A queue of completed fragments (each with its local file) is drained by
- * a few worker threads: the primary's at once, another replica's after
- * GAZ_REPLICA_PERSIST_DELAY_S (Gazette's replicas check minutes later
- * that the primary's upload landed; the store sees one upload per
- * fragment, not one per replica). A job: look up the journal's spec; no spec or no
+ * a few worker threads. A job: look up the journal's spec; no spec or no
  * stores → dropped (nothing to persist to); compute the path postfix;
  * skip if the object exists; compress to a temporary file when the codec
  * asks; put; then swap the index entry for the persisted one. Failures
@@ -31,7 +28,6 @@ struct job {
 	struct gaz_spool_done done;
 	int attempts;
 	int64_t not_before_ns;
-	bool primary;                /* completed while primary: persisted at once */
 	struct job *next;
 };
 
@@ -55,7 +51,7 @@ static void job_free(struct job *j)
 }
 
 void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
-			   struct gaz_spool_done *done, bool primary)
+			   struct gaz_spool_done *done)
 {
 	struct job *j = p ? calloc(1, sizeof(*j)) : NULL;
 
@@ -67,9 +63,6 @@ void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
 	j->r = r;
 	j->done = *done;
 	memset(done, 0, sizeof(*done));
-	j->primary = primary;
-	if (!primary)
-		j->not_before_ns = gaz_mono_ns() + (int64_t)GAZ_REPLICA_PERSIST_DELAY_S * GAZ_NS_PER_S;
 	pthread_mutex_lock(&p->mu);
 	if (p->tail)
 		p->tail->next = j;
@@ -242,9 +235,9 @@ size_t gaz_persister_pending_for(struct gaz_persister *p, const char *journal)
 
 	pthread_mutex_lock(&p->mu);
 	for (struct job *j = p->head; j; j = j->next)
-		n += j->primary && !strcmp(j->r->journal, journal);
+		n += !strcmp(j->r->journal, journal);
 	for (struct job *j = p->inflight; j; j = j->next)
-		n += j->primary && !strcmp(j->r->journal, journal);
+		n += !strcmp(j->r->journal, journal);
 	pthread_mutex_unlock(&p->mu);
 	return n;
 }

@@ -14,22 +14,14 @@ struct gaz_persister *gaz_persister_start(struct gaz_broker *b, int workers);
 
 /* gaz_persister_enqueue takes `done` (consumed: its fragment and file
  * reference move into the queue) of the replica `r` (a reference is taken).
- * The journal's primary persists at once; another replica waits
- * GAZ_REPLICA_PERSIST_DELAY_S first, as Gazette's do (facts §5.5: its
- * replicas' queue turns over every minute and attempts after two to three),
- * by when the primary's upload has normally landed and the attempt is an
- * existence check. Draining at exit ignores the delay. Never blocks on
- * I/O. */
-#define GAZ_REPLICA_PERSIST_DELAY_S 150
+ * Never blocks on I/O. */
 void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
-			   struct gaz_spool_done *done, bool primary);
+			   struct gaz_spool_done *done);
 
 /* gaz_persister_pending: fragments queued or in flight. */
 size_t gaz_persister_pending(struct gaz_persister *p);
 
-/* gaz_persister_pending_for: fragments of `journal` completed while this
- * broker was its primary, queued or in flight (a replica's delayed
- * existence checks are not counted: another broker persists those). */
+/* gaz_persister_pending_for: fragments of `journal` queued or in flight. */
 size_t gaz_persister_pending_for(struct gaz_persister *p, const char *journal);
 
 /* gaz_persister_stop persists everything still queued, retrying until the

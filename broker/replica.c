@@ -374,8 +374,7 @@ int gaz_replica_publish_spool(struct gaz_replica *r, struct gaz_status *st)
 	return gaz_coverset_add(&r->index, &r->spool.fragment, f, NULL, st);
 }
 
-int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool primary,
-		     struct gaz_status *st)
+int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, struct gaz_status *st)
 {
 	struct gaz_spool_done done = {0};
 	int rc;
@@ -387,7 +386,7 @@ int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool prim
 		return rc;
 	if (done.file) {
 		gaz_metric_spool_completed();
-		gaz_persister_enqueue(r->b->persister, r, &done, primary);
+		gaz_persister_enqueue(r->b->persister, r, &done);
 	}
 	gaz_spool_done_release(&done);
 	gaz_notifier_broadcast(&r->notifier);
@@ -398,7 +397,7 @@ void gaz_replica_teardown(struct gaz_replica *r)
 {
 	struct gaz_broker *b = r->b;
 	struct gaz_status st = {0};
-	bool found, primary;
+	bool found;
 	int i;
 
 	struct gaz_batch_link *parked;
@@ -417,13 +416,10 @@ void gaz_replica_teardown(struct gaz_replica *r)
 		pthread_mutex_lock(&r->mu);
 	}
 	r->token_held = true;
-	primary = r->primary;
 	pthread_mutex_unlock(&r->mu);
 	gaz_pipeline_close(r->pipeline);
 	r->pipeline = NULL;
-	/* A replica that was primary persists at once: with replication 1
-	 * nobody else holds these bytes. */
-	if (gaz_replica_roll(r, r->spool.fragment.end, r->spool.fragment.codec, primary, &st))
+	if (gaz_replica_roll(r, r->spool.fragment.end, r->spool.fragment.codec, &st))
 		gaz_error("rolling spool at teardown failed", "journal=%s err=\"%s\"", r->journal,
 			  st.msg);
 	pthread_mutex_lock(&b->mu);

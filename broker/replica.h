@@ -138,12 +138,8 @@ void gaz_replica_done_queued(struct gaz_replica *r, struct gaz_batch_link **link
 int gaz_replica_wait_ready(struct gaz_replica *r, struct gaz_rpc_call *call);
 
 /* With the token held: roll the spool to `offset` (an empty fragment with
- * `codec`), handing any completed content to the persister: at once when
- * this broker is the journal's primary, else after a delay (Gazette's
- * replicas only check, minutes later, that the primary's upload landed).
- * mu not held. */
-int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool primary,
-		     struct gaz_status *st);
+ * `codec`), handing any completed content to the persister. mu not held. */
+int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, struct gaz_status *st);
 
 /* With the token held and mu held: publish the spool's committed fragment
  * into the index and wake readers. */
@@ -165,10 +161,9 @@ void gaz_replica_persisted(struct gaz_replica *r, const struct gaz_fragment *fra
 
 /* gaz_replica_apply_proposal applies a proposal to the spool with Gazette's
  * rules (facts §6.2; replicate.c): roll, no-op (rolling back any delta),
- * commit, or mismatch; `primary` as for gaz_replica_roll. The append
- * token must be held. Returns a
+ * commit, or mismatch. The append token must be held. Returns a
  * Protocol__Status (OK or PROPOSAL_MISMATCH), or -1 on a local failure. */
 int gaz_replica_apply_proposal(struct gaz_replica *r, const Protocol__Fragment *proposal,
-			       const Protocol__LabelSet *registers, bool primary, struct gaz_status *st);
+			       const Protocol__LabelSet *registers, struct gaz_status *st);
 
 #endif

@@ -66,7 +66,7 @@ static int respond(struct repl_ctx *c, int status, bool with_state)
 }
 
 int gaz_replica_apply_proposal(struct gaz_replica *r, const Protocol__Fragment *proposal,
-			       const Protocol__LabelSet *registers, bool primary, struct gaz_status *st)
+			       const Protocol__LabelSet *registers, struct gaz_status *st)
 {
 	const Protocol__LabelSet empty = PROTOCOL__LABEL_SET__INIT;
 	const Protocol__LabelSet *regs = registers ? registers : &empty;
@@ -77,7 +77,7 @@ int gaz_replica_apply_proposal(struct gaz_replica *r, const Protocol__Fragment *
 	if (gaz_fragment_from_proto(&p, proposal, st))
 		return -1;
 	if (p.end > end + r->spool.delta || (p.end == end && p.begin == p.end)) {
-		if (gaz_replica_roll(r, p.end, p.codec, primary, st)) {
+		if (gaz_replica_roll(r, p.end, p.codec, st)) {
 			gaz_fragment_release(&p);
 			return -1;
 		}
@@ -125,8 +125,7 @@ static int apply_one(struct repl_ctx *c, Protocol__ReplicateRequest *m)
 	if (gaz_validate_replicate_request(m, &c->st)) {
 		rc = GAZ_EINVAL;
 	} else if (m->proposal) {
-		int status = gaz_replica_apply_proposal(c->r, m->proposal, m->registers, false,
-							&c->st);
+		int status = gaz_replica_apply_proposal(c->r, m->proposal, m->registers, &c->st);
 		if (status < 0)
 			rc = GAZ_EIO;
 		else if (m->acknowledge)
