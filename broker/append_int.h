@@ -119,7 +119,6 @@ int gaz__append_start_pipeline(struct append_ctx *a);
 int gaz__append_sync(struct append_ctx *a, int64_t roll_to);
 int gaz__append_replicate_content(struct append_ctx *a, const uint8_t *data, size_t len,
 				  int64_t delta);
-int gaz__append_replicate_commit(struct append_ctx *a);
 
 /* A commit proposed to the peers and applied locally whose
  * acknowledgements are still to be gathered. */
@@ -130,11 +129,13 @@ struct gaz_commit_pending {
 };
 
 /* gaz__append_replicate_commit_start proposes the spool's delta (token
- * held) and commits it locally; _finish gathers the acknowledgements and
- * takes the registers. gaz__append_replicate_commit is the two, letting
- * go of the token between them for a lone append. Both close the
- * pipeline on failure (while the token is held) and return 0 or an
- * error; after a failed start there is nothing to finish. */
+ * held) and commits it locally, setting *pc (pc->p: the pipeline, which
+ * the gather needs even if the token is let go meanwhile; pc->regs owned
+ * until _finish). _finish gathers the acknowledgements (in proposal
+ * order, each peer's bounded by the pipeline's gather timeout) and takes
+ * the registers. Both close the pipeline on failure while the token is
+ * held and return 0 or an error (GAZ_EUNAVAIL, GAZ_EPROTO, GAZ_ENOMEM);
+ * after a failed start there is nothing to finish. */
 int gaz__append_replicate_commit_start(struct append_ctx *a, struct gaz_commit_pending *pc);
 int gaz__append_replicate_commit_finish(struct append_ctx *a, struct gaz_commit_pending *pc);
 void gaz__append_pipeline_fail(struct append_ctx *a, const char *why);

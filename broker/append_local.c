@@ -378,14 +378,20 @@ static bool commit_lease(struct append_ctx *a)
 	return false;
 }
 
-/* Commits the spool's delta and publishes it; registers updated. */
-static int commit(struct append_ctx *a, EVP_MD_CTX *sha)
+/* commit_start commits the spool's delta here (registers updated, the
+ * commit's range noted in `a`). For a replicated journal the proposal is
+ * also out to the peers and pc->p is set: commit_finish gathers their
+ * acknowledgements. Otherwise the commit is complete and pc->p is NULL.
+ * Returns 0 or an error (the append answered when the lease is lost;
+ * the pipeline closed when it failed). */
+static int commit_start(struct append_ctx *a, EVP_MD_CTX *sha, struct gaz_commit_pending *pc)
 {
 	struct gaz_replica *r = a->res.replica;
 	struct gaz_status st = {0};
 	unsigned int n = 0;
 	int rc = 0;
 
+	*pc = (struct gaz_commit_pending){0};
 	if (!commit_lease(a))
 		return GAZ_EUNAVAIL;
 	a->commit_begin = r->spool.fragment.end;
@@ -396,9 +402,7 @@ static int commit(struct append_ctx *a, EVP_MD_CTX *sha)
 	if (r->pipeline) {
 		/* Peers and our spool commit the same proposal. */
 		gaz_metric_spool_commit(r->spool.delta);
-		rc = gaz__append_replicate_commit(a);
-		gaz_notifier_broadcast(&r->notifier);
-		return rc;
+		return gaz__append_replicate_commit_start(a, pc);
 	}
 	pthread_mutex_lock(&r->mu);
 	if (r->spool.delta) {
@@ -416,6 +420,46 @@ static int commit(struct append_ctx *a, EVP_MD_CTX *sha)
 	gaz_notifier_broadcast(&r->notifier);
 	if (rc)
 		gaz_error("commit failed", "journal=%s err=\"%s\"", r->journal, st.msg);
+	return rc;
+}
+
+/* commit_finish completes a commit_start: the peers' acknowledgements, for
+ * a replicated one. Returns 0 or an error (see
+ * gaz__append_replicate_commit_finish). */
+static int commit_finish(struct append_ctx *a, struct gaz_commit_pending *pc)
+{
+	int rc;
+
+	if (!pc->p)
+		return 0;
+	rc = gaz__append_replicate_commit_finish(a, pc);
+	gaz_notifier_broadcast(&a->res.replica->notifier);
+	return rc;
+}
+
+/* Commits the spool's delta everywhere and publishes it; registers
+ * updated. A group of several keeps the token until the peers acknowledge:
+ * appends arriving meanwhile join the next group instead of starting a
+ * second, smaller transaction beside it (fewer proposals,
+ * acknowledgements and wake-ups per append). A lone append lets go of it
+ * first and pipelines, as Gazette's do (docs/decisions.md, "Group
+ * commit"). */
+static int commit(struct append_ctx *a, EVP_MD_CTX *sha)
+{
+	struct gaz_commit_pending pc;
+	bool release = !a->batch || a->group_n < 2;
+	int rc = commit_start(a, sha, &pc);
+
+	if (rc || !pc.p)
+		return rc;
+	if (release) {
+		gaz_pipeline_ref(pc.p);
+		gaz_replica_release(a->token);
+		a->token = NULL;
+	}
+	rc = commit_finish(a, &pc);
+	if (release)
+		gaz_pipeline_unref(pc.p);
 	return rc;
 }
 
@@ -583,6 +627,21 @@ static void group_failed(struct append_ctx *a, struct gaz_batch_link **links, si
 		gaz__append_respond_error(a, code, why);
 }
 
+/* respond_leader answers the leader's own append, committed as `self`
+ * in its group, keeping the token past the response (responding lets go
+ * of a token the append holds). */
+static void respond_leader(struct append_ctx *a, const struct gaz_batch_entry *self)
+{
+	struct gaz_replica *held = a->token;
+
+	a->token = NULL;
+	a->commit_begin = self->begin;
+	a->commit_end = self->end;
+	memcpy(a->commit_sum, self->sum, sizeof(a->commit_sum));
+	gaz__append_respond_commit(a);
+	a->token = held;
+}
+
 int gaz__append_batch_commit(struct append_ctx *a)
 {
 	struct gaz_replica *r = a->res.replica;
@@ -611,14 +670,15 @@ int gaz__append_batch_commit(struct append_ctx *a)
 	 * gathered on this thread: no hand-off to another handler between
 	 * groups, and the answers overlap the peers' round trip. */
 	for (;;) {
-		struct gaz_commit_pending pc;
+		struct gaz_commit_pending pc = {0};
 		size_t nn = 0;
-		int next_rc = 0, next_codec = 0;
-		bool pending = false;
+		int next_rc = 0;
 		if (rc) {
 			group_failed(a, links, first, n, replicated);
 			return 0;
 		}
+		if (first)
+			respond_leader(a, self);
 		if (group_may_continue(a))
 			nn = gaz__append_batch_take(a, next, BATCH_MAX_MEMBERS, BATCH_MAX_BYTES);
 		if (!nn && a->token) { /* committed everywhere: the next group may start */
@@ -629,42 +689,18 @@ int gaz__append_batch_commit(struct append_ctx *a)
 			gaz_metric_group_continued();
 			a->group_n = nn;
 			next_rc = batch_write(a, next, nn);
-			next_codec = r->spool.fragment.codec;
-			if (!next_rc && r->pipeline) {
-				if (!commit_lease(a))
-					next_rc = GAZ_EUNAVAIL;
-				gaz_metric_spool_commit(r->spool.delta);
-				if (!next_rc && !(next_rc = gaz__append_replicate_commit_start(a, &pc)))
-					pending = true;
-			}
+			if (!next_rc)
+				next_rc = commit_start(a, NULL, &pc);
 		}
 		batch_answer(a, links, first, n, codec, GAZ_GRPC_OK, PROTOCOL__STATUS__OK, NULL);
 		gaz_metric_group_commit((int64_t)n);
-		if (first) {
-			/* Our own response, the token kept past it (responding
-			 * lets go of a token the append holds). */
-			struct gaz_replica *held = a->token;
-			a->token = NULL;
-			a->commit_begin = self->begin;
-			a->commit_end = self->end;
-			memcpy(a->commit_sum, self->sum, sizeof(a->commit_sum));
-			gaz__append_respond_commit(a);
-			a->token = held;
-			first = 0;
-		}
 		if (!nn)
 			return 0;
 		memcpy(links, next, nn * sizeof(*next));
 		n = nn;
-		codec = next_codec;
-		if (next_rc) {
-			rc = next_rc;
-		} else if (pending) {
-			rc = gaz__append_replicate_commit_finish(a, &pc);
-			gaz_notifier_broadcast(&r->notifier);
-		} else {
-			rc = commit(a, NULL);
-		}
+		first = 0;
+		codec = a->commit_codec;
+		rc = next_rc ? next_rc : commit_finish(a, &pc);
 	}
 }
 

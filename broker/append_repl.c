@@ -252,27 +252,3 @@ int gaz__append_replicate_commit_finish(struct append_ctx *a, struct gaz_commit_
 	pc->regs = NULL;
 	return rc;
 }
-
-int gaz__append_replicate_commit(struct append_ctx *a)
-{
-	struct gaz_commit_pending pc;
-	/* A group of several keeps the token until it is acknowledged:
-	 * appends arriving meanwhile join the next group instead of starting
-	 * a second, smaller transaction beside it (fewer proposals,
-	 * acknowledgements and wake-ups per append). A lone append pipelines,
-	 * as Gazette's do (docs/decisions.md, "Group commit"). */
-	bool release = !a->batch || a->group_n < 2;
-	int rc;
-
-	if ((rc = gaz__append_replicate_commit_start(a, &pc)))
-		return rc;
-	if (release) {
-		gaz_pipeline_ref(pc.p);
-		gaz_replica_release(a->token);
-		a->token = NULL;
-	}
-	rc = gaz__append_replicate_commit_finish(a, &pc);
-	if (release)
-		gaz_pipeline_unref(pc.p);
-	return rc;
-}

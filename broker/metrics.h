@@ -29,6 +29,8 @@ void gaz_metric_allocator_txn(const char *kind, int64_t n);
  * more than one (ours: Gazette commits each append alone). */
 void gaz_metric_group_commit(int64_t members);
 void gaz_metric_append_parked(void);
+/* A group committed by the token holder of the group before it, with no
+ * hand-off (append_local.c; ours). */
 void gaz_metric_group_continued(void);
 
 /* gaz_status_label names a Protocol__Status for metric labels. */
