@@ -67,14 +67,17 @@ static int send_append(struct gaz_rpc_stream *s, const char *journal, const uint
 	Protocol__AppendRequest msg = PROTOCOL__APPEND_REQUEST__INIT;
 
 	req.journal = (char *)journal;
-	if (gaz_rpc_stream_send(s, &req.base))
+	/* The request and content wait in the transport for the commit
+	 * message: one write for the whole append, as the client library's
+	 * appender sends it. */
+	if (gaz_rpc_stream_send_buffered(s, &req.base))
 		return GAZ_ERPC;
 	for (size_t off = 0; off < len;) {
 		size_t n = len - off < chunk ? len - off : chunk;
 
 		msg.content.data = (uint8_t *)data + off;
 		msg.content.len = n;
-		if (gaz_rpc_stream_send(s, &msg.base))
+		if (gaz_rpc_stream_send_buffered(s, &msg.base))
 			return GAZ_ERPC;
 		off += n;
 	}

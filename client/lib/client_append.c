@@ -85,9 +85,12 @@ int gaz_appender_begin(struct gaz_client *c, const struct gaz_append_opts *o,
 		return rc;
 	}
 	/* Sends go out behind each other from the poller: the writer waits
-	 * only for the response (or when 2 MiB are queued). */
+	 * only for the response (or when 2 MiB are queued). The request and
+	 * content may wait in the transport for the commit message (or until
+	 * its write buffer fills): a small append is one write, and the
+	 * broker holds the journal for no time before its content is in. */
 	gaz_rpc_stream_queue_sends(a->call.stream);
-	if (gaz_rpc_stream_send(a->call.stream, &req.base))
+	if (gaz_rpc_stream_send_buffered(a->call.stream, &req.base))
 		a->failed = true; /* commit reports the stream's status */
 	*out = a;
 	return 0;
@@ -109,7 +112,7 @@ int gaz_appender_write(struct gaz_appender *a, const void *buf, size_t len,
 					      a->journal);
 		chunk.content.data = (uint8_t *)p;
 		chunk.content.len = n;
-		if (gaz_rpc_stream_send(a->call.stream, &chunk.base)) {
+		if (gaz_rpc_stream_send_buffered(a->call.stream, &chunk.base)) {
 			a->failed = true;
 			continue;
 		}

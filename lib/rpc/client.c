@@ -629,6 +629,11 @@ int gaz_rpc_stream_send(struct gaz_rpc_stream *s, const ProtobufCMessage *msg)
 	return stream_send_bb(s, gaz__rpc_pack(msg), 0);
 }
 
+int gaz_rpc_stream_send_buffered(struct gaz_rpc_stream *s, const ProtobufCMessage *msg)
+{
+	return stream_send_bb(s, gaz__rpc_pack(msg), GRPC_WRITE_BUFFER_HINT);
+}
+
 static int stream_send_bb(struct gaz_rpc_stream *s, grpc_byte_buffer *bb, uint32_t flags)
 {
 	grpc_op op = {.op = GRPC_OP_SEND_MESSAGE, .flags = flags};

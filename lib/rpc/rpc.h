@@ -345,6 +345,12 @@ void gaz_rpc_stream_queue_sends(struct gaz_rpc_stream *s);
  * why). */
 int gaz_rpc_stream_send(struct gaz_rpc_stream *s, const ProtobufCMessage *msg);
 
+/* gaz_rpc_stream_send_buffered is gaz_rpc_stream_send of a message that
+ * may wait in the transport for the stream's next unbuffered send or
+ * half-close, to go out in the same write (see gaz_rpc_stream_send_packed):
+ * an Append's request and content chunks ahead of its commit message. */
+int gaz_rpc_stream_send_buffered(struct gaz_rpc_stream *s, const ProtobufCMessage *msg);
+
 /* A message packed once, to send on several streams without packing or
  * copying it again (a primary's fan-out to its replicas). */
 struct gaz_rpc_packed;

@@ -773,6 +773,47 @@ static void test_buffered_sends(void **state)
 	free(big);
 }
 
+/* gaz_rpc_stream_send_buffered on a stream that queues its sends (an
+ * appender's request and chunks): everything arrives, in order, with the
+ * half-close that follows; a buffered message larger than the transport's
+ * write buffer goes out without waiting for it. */
+static void test_buffered_queued_sends(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_oneport, P("Bidi"));
+	Protocol__ReadRequest req = PROTOCOL__READ_REQUEST__INIT;
+	Protocol__ReadResponse *r;
+	size_t big_len = 256 << 10;
+	char *big = malloc(big_len + 1);
+
+	(void)state;
+	assert_non_null(big);
+	memset(big, 'q', big_len);
+	big[big_len] = '\0';
+	s_reset();
+	gaz_rpc_stream_queue_sends(s);
+	req.journal = big;
+	req.offset = 5;
+	assert_int_equal(gaz_rpc_stream_send_buffered(s, &req.base), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+	assert_int_equal(r->offset, 6);
+	free_resp(r);
+	req.journal = "";
+	for (int64_t off = 10; off <= 30; off += 10) {
+		req.offset = off;
+		assert_int_equal(gaz_rpc_stream_send_buffered(s, &req.base), 0);
+	}
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	for (int64_t want = 11; want <= 31; want += 10) {
+		assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+		assert_int_equal(r->offset, want);
+		free_resp(r);
+	}
+	end_ok(s);
+	assert_true(s_await(&S.ended, 1));
+	assert_int_equal(s_int(&S.end_rc[0]), GAZ_EOF);
+	free(big);
+}
+
 /* gaz_rpc_recv_each runs every message, in order, answered from the
  * callback: in lock step (on the poller, the handler waiting) and
  * pipelined; the half-close ends it with EOF. */
@@ -1518,6 +1559,7 @@ int main(void)
 		cmocka_unit_test(test_client_stream_sum),
 		cmocka_unit_test(test_bidi_ping_pong),
 		cmocka_unit_test(test_buffered_sends),
+		cmocka_unit_test(test_buffered_queued_sends),
 		cmocka_unit_test(test_recv_each),
 		cmocka_unit_test(test_recv_each_error),
 		cmocka_unit_test(test_error_status),
