@@ -57,7 +57,7 @@ int gaz__append_roll(struct append_ctx *a, int64_t to)
 		return 0;
 	if (r->pipeline) /* peers roll with us */
 		return gaz__append_sync(a, to) == 0 ? 0 : GAZ_EUNAVAIL;
-	if ((rc = gaz_replica_roll(r, to, fs->compression_codec, &st)))
+	if ((rc = gaz_replica_roll(r, to, fs->compression_codec, true, &st)))
 		gaz_error("rolling the spool failed", "journal=%s err=\"%s\"", r->journal, st.msg);
 	return rc;
 }

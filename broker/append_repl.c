@@ -83,7 +83,7 @@ static int propose(struct append_ctx *a, const Protocol__Fragment *proposal,
 	struct gaz_replica *r = a->res.replica;
 	int rc = gaz_pipeline_propose(r->pipeline, proposal, regs, ticket, st);
 
-	if (!rc && gaz_replica_apply_proposal(r, proposal, regs, st) != PROTOCOL__STATUS__OK) {
+	if (!rc && gaz_replica_apply_proposal(r, proposal, regs, true, st) != PROTOCOL__STATUS__OK) {
 		gaz_pipeline_abandon(r->pipeline); /* the ticket will never be gathered */
 		rc = gaz_status_set(st, GAZ_EIO, "local spool refused the proposal");
 	}

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/persister.h"
 #include "broker/replica.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -25,12 +26,35 @@ void gaz_broker_kick(struct gaz_broker *b)
 	pthread_mutex_unlock(&b->mu);
 }
 
-/* A local assignment: journal and the item's create revision. */
+/* A local assignment: journal, the item's create revision, and the
+ * route's primary member ("zone#suffix"; NULL while slot 0 is empty). */
 struct local_assign {
 	char *journal;
 	int64_t create_revision;
 	bool primary;
+	char *route_primary;
 };
+
+/* The member holding slot 0 of the assignments of `journal` around index
+ * i (assignment keys sort by journal, so one journal's are adjacent).
+ * Returns a malloc'd "zone#suffix" or NULL. Read lock held. */
+static char *slot0_member(struct gaz_keyspace *ks, size_t lo, size_t hi, size_t i,
+			  const char *journal)
+{
+	size_t a = i, z = i;
+	char *out = NULL;
+
+	while (a > lo && !strcmp(((const struct gaz_ks_value *)gaz_keyspace_at(ks, a - 1)->decoded)->journal, journal))
+		a--;
+	while (z + 1 < hi && !strcmp(((const struct gaz_ks_value *)gaz_keyspace_at(ks, z + 1)->decoded)->journal, journal))
+		z++;
+	for (size_t k = a; k <= z; k++) {
+		const struct gaz_ks_value *v = gaz_keyspace_at(ks, k)->decoded;
+		if (v->slot == 0 && asprintf(&out, "%s#%s", v->zone, v->suffix) < 0)
+			out = NULL;
+	}
+	return out;
+}
 
 /* Lists our assignments (read lock taken inside). */
 static size_t local_assignments(struct gaz_broker *b, struct local_assign **out)
@@ -55,6 +79,7 @@ static size_t local_assignments(struct gaz_broker *b, struct local_assign **out)
 		(*out)[n].journal = strdup(v->journal);
 		(*out)[n].create_revision = item->create_revision;
 		(*out)[n].primary = v->slot == 0;
+		(*out)[n].route_primary = slot0_member(b->ks, lo, hi, i, v->journal);
 		n++;
 	}
 	gaz_keyspace_runlock(b->ks);
@@ -70,6 +95,20 @@ static struct local_assign *find_assign(struct local_assign *a, size_t n, const 
 	return NULL;
 }
 
+/* note_route_primary records the route's primary as this replica last
+ * saw it. Once it is no longer the member under which the replica's
+ * fragments completed (killed, exited, or moved), those fragments may
+ * exist nowhere else: the persister stops delaying them. */
+static void note_route_primary(struct gaz_broker *b, struct gaz_replica *r, const char *now)
+{
+	if (r->route_primary && (!now || strcmp(r->route_primary, now)))
+		gaz_persister_expedite(b->persister, r);
+	if (r->route_primary && now && !strcmp(r->route_primary, now))
+		return;
+	free(r->route_primary);
+	r->route_primary = now ? strdup(now) : NULL;
+}
+
 static void reconcile(struct gaz_broker *b)
 {
 	struct local_assign *as = NULL;
@@ -79,27 +118,34 @@ static void reconcile(struct gaz_broker *b)
 	for (size_t i = 0; i < nr; i++) {
 		struct local_assign *a = find_assign(as, na, rs[i]->journal);
 		bool demoted = a && rs[i]->primary && !a->primary;
-		if (!a || a->create_revision != rs[i]->create_revision || demoted)
+		if (!a || a->create_revision != rs[i]->create_revision || demoted) {
 			gaz_replica_teardown(rs[i]);
-		else if (a->primary && !rs[i]->primary) {
+			gaz_replica_unref(rs[i]);
+			continue;
+		}
+		if (a->primary && !rs[i]->primary) {
 			/* Promoted: the previous primary persisted what only it
 			 * held before letting go (append.c), so list the store now
 			 * rather than at the next refresh interval. */
 			rs[i]->primary = true;
 			rs[i]->next_refresh_ns = 0;
 		}
+		note_route_primary(b, rs[i], a->route_primary);
 		gaz_replica_unref(rs[i]);
 	}
 	for (size_t i = 0; i < na && !atomic_load(&b->exiting); i++) {
 		struct gaz_replica *r = gaz_replica_get(b, as[i].journal);
 		if (!r && (r = gaz_replica_new(b, as[i].journal, as[i].create_revision))) {
 			r->primary = as[i].primary;
+			r->route_primary = as[i].route_primary ? strdup(as[i].route_primary) : NULL;
 			continue; /* table reference only */
 		}
 		gaz_replica_unref(r);
 	}
-	for (size_t i = 0; i < na; i++)
+	for (size_t i = 0; i < na; i++) {
 		free(as[i].journal);
+		free(as[i].route_primary);
+	}
 	free(as);
 	free(rs);
 }

@@ -2,7 +2,11 @@
  * persister.c - completed spools to the fragment store (facts §5.5).
  *
  * A queue of completed fragments (each with its local file) is drained by
- * a few worker threads. A job: look up the journal's spec; no spec or no
+ * a few worker threads: most at once, but a replica's fragment that the
+ * primary confirmed holding after GAZ_REPLICA_PERSIST_DELAY_S (Gazette's
+ * replicas check minutes later that the primary's upload landed; the
+ * store sees one upload per fragment, not one per replica), or sooner if
+ * that primary leaves the route. A job: look up the journal's spec; no spec or no
  * stores → dropped (nothing to persist to); compute the path postfix;
  * skip if the object exists; compress to a temporary file when the codec
  * asks; put; then swap the index entry for the persisted one. Failures
@@ -28,6 +32,7 @@ struct job {
 	struct gaz_spool_done done;
 	int attempts;
 	int64_t not_before_ns;
+	bool at_once;                /* not delayed (gaz_persister_enqueue) */
 	struct job *next;
 };
 
@@ -51,7 +56,7 @@ static void job_free(struct job *j)
 }
 
 void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
-			   struct gaz_spool_done *done)
+			   struct gaz_spool_done *done, bool at_once)
 {
 	struct job *j = p ? calloc(1, sizeof(*j)) : NULL;
 
@@ -63,6 +68,9 @@ void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
 	j->r = r;
 	j->done = *done;
 	memset(done, 0, sizeof(*done));
+	j->at_once = at_once;
+	if (!at_once)
+		j->not_before_ns = gaz_mono_ns() + (int64_t)GAZ_REPLICA_PERSIST_DELAY_S * GAZ_NS_PER_S;
 	pthread_mutex_lock(&p->mu);
 	if (p->tail)
 		p->tail->next = j;
@@ -72,6 +80,26 @@ void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
 	p->pending++;
 	pthread_cond_signal(&p->cond);
 	pthread_mutex_unlock(&p->mu);
+}
+
+void gaz_persister_expedite(struct gaz_persister *p, const struct gaz_replica *r)
+{
+	size_t n = 0;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	for (struct job *j = p->head; j; j = j->next)
+		if (j->r == r && !j->at_once && j->attempts == 0 && j->not_before_ns) {
+			j->not_before_ns = 0;
+			n++;
+		}
+	if (n)
+		pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->mu);
+	if (n)
+		gaz_info("persisting a replica's fragments now: the route's primary changed",
+			 "journal=%s fragments=%zu", r->journal, n);
 }
 
 size_t gaz_persister_pending(struct gaz_persister *p)
@@ -235,9 +263,9 @@ size_t gaz_persister_pending_for(struct gaz_persister *p, const char *journal)
 
 	pthread_mutex_lock(&p->mu);
 	for (struct job *j = p->head; j; j = j->next)
-		n += !strcmp(j->r->journal, journal);
+		n += j->at_once && !strcmp(j->r->journal, journal);
 	for (struct job *j = p->inflight; j; j = j->next)
-		n += !strcmp(j->r->journal, journal);
+		n += j->at_once && !strcmp(j->r->journal, journal);
 	pthread_mutex_unlock(&p->mu);
 	return n;
 }

@@ -14,14 +14,30 @@ struct gaz_persister *gaz_persister_start(struct gaz_broker *b, int workers);
 
 /* gaz_persister_enqueue takes `done` (consumed: its fragment and file
  * reference move into the queue) of the replica `r` (a reference is taken).
- * Never blocks on I/O. */
+ * With `at_once` it is persisted at once. Without, it waits
+ * GAZ_REPLICA_PERSIST_DELAY_S first: for a replica's fragment whose exact
+ * content the primary confirmed holding (it uploads it itself), as
+ * Gazette's replicas wait (facts §5.5: their queue turns over every
+ * minute and attempts after two to three), by when the primary's upload
+ * has normally landed and the attempt is an existence check. Draining at
+ * exit, and gaz_persister_expedite once that primary is gone, end the
+ * delay. Never blocks on I/O. */
+#define GAZ_REPLICA_PERSIST_DELAY_S 150
 void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
-			   struct gaz_spool_done *done);
+			   struct gaz_spool_done *done, bool at_once);
+
+/* gaz_persister_expedite makes the delayed jobs of replica `r` due now:
+ * the primary under which they completed left the route (killed, exited
+ * or moved), so its upload may never come and this broker may hold the
+ * only copy. Never blocks on I/O. */
+void gaz_persister_expedite(struct gaz_persister *p, const struct gaz_replica *r);
 
 /* gaz_persister_pending: fragments queued or in flight. */
 size_t gaz_persister_pending(struct gaz_persister *p);
 
-/* gaz_persister_pending_for: fragments of `journal` queued or in flight. */
+/* gaz_persister_pending_for: fragments of `journal` queued or in flight to
+ * be persisted at once (a replica's delayed existence checks are not
+ * counted: the primary persists those). */
 size_t gaz_persister_pending_for(struct gaz_persister *p, const char *journal);
 
 /* gaz_persister_stop persists everything still queued, retrying until the

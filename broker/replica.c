@@ -59,6 +59,7 @@ void gaz_replica_unref(struct gaz_replica *r)
 	gaz_labelset_free(r->registers);
 	gaz_notifier_release(&r->notifier);
 	pthread_mutex_destroy(&r->mu);
+	free(r->route_primary);
 	free(r->journal);
 	free(r);
 }
@@ -374,7 +375,8 @@ int gaz_replica_publish_spool(struct gaz_replica *r, struct gaz_status *st)
 	return gaz_coverset_add(&r->index, &r->spool.fragment, f, NULL, st);
 }
 
-int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, struct gaz_status *st)
+int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool at_once,
+		     struct gaz_status *st)
 {
 	struct gaz_spool_done done = {0};
 	int rc;
@@ -386,7 +388,7 @@ int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, struct ga
 		return rc;
 	if (done.file) {
 		gaz_metric_spool_completed();
-		gaz_persister_enqueue(r->b->persister, r, &done);
+		gaz_persister_enqueue(r->b->persister, r, &done, at_once);
 	}
 	gaz_spool_done_release(&done);
 	gaz_notifier_broadcast(&r->notifier);
@@ -419,7 +421,9 @@ void gaz_replica_teardown(struct gaz_replica *r)
 	pthread_mutex_unlock(&r->mu);
 	gaz_pipeline_close(r->pipeline);
 	r->pipeline = NULL;
-	if (gaz_replica_roll(r, r->spool.fragment.end, r->spool.fragment.codec, &st))
+	/* Persisted at once: whoever leads the route now may not hold these
+	 * bytes (with replication 1, nobody else does). */
+	if (gaz_replica_roll(r, r->spool.fragment.end, r->spool.fragment.codec, true, &st))
 		gaz_error("rolling spool at teardown failed", "journal=%s err=\"%s\"", r->journal,
 			  st.msg);
 	pthread_mutex_lock(&b->mu);

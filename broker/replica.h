@@ -62,6 +62,9 @@ struct gaz_replica {
 	struct gaz_token_waiter *token_queue; /* FIFO of appends waiting for the token */
 	struct gaz_batch_link *batch_queue;   /* FIFO of appends queued for group commit */
 	bool primary;                  /* per the last resolution by maintenance */
+	char *route_primary;           /* the route's primary ("zone#suffix") as
+					* maintenance last saw it; NULL for none.
+					* Owned; maintenance thread only. */
 	bool dead;                     /* torn down: holders must let go */
 	int64_t fc_balance;            /* append flow-control balance, bytes */
 	int64_t last_pulse_ns;
@@ -138,8 +141,11 @@ void gaz_replica_done_queued(struct gaz_replica *r, struct gaz_batch_link **link
 int gaz_replica_wait_ready(struct gaz_replica *r, struct gaz_rpc_call *call);
 
 /* With the token held: roll the spool to `offset` (an empty fragment with
- * `codec`), handing any completed content to the persister. mu not held. */
-int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, struct gaz_status *st);
+ * `codec`), handing any completed content to the persister: at once with
+ * `at_once`, else after its delay (gaz_persister_enqueue: only for content
+ * the primary confirmed holding). mu not held. */
+int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool at_once,
+		     struct gaz_status *st);
 
 /* With the token held and mu held: publish the spool's committed fragment
  * into the index and wake readers. */
@@ -161,9 +167,10 @@ void gaz_replica_persisted(struct gaz_replica *r, const struct gaz_fragment *fra
 
 /* gaz_replica_apply_proposal applies a proposal to the spool with Gazette's
  * rules (facts §6.2; replicate.c): roll, no-op (rolling back any delta),
- * commit, or mismatch. The append token must be held. Returns a
+ * commit, or mismatch; a roll completes the spool with `at_once` as for
+ * gaz_replica_roll. The append token must be held. Returns a
  * Protocol__Status (OK or PROPOSAL_MISMATCH), or -1 on a local failure. */
 int gaz_replica_apply_proposal(struct gaz_replica *r, const Protocol__Fragment *proposal,
-			       const Protocol__LabelSet *registers, struct gaz_status *st);
+			       const Protocol__LabelSet *registers, bool at_once, struct gaz_status *st);
 
 #endif

@@ -36,6 +36,12 @@ struct repl_ctx {
 	struct gaz_resolution res;
 	struct gaz_replica *r;
 	bool header_sent;
+	/* The last proposal on this stream matched the spool (status OK): the
+	 * primary holds exactly its content and persists it when it rolls,
+	 * so our copy of it may wait (gaz_persister_enqueue). Until then (a
+	 * new stream, a mismatch), what a roll completes may exist only
+	 * here. */
+	bool spool_confirmed;
 	struct gaz_status st;       /* why the stream failed */
 };
 
@@ -66,7 +72,7 @@ static int respond(struct repl_ctx *c, int status, bool with_state)
 }
 
 int gaz_replica_apply_proposal(struct gaz_replica *r, const Protocol__Fragment *proposal,
-			       const Protocol__LabelSet *registers, struct gaz_status *st)
+			       const Protocol__LabelSet *registers, bool at_once, struct gaz_status *st)
 {
 	const Protocol__LabelSet empty = PROTOCOL__LABEL_SET__INIT;
 	const Protocol__LabelSet *regs = registers ? registers : &empty;
@@ -77,7 +83,7 @@ int gaz_replica_apply_proposal(struct gaz_replica *r, const Protocol__Fragment *
 	if (gaz_fragment_from_proto(&p, proposal, st))
 		return -1;
 	if (p.end > end + r->spool.delta || (p.end == end && p.begin == p.end)) {
-		if (gaz_replica_roll(r, p.end, p.codec, st)) {
+		if (gaz_replica_roll(r, p.end, p.codec, at_once, st)) {
 			gaz_fragment_release(&p);
 			return -1;
 		}
@@ -125,7 +131,9 @@ static int apply_one(struct repl_ctx *c, Protocol__ReplicateRequest *m)
 	if (gaz_validate_replicate_request(m, &c->st)) {
 		rc = GAZ_EINVAL;
 	} else if (m->proposal) {
-		int status = gaz_replica_apply_proposal(c->r, m->proposal, m->registers, &c->st);
+		int status = gaz_replica_apply_proposal(c->r, m->proposal, m->registers,
+							!c->spool_confirmed, &c->st);
+		c->spool_confirmed = status == PROTOCOL__STATUS__OK;
 		if (status < 0)
 			rc = GAZ_EIO;
 		else if (m->acknowledge)

@@ -351,3 +351,87 @@ def test_group_commit_gives_each_append_its_own_range(cluster):
     # ungroupable appends above still got the token: they all completed).
     m = re.search(r"^gazette_append_group_continued_total (\d+)", body, re.M)
     assert m and int(m.group(1)) > 0, "no group was committed by a continuing token holder"
+
+
+def persisted_total(b):
+    """The broker's gazette_spool_persisted_total (uploads and existence
+    checks that found the fragment)."""
+    import re
+    import urllib.request
+
+    body = urllib.request.urlopen(b.address + "/debug/metrics").read().decode()
+    m = re.search(r"^gazette_spool_persisted_total (\d+)", body, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def roll_fragments(c, journal, n):
+    """n appends, each longer than the journal's 1024-byte fragments: every
+    append after the first completes the fragment before it."""
+    for i in range(n):
+        assert c.append(journal, (b"%d:" % i) + b"x" * 2000).status == pb.OK
+
+
+def test_only_the_primary_persists_at_once(cluster):
+    """A completed fragment is persisted by the journal's primary at once;
+    the other replicas only check, minutes later, that it landed (Gazette's
+    persister, facts §5.5), so the store sees one upload per fragment, not
+    one per replica. A replica that exits makes that check on its way out
+    instead of waiting for it."""
+    import signal
+
+    from conftest import wait_for
+
+    brokers = [cluster.start() for _ in range(3)]
+    by_id = {b.id: b for b in brokers}
+    c = Client(brokers[0].address)
+    c.apply(spec("persist/one", replication=3, length=1024))
+    route = wait_route(c, "persist/one", 3)
+    primary = route.members[route.primary].suffix
+    roll_fragments(Client(by_id[primary].address), "persist/one", 6)
+    wait_for(lambda: persisted_total(by_id[primary]) >= 5, 20, "the primary's uploads")
+    wait_for(lambda: len([f for f in c.fragments("persist/one").fragments if f.spec.backing_store]) >= 5,
+             20, "the persisted fragments listed")
+    for b in brokers:
+        if b.id != primary:
+            assert persisted_total(b) == 0, "replica %s persisted before its delay" % b.id
+    replica = next(b for b in brokers if b.id != primary)
+    t0 = time.time()
+    assert replica.stop(signal.SIGTERM, timeout=60) == 0
+    assert time.time() - t0 < 60, "an exiting replica must not wait out its persist delay"
+
+
+def test_replicas_persist_at_once_when_the_primary_is_killed(cluster):
+    """Replicas delay their uploads only while the primary under which their
+    fragments completed still leads the route: once it is SIGKILLed and the
+    route moves on, they persist what may exist nowhere else without
+    waiting out the delay, and the journal reads back whole."""
+    import signal
+
+    from conftest import wait_for
+
+    brokers = [cluster.start() for _ in range(3)]
+    by_id = {b.id: b for b in brokers}
+    c = Client(brokers[0].address)
+    c.apply(spec("persist/kill", replication=3, length=1024))
+    route = wait_route(c, "persist/kill", 3)
+    primary = route.members[route.primary].suffix
+    roll_fragments(Client(by_id[primary].address), "persist/kill", 6)
+    replicas = [b for b in brokers if b.id != primary]
+    assert [persisted_total(b) for b in replicas] == [0, 0]
+    by_id[primary].stop(signal.SIGKILL)
+    t0 = time.time()
+    # The route loses the killed primary once its lease (5 s) lapses.
+    for b in replicas:
+        wait_for(lambda: persisted_total(b) >= 5, 40, "replica %s persisting after the primary died" % b.id)
+    assert time.time() - t0 < 60, "replicas waited out their persist delay"
+    survivor = Client(replicas[0].address)
+    wait_route(survivor, "persist/kill", 2, timeout=30)
+    want = b"".join((b"%d:" % i) + b"x" * 2000 for i in range(6))
+    data = b""
+    for _ in range(50):
+        more, _ = survivor.read_bytes("persist/kill", offset=len(data))
+        data += more
+        if len(data) >= len(want):
+            break
+        time.sleep(0.1)
+    assert data == want
