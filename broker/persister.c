@@ -2,11 +2,14 @@
  * persister.c - completed spools to the fragment store (facts §5.5).
  *
  * A queue of completed fragments (each with its local file) is drained by
- * a few worker threads: most at once, but a replica's fragment that the
- * primary confirmed holding after GAZ_REPLICA_PERSIST_DELAY_S (Gazette's
- * replicas check minutes later that the primary's upload landed; the
- * store sees one upload per fragment, not one per replica), or sooner if
- * that primary leaves the route. A job: look up the journal's spec; no spec or no
+ * a few worker threads: most at once. A replica's fragment that the
+ * primary confirmed holding is uploaded by that primary; the replica only
+ * checks that the upload landed (after 1 s, then at doubling intervals),
+ * and drops its copy when it has. It uploads itself only if nothing
+ * landed within GAZ_REPLICA_PERSIST_DELAY_S (Gazette's replicas attempt
+ * after two to three minutes), or once that primary leaves the route.
+ * The store sees one upload per fragment, not one per replica, and a
+ * replica holds its copy for seconds, not minutes. A job: look up the journal's spec; no spec or no
  * stores → dropped (nothing to persist to); compute the path postfix;
  * skip if the object exists; compress to a temporary file when the codec
  * asks; put; then swap the index entry for the persisted one. Failures
@@ -27,12 +30,18 @@
 #include "fragment/codec.h"
 #include "protocol/validate.h"
 
+/* A replica's first check for the primary's upload; later ones double,
+ * up to 32 times this. */
+#define REPLICA_CHECK_FIRST_MS 1000
+
 struct job {
 	struct gaz_replica *r;
 	struct gaz_spool_done done;
 	int attempts;
 	int64_t not_before_ns;
 	bool at_once;                /* not delayed (gaz_persister_enqueue) */
+	int64_t upload_by_ns;        /* delayed: until then, only check (0: upload) */
+	int checks;                  /* existence checks that found nothing */
 	struct job *next;
 };
 
@@ -69,8 +78,10 @@ void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
 	j->done = *done;
 	memset(done, 0, sizeof(*done));
 	j->at_once = at_once;
-	if (!at_once)
-		j->not_before_ns = gaz_mono_ns() + (int64_t)GAZ_REPLICA_PERSIST_DELAY_S * GAZ_NS_PER_S;
+	if (!at_once) {
+		j->upload_by_ns = gaz_mono_ns() + (int64_t)GAZ_REPLICA_PERSIST_DELAY_S * GAZ_NS_PER_S;
+		j->not_before_ns = gaz_deadline_in(REPLICA_CHECK_FIRST_MS);
+	}
 	pthread_mutex_lock(&p->mu);
 	if (p->tail)
 		p->tail->next = j;
@@ -90,8 +101,10 @@ void gaz_persister_expedite(struct gaz_persister *p, const struct gaz_replica *r
 		return;
 	pthread_mutex_lock(&p->mu);
 	for (struct job *j = p->head; j; j = j->next)
-		if (j->r == r && !j->at_once && j->attempts == 0 && j->not_before_ns) {
-			j->not_before_ns = 0;
+		if (j->r == r && j->upload_by_ns) {
+			j->upload_by_ns = 0;
+			if (j->attempts == 0)
+				j->not_before_ns = 0;
 			n++;
 		}
 	if (n)
@@ -168,7 +181,9 @@ static int set_postfix(struct job *j, const Protocol__JournalSpec *spec, struct 
 	return gaz_fragment_set_str(&f->path_postfix, postfix, st);
 }
 
-/* One upload attempt. Returns 0 when persisted (or nothing to do). */
+/* One upload attempt. Returns 0 when persisted (or nothing to do), or
+ * GAZ_ENOTFOUND when a replica's check found no upload yet and its delay
+ * runs on. */
 static int persist(struct gaz_persister *p, struct job *j, struct gaz_status *st)
 {
 	Protocol__JournalSpec *spec = gaz_ks_spec_copy(p->b->ks, p->b->root, j->r->journal);
@@ -191,6 +206,10 @@ static int persist(struct gaz_persister *p, struct job *j, struct gaz_status *st
 	    (rc = gaz_fragment_content_path(f, path, sizeof(path), st)) ||
 	    (rc = gaz_store_exists(s, path, &exists, st)))
 		goto out;
+	if (!exists && j->upload_by_ns > gaz_mono_ns() && !p->draining) {
+		rc = GAZ_ENOTFOUND;
+		goto out;
+	}
 	if (!exists) {
 		if ((rc = encode(p->b, j, &fd, &len, st)))
 			goto out;
@@ -277,7 +296,8 @@ static void *worker(void *arg)
 
 	while ((j = next_job(p))) {
 		struct gaz_status st = {0};
-		if (persist(p, j, &st) == 0) {
+		int rc = persist(p, j, &st);
+		if (rc == 0) {
 			pthread_mutex_lock(&p->mu);
 			inflight_remove(p, j);
 			job_free(j);
@@ -286,11 +306,20 @@ static void *worker(void *arg)
 			pthread_mutex_unlock(&p->mu);
 			continue;
 		}
-		j->attempts++;
-		gaz_warn("persisting fragment failed; will retry", "journal=%s begin=%lld attempt=%d err=\"%s\"",
-			 j->r->journal, (long long)j->done.fragment.begin, j->attempts, st.msg);
-		int64_t backoff_ms = j->attempts > 6 ? 60000 : 1000 << (j->attempts - 1);
-		j->not_before_ns = gaz_deadline_in(backoff_ms);
+		if (rc == GAZ_ENOTFOUND) {
+			/* Not uploaded yet: check again later, uploading at
+			 * upload_by_ns at the latest. */
+			int64_t next = gaz_deadline_in((int64_t)REPLICA_CHECK_FIRST_MS
+						       << (j->checks < 5 ? ++j->checks : 5));
+			j->not_before_ns = next < j->upload_by_ns ? next : j->upload_by_ns;
+		} else {
+			j->attempts++;
+			gaz_warn("persisting fragment failed; will retry",
+				 "journal=%s begin=%lld attempt=%d err=\"%s\"", j->r->journal,
+				 (long long)j->done.fragment.begin, j->attempts, st.msg);
+			int64_t backoff_ms = j->attempts > 6 ? 60000 : 1000 << (j->attempts - 1);
+			j->not_before_ns = gaz_deadline_in(backoff_ms);
+		}
 		pthread_mutex_lock(&p->mu);
 		inflight_remove(p, j);
 		if (p->draining)

@@ -14,22 +14,24 @@ struct gaz_persister *gaz_persister_start(struct gaz_broker *b, int workers);
 
 /* gaz_persister_enqueue takes `done` (consumed: its fragment and file
  * reference move into the queue) of the replica `r` (a reference is taken).
- * With `at_once` it is persisted at once. Without, it waits
- * GAZ_REPLICA_PERSIST_DELAY_S first: for a replica's fragment whose exact
- * content the primary confirmed holding (it uploads it itself), as
- * Gazette's replicas wait (facts §5.5: their queue turns over every
- * minute and attempts after two to three), by when the primary's upload
- * has normally landed and the attempt is an existence check. Draining at
- * exit, and gaz_persister_expedite once that primary is gone, end the
- * delay. Never blocks on I/O. */
+ * With `at_once` it is persisted at once. Without (a replica's fragment
+ * whose exact content the primary confirmed holding: the primary uploads
+ * it), the fragment is only checked for, from 1 s on at doubling
+ * intervals, and counts as persisted once the primary's upload is found;
+ * it is uploaded from here if none landed within
+ * GAZ_REPLICA_PERSIST_DELAY_S (Gazette's replicas wait likewise, facts
+ * §5.5: their queue turns over every minute and attempts after two to
+ * three). Draining at exit, and gaz_persister_expedite once that primary
+ * is gone, end the delay. Never blocks on I/O. */
 #define GAZ_REPLICA_PERSIST_DELAY_S 150
 void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
 			   struct gaz_spool_done *done, bool at_once);
 
-/* gaz_persister_expedite makes the delayed jobs of replica `r` due now:
- * the primary under which they completed left the route (killed, exited
- * or moved), so its upload may never come and this broker may hold the
- * only copy. Never blocks on I/O. */
+/* gaz_persister_expedite ends the delay of replica `r`'s fragments: the
+ * primary under which they completed left the route (killed, exited or
+ * moved), so its upload may never come and this broker may hold the only
+ * copy. Each is uploaded now unless found in the store. Never blocks on
+ * I/O. */
 void gaz_persister_expedite(struct gaz_persister *p, const struct gaz_replica *r);
 
 /* gaz_persister_pending: fragments queued or in flight. */
