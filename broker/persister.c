@@ -225,8 +225,9 @@ static int persist(struct gaz_persister *p, struct job *j, struct gaz_status *st
 	f->mod_time = gaz_wall_ns() / GAZ_NS_PER_S;
 	gaz_replica_persisted(j->r, f);
 	gaz_metric_spool_persisted();
-	gaz_info("persisted fragment", "journal=%s begin=%lld end=%lld store=%s", j->r->journal,
-		 (long long)f->begin, (long long)f->end, spec->fragment->stores[0]);
+	gaz_info("persisted fragment", "journal=%s begin=%lld end=%lld store=%s uploaded=%s",
+		 j->r->journal, (long long)f->begin, (long long)f->end, spec->fragment->stores[0],
+		 exists ? "false" : "true");
 out:
 	gaz_store_unref(s);
 	if (spec)
