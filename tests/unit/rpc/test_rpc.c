@@ -735,6 +735,18 @@ static int send_buffered(struct gaz_rpc_stream *s, int64_t off, char *j)
 	return rc;
 }
 
+/* A malloc'd string of `len` copies of `c` (larger than the transport's
+ * 64 KiB write buffer when len is). */
+static char *big_string(size_t len, char c)
+{
+	char *big = malloc(len + 1);
+
+	assert_non_null(big);
+	memset(big, c, len);
+	big[len] = '\0';
+	return big;
+}
+
 /* Buffered sends still arrive, in order: with the next unbuffered send,
  * alone once larger than the transport's write buffer, and with the
  * half-close. */
@@ -742,13 +754,9 @@ static void test_buffered_sends(void **state)
 {
 	struct gaz_rpc_stream *s = open_stream(g_oneport, P("Bidi"));
 	Protocol__ReadResponse *r;
-	size_t big_len = 256 << 10;
-	char *big = malloc(big_len + 1);
+	char *big = big_string(256 << 10, 'j');
 
 	(void)state;
-	assert_non_null(big);
-	memset(big, 'j', big_len);
-	big[big_len] = '\0';
 	s_reset();
 	assert_int_equal(send_buffered(s, 10, ""), 0);
 	assert_int_equal(stream_send_off(s, 20), 0);
@@ -782,13 +790,9 @@ static void test_buffered_queued_sends(void **state)
 	struct gaz_rpc_stream *s = open_stream(g_oneport, P("Bidi"));
 	Protocol__ReadRequest req = PROTOCOL__READ_REQUEST__INIT;
 	Protocol__ReadResponse *r;
-	size_t big_len = 256 << 10;
-	char *big = malloc(big_len + 1);
+	char *big = big_string(256 << 10, 'q');
 
 	(void)state;
-	assert_non_null(big);
-	memset(big, 'q', big_len);
-	big[big_len] = '\0';
 	s_reset();
 	gaz_rpc_stream_queue_sends(s);
 	req.journal = big;
