@@ -35,21 +35,26 @@ struct local_assign {
 	char *route_primary;
 };
 
+static const struct gaz_ks_value *assign_at(struct gaz_keyspace *ks, size_t i)
+{
+	return gaz_keyspace_at(ks, i)->decoded;
+}
+
 /* The member holding slot 0 of the assignments of `journal` around index
- * i (assignment keys sort by journal, so one journal's are adjacent).
- * Returns a malloc'd "zone#suffix" or NULL. Read lock held. */
+ * i of [lo, hi) (assignment keys sort by journal, so one journal's are
+ * adjacent). Returns a malloc'd "zone#suffix" or NULL. Read lock held. */
 static char *slot0_member(struct gaz_keyspace *ks, size_t lo, size_t hi, size_t i,
 			  const char *journal)
 {
 	size_t a = i, z = i;
 	char *out = NULL;
 
-	while (a > lo && !strcmp(((const struct gaz_ks_value *)gaz_keyspace_at(ks, a - 1)->decoded)->journal, journal))
+	while (a > lo && !strcmp(assign_at(ks, a - 1)->journal, journal))
 		a--;
-	while (z + 1 < hi && !strcmp(((const struct gaz_ks_value *)gaz_keyspace_at(ks, z + 1)->decoded)->journal, journal))
+	while (z + 1 < hi && !strcmp(assign_at(ks, z + 1)->journal, journal))
 		z++;
 	for (size_t k = a; k <= z; k++) {
-		const struct gaz_ks_value *v = gaz_keyspace_at(ks, k)->decoded;
+		const struct gaz_ks_value *v = assign_at(ks, k);
 		if (v->slot == 0 && asprintf(&out, "%s#%s", v->zone, v->suffix) < 0)
 			out = NULL;
 	}

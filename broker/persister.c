@@ -9,10 +9,12 @@
  * landed within GAZ_REPLICA_PERSIST_DELAY_S (Gazette's replicas attempt
  * after two to three minutes), or once that primary leaves the route.
  * The store sees one upload per fragment, not one per replica, and a
- * replica holds its copy for seconds, not minutes. A job: look up the journal's spec; no spec or no
- * stores → dropped (nothing to persist to); compute the path postfix;
- * skip if the object exists; compress to a temporary file when the codec
- * asks; put; then swap the index entry for the persisted one. Failures
+ * replica holds its copy for seconds, not minutes.
+ *
+ * A job: look up the journal's spec; no spec or no stores → dropped
+ * (nothing to persist to); compute the path postfix; skip if the object
+ * exists; compress to a temporary file when the codec asks; put; then
+ * swap the index entry for the persisted one. Failures
  * are retried with backoff (1 s doubling to 60 s), never dropped: the
  * local file keeps serving reads until the upload succeeds.
  */
@@ -40,7 +42,11 @@ struct job {
 	int attempts;
 	int64_t not_before_ns;
 	bool at_once;                /* not delayed (gaz_persister_enqueue) */
-	int64_t upload_by_ns;        /* delayed: until then, only check (0: upload) */
+	/* A delayed job only checks for the primary's upload until then; 0:
+	 * uploads. Guarded by the persister's mu, as is check_only, which
+	 * next_job sets for the attempt it hands out. */
+	int64_t upload_by_ns;
+	bool check_only;
 	int checks;                  /* existence checks that found nothing */
 	struct job *next;
 };
@@ -105,6 +111,11 @@ void gaz_persister_expedite(struct gaz_persister *p, const struct gaz_replica *r
 			j->upload_by_ns = 0;
 			if (j->attempts == 0)
 				j->not_before_ns = 0;
+			n++;
+		}
+	for (struct job *j = p->inflight; j; j = j->next)
+		if (j->r == r && j->upload_by_ns) {
+			j->upload_by_ns = 0; /* its worker requeues it due at once */
 			n++;
 		}
 	if (n)
@@ -206,7 +217,7 @@ static int persist(struct gaz_persister *p, struct job *j, struct gaz_status *st
 	    (rc = gaz_fragment_content_path(f, path, sizeof(path), st)) ||
 	    (rc = gaz_store_exists(s, path, &exists, st)))
 		goto out;
-	if (!exists && j->upload_by_ns > gaz_mono_ns() && !p->draining) {
+	if (!exists && j->check_only) {
 		rc = GAZ_ENOTFOUND;
 		goto out;
 	}
@@ -249,6 +260,7 @@ static struct job *next_job(struct gaz_persister *p)
 		for (; *pp; prev = *pp, pp = &(*pp)->next) {
 			if ((*pp)->not_before_ns <= now || p->draining) {
 				struct job *j = *pp;
+				j->check_only = !p->draining && j->upload_by_ns > now;
 				*pp = j->next;
 				if (p->tail == j)
 					p->tail = prev;
@@ -307,13 +319,7 @@ static void *worker(void *arg)
 			pthread_mutex_unlock(&p->mu);
 			continue;
 		}
-		if (rc == GAZ_ENOTFOUND) {
-			/* Not uploaded yet: check again later, uploading at
-			 * upload_by_ns at the latest. */
-			int64_t next = gaz_deadline_in((int64_t)REPLICA_CHECK_FIRST_MS
-						       << (j->checks < 5 ? ++j->checks : 5));
-			j->not_before_ns = next < j->upload_by_ns ? next : j->upload_by_ns;
-		} else {
+		if (rc != GAZ_ENOTFOUND) {
 			j->attempts++;
 			gaz_warn("persisting fragment failed; will retry",
 				 "journal=%s begin=%lld attempt=%d err=\"%s\"", j->r->journal,
@@ -322,6 +328,13 @@ static void *worker(void *arg)
 			j->not_before_ns = gaz_deadline_in(backoff_ms);
 		}
 		pthread_mutex_lock(&p->mu);
+		if (rc == GAZ_ENOTFOUND) {
+			/* Not uploaded yet: check again later, and upload at
+			 * upload_by_ns at the latest (at once if expedited). */
+			int64_t next = gaz_deadline_in((int64_t)REPLICA_CHECK_FIRST_MS
+						       << (j->checks < 5 ? ++j->checks : 5));
+			j->not_before_ns = next < j->upload_by_ns ? next : j->upload_by_ns;
+		}
 		inflight_remove(p, j);
 		if (p->draining)
 			j->not_before_ns = gaz_deadline_in(200);
