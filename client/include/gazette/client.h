@@ -204,15 +204,18 @@ struct gaz_appender;
 
 /* gaz_appender_begin validates the request (AppendRequest rules of §3.8),
  * opens an Append stream to the journal's primary (cached route) or the
- * broker address, and sends the parameters message. The appender must then be ended by exactly one of
- * gaz_appender_commit or gaz_appender_abort. Returns 0 and *out,
+ * broker address, and sends the parameters message. The appender must
+ * then be ended by exactly one of gaz_appender_commit or gaz_appender_abort. Returns 0 and *out,
  * GAZ_EINVAL (invalid request), GAZ_ERPC, GAZ_ENOMEM. */
 int gaz_appender_begin(struct gaz_client *c, const struct gaz_append_opts *o,
 		       struct gaz_appender **out, struct gaz_status *st);
 
 /* gaz_appender_write sends `len` bytes (borrowed) as content chunks of at
  * most GAZ_APPEND_CHUNK_MAX bytes; len 0 sends nothing. Blocks for flow
- * control. GAZ_ERPC if the stream already ended (commit then reports
+ * control. The request and chunks may wait in the transport (grpc's
+ * write-buffer hint) until the commit, or until its write buffer fills: a
+ * small append reaches the broker in one write, which holds the journal
+ * only once its content is in. GAZ_ERPC if the stream already ended (commit then reports
  * why); GAZ_ECANCELLED. After an error only commit/abort remain. */
 int gaz_appender_write(struct gaz_appender *a, const void *buf, size_t len,
 		       struct gaz_status *st);
