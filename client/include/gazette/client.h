@@ -215,8 +215,9 @@ int gaz_appender_begin(struct gaz_client *c, const struct gaz_append_opts *o,
  * control. The request and chunks may wait in the transport (grpc's
  * write-buffer hint) until the commit, or until its write buffer fills: a
  * small append reaches the broker in one write, which holds the journal
- * only once its content is in. GAZ_ERPC if the stream already ended (commit then reports
- * why); GAZ_ECANCELLED. After an error only commit/abort remain. */
+ * only once its content is in. GAZ_ERPC if the stream already ended
+ * (commit then reports why); GAZ_ECANCELLED. After an error only
+ * commit/abort remain. */
 int gaz_appender_write(struct gaz_appender *a, const void *buf, size_t len,
 		       struct gaz_status *st);
 
