@@ -106,10 +106,10 @@ static struct local_assign *find_assign(struct local_assign *a, size_t n, const 
  * exist nowhere else: the persister stops delaying them. */
 static void note_route_primary(struct gaz_broker *b, struct gaz_replica *r, const char *now)
 {
-	if (r->route_primary && (!now || strcmp(r->route_primary, now)))
-		gaz_persister_expedite(b->persister, r);
 	if (r->route_primary && now && !strcmp(r->route_primary, now))
 		return;
+	if (r->route_primary)
+		gaz_persister_expedite(b->persister, r);
 	free(r->route_primary);
 	r->route_primary = now ? strdup(now) : NULL;
 }

@@ -41,9 +41,8 @@ struct job {
 	struct gaz_spool_done done;
 	int attempts;
 	int64_t not_before_ns;
-	bool at_once;                /* not delayed (gaz_persister_enqueue) */
-	/* A delayed job only checks for the primary's upload until then; 0:
-	 * uploads. Guarded by the persister's mu, as is check_only, which
+	/* A delayed job (gaz_persister_enqueue) only checks for the primary's
+	 * upload until then; 0: uploads, as every job not delayed. Guarded by the persister's mu, as is check_only, which
 	 * next_job sets for the attempt it hands out. */
 	int64_t upload_by_ns;
 	bool check_only;
@@ -83,7 +82,6 @@ void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
 	j->r = r;
 	j->done = *done;
 	memset(done, 0, sizeof(*done));
-	j->at_once = at_once;
 	if (!at_once) {
 		j->upload_by_ns = gaz_mono_ns() + (int64_t)GAZ_REPLICA_PERSIST_DELAY_S * GAZ_NS_PER_S;
 		j->not_before_ns = gaz_deadline_in(REPLICA_CHECK_FIRST_MS);
@@ -295,9 +293,9 @@ size_t gaz_persister_pending_for(struct gaz_persister *p, const char *journal)
 
 	pthread_mutex_lock(&p->mu);
 	for (struct job *j = p->head; j; j = j->next)
-		n += j->at_once && !strcmp(j->r->journal, journal);
+		n += !j->upload_by_ns && !strcmp(j->r->journal, journal);
 	for (struct job *j = p->inflight; j; j = j->next)
-		n += j->at_once && !strcmp(j->r->journal, journal);
+		n += !j->upload_by_ns && !strcmp(j->r->journal, journal);
 	pthread_mutex_unlock(&p->mu);
 	return n;
 }

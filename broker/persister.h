@@ -27,19 +27,19 @@ struct gaz_persister *gaz_persister_start(struct gaz_broker *b, int workers);
 void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
 			   struct gaz_spool_done *done, bool at_once);
 
-/* gaz_persister_expedite ends the delay of replica `r`'s fragments: the
- * primary under which they completed left the route (killed, exited or
- * moved), so its upload may never come and this broker may hold the only
- * copy. Each is uploaded now unless found in the store. Never blocks on
- * I/O. */
+/* gaz_persister_expedite ends the delay of replica `r`'s fragments (`r`
+ * borrowed; `p` may be NULL: nothing happens): the primary under which
+ * they completed left the route (killed, exited or moved), so its upload
+ * may never come and this broker may hold the only copy. Each is uploaded
+ * now unless found in the store. Never blocks on I/O. */
 void gaz_persister_expedite(struct gaz_persister *p, const struct gaz_replica *r);
 
 /* gaz_persister_pending: fragments queued or in flight. */
 size_t gaz_persister_pending(struct gaz_persister *p);
 
 /* gaz_persister_pending_for: fragments of `journal` queued or in flight to
- * be persisted at once (a replica's delayed existence checks are not
- * counted: the primary persists those). */
+ * be uploaded from here (a replica's delayed existence checks are not
+ * counted: the primary uploads those). */
 size_t gaz_persister_pending_for(struct gaz_persister *p, const char *journal);
 
 /* gaz_persister_stop persists everything still queued, retrying until the
