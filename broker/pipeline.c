@@ -188,6 +188,10 @@ int gaz_pipeline_open(struct gaz_broker *b, const struct gaz_resolution *res,
 		else if (!(pe->s = gaz_rpc_stream_open(ch, "/protocol.Journal/Replicate",
 						       GAZ_DEADLINE_NEVER, false, NULL, st)))
 			rc = GAZ_EUNAVAIL;
+		else /* the token holder never waits for a send to complete:
+		      * content and proposal queue behind each other per peer,
+		      * and every peer gets its proposal at once */
+			gaz_rpc_stream_queue_sends(pe->s);
 	}
 	if (rc) {
 		gaz_pipeline_close(p);

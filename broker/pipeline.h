@@ -42,7 +42,10 @@ bool gaz_pipeline_matches(const struct gaz_pipeline *p, const struct gaz_route *
 /* gaz_pipeline_propose scatters a proposal, always acknowledged, and
  * stores in *ticket its place in the order of gathers. The first message
  * of each stream also carries its peer's Header and the deprecated journal
- * field. Token holder only. Returns 0 or GAZ_EUNAVAIL. */
+ * field. Token holder only. Sends queue behind the one in flight to each
+ * peer (the caller does not wait for them to go out): a send that fails
+ * after it was queued shows at a later send or at the gather. Returns 0
+ * or GAZ_EUNAVAIL. */
 int gaz_pipeline_propose(struct gaz_pipeline *p, const Protocol__Fragment *proposal,
 			 const Protocol__LabelSet *registers, uint64_t *ticket, struct gaz_status *st);
 
