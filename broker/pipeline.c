@@ -271,6 +271,10 @@ int gaz_pipeline_gather(struct gaz_pipeline *p, uint64_t ticket,
 		rc = gaz_status_set(st, GAZ_EUNAVAIL, "replication pipeline failed");
 	p->gathering = !rc;
 	pthread_mutex_unlock(&p->mu);
+	/* Every peer's answer is received as it comes; this thread wakes for
+	 * the first one it waits for, and usually finds the rest in. */
+	for (size_t i = 0; i < p->n && !rc; i++)
+		gaz_rpc_stream_recv_ahead(p->peers[i].s);
 	for (size_t i = 0; i < p->n && !rc; i++) {
 		if (gaz_rpc_stream_recv(p->peers[i].s, &protocol__replicate_response__descriptor,
 					(ProtobufCMessage **)&resp[i], gaz_deadline_in(GATHER_TIMEOUT_MS)))

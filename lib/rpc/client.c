@@ -710,18 +710,38 @@ static bool recv_wait(struct gaz_rpc_stream *s, int64_t deadline_ns)
 	return done;
 }
 
+/* recv_start (s->mu held) keeps one receive in flight unless one is in
+ * flight or unread; false when none could be started (the stream is
+ * then over). */
+static bool recv_start(struct gaz_rpc_stream *s)
+{
+	grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
+
+	if (s->eof || s->recv_op.pending || s->recv_op.done)
+		return !s->eof;
+	op.data.recv_message.recv_message = &s->recv_bb;
+	if (!sop_start(s, &s->recv_op, &op, 1))
+		s->eof = true;
+	return !s->eof;
+}
+
+void gaz_rpc_stream_recv_ahead(struct gaz_rpc_stream *s)
+{
+	pthread_mutex_lock(&s->mu);
+	if (!s->recv_last)
+		(void)recv_start(s);
+	pthread_mutex_unlock(&s->mu);
+}
+
 int gaz_rpc_stream_recv(struct gaz_rpc_stream *s, const ProtobufCMessageDescriptor *desc,
 			ProtobufCMessage **out, int64_t deadline_ns)
 {
-	grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
 	grpc_byte_buffer *bb = NULL;
 	int rc;
 
 	*out = NULL;
-	op.data.recv_message.recv_message = &s->recv_bb;
 	pthread_mutex_lock(&s->mu);
-	if (!s->eof && !s->recv_op.pending && !s->recv_op.done && !sop_start(s, &s->recv_op, &op, 1))
-		s->eof = true;
+	(void)recv_start(s);
 	if (s->eof || !recv_wait(s, deadline_ns)) {
 		rc = s->eof ? GAZ_EOF : GAZ_ETIMEDOUT; /* a timed-out receive stays in flight */
 		pthread_mutex_unlock(&s->mu);

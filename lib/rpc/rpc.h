@@ -373,6 +373,16 @@ int gaz_rpc_stream_send_packed(struct gaz_rpc_stream *s, const struct gaz_rpc_pa
  * the sends before it, unless the stream queues its sends. */
 int gaz_rpc_stream_close_send(struct gaz_rpc_stream *s);
 
+/* gaz_rpc_stream_recv_ahead starts receiving the next message of `s`
+ * without waiting for it: it completes on a poller while the caller waits
+ * for another stream, and the next gaz_rpc_stream_recv takes it. A caller
+ * gathering one message from each of several streams starts them all
+ * first, and then wakes once the last is in, instead of starting each
+ * receive only after the one before (a poller round trip per stream).
+ * Does nothing while a receive is in flight or unread, or after the end.
+ * Same threads as gaz_rpc_stream_recv. */
+void gaz_rpc_stream_recv_ahead(struct gaz_rpc_stream *s);
+
 /* gaz_rpc_stream_recv receives the next message (see gaz_rpc_unary for
  * ownership). Returns 0, GAZ_EOF (server ended the stream: call
  * gaz_rpc_stream_finish for the status), GAZ_ETIMEDOUT (deadline_ns passed;

@@ -718,6 +718,48 @@ static void test_bidi_ping_pong(void **state)
 	assert_int_equal(s_int(&S.end_rc[0]), GAZ_EOF);
 }
 
+/* Receives started ahead on several streams (as a gather does) deliver
+ * each stream's own messages, in order, to the later receives; one
+ * started twice, or after the end, changes nothing. */
+static void test_stream_recv_ahead(void **state)
+{
+	struct gaz_rpc_stream *s[3];
+	Protocol__ReadResponse *r;
+
+	(void)state;
+	s_reset();
+	for (int k = 0; k < 3; k++)
+		s[k] = open_stream(g_oneport, P("Bidi"));
+	for (int i = 0; i < 20; i++) {
+		for (int k = 0; k < 3; k++) {
+			assert_int_equal(stream_send_off(s[k], 1000 * k + i), 0);
+			gaz_rpc_stream_recv_ahead(s[k]);
+			gaz_rpc_stream_recv_ahead(s[k]); /* in flight: no second receive */
+		}
+		for (int k = 2; k >= 0; k--) {
+			assert_int_equal(stream_recv_resp(s[k], &r, gaz_deadline_in(10000)), 0);
+			assert_int_equal(r->offset, 1000 * k + i + 1);
+			free_resp(r);
+		}
+	}
+	/* Nothing sent: the receive started ahead waits, and the message
+	 * sent after it is what it gets. */
+	gaz_rpc_stream_recv_ahead(s[0]);
+	assert_int_equal(stream_recv_resp(s[0], &r, gaz_deadline_in(50)), GAZ_ETIMEDOUT);
+	assert_int_equal(stream_send_off(s[0], 7), 0);
+	assert_int_equal(stream_recv_resp(s[0], &r, gaz_deadline_in(10000)), 0);
+	assert_int_equal(r->offset, 8);
+	free_resp(r);
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(gaz_rpc_stream_close_send(s[k]), 0);
+		gaz_rpc_stream_recv_ahead(s[k]);
+		assert_int_equal(stream_recv_resp(s[k], &r, gaz_deadline_in(10000)), GAZ_EOF);
+		gaz_rpc_stream_recv_ahead(s[k]); /* after the end: nothing */
+		end_ok(s[k]);
+	}
+	assert_true(s_await(&S.ended, 3));
+}
+
 /* send_buffered sends a ReadRequest for `off` (journal `j`) packed, with
  * the buffer hint. */
 static int send_buffered(struct gaz_rpc_stream *s, int64_t off, char *j)
@@ -1562,6 +1604,7 @@ int main(void)
 		cmocka_unit_test(test_server_stream),
 		cmocka_unit_test(test_client_stream_sum),
 		cmocka_unit_test(test_bidi_ping_pong),
+		cmocka_unit_test(test_stream_recv_ahead),
 		cmocka_unit_test(test_buffered_sends),
 		cmocka_unit_test(test_buffered_queued_sends),
 		cmocka_unit_test(test_recv_each),
