@@ -383,6 +383,71 @@ out:
 	return r;
 }
 
+/* ---- the poller's commit: a lone append with no handler thread ---------- */
+
+void gaz__append_poller_done(struct append_ctx *a)
+{
+	struct gaz_rpc_call *call = a->call;
+
+	free(a->entry.owned);
+	gaz_labelset_free(a->registers);
+	gaz_resolution_release(&a->res);
+	protobuf_c_message_free_unpacked(&a->req->base, NULL);
+	free(a);
+	gaz_rpc_unpark(call);
+}
+
+/* With the token held and the request read (`e`, its first message
+ * `req`, both handed over): a context of its own for the append, resolved
+ * again (the commit needs the spec and route), then the poller commit.
+ * Returns true once that took the append; false with the token still
+ * held, and `e` and `req` freed, for the handler's path. */
+static bool poller_commit(struct gaz_rpc_call *call, struct gaz_broker *b,
+			  Protocol__AppendRequest *req, struct gaz_replica *r,
+			  struct gaz_batch_entry *e)
+{
+	struct gaz_status st = {0};
+	struct append_ctx *a = calloc(1, sizeof(*a));
+	struct gaz_resolve_opts o = {
+		.may_proxy = true,
+		.require_primary = true,
+		.min_etcd_revision = req->min_etcd_revision,
+		.no_wait = true,
+	};
+
+	if (!a || !(a->registers = gaz_labelset_new()))
+		goto fallback;
+	*a = (struct append_ctx){.b = b, .call = call, .req = req, .registers = a->registers,
+				 .entry = *e};
+	a->res.route.primary = -1;
+	if (gaz_resolve(b, req->journal, &o, &a->res, &st) || a->res.status != PROTOCOL__STATUS__OK ||
+	    a->res.replica != r)
+		goto fallback;
+	for (size_t i = 0; i < a->res.route.n; i++)
+		if (!a->res.route.consistent[i])
+			goto fallback;
+	if ((int64_t)a->res.route.n != gaz__append_desired_replication(b, a->res.spec) ||
+	    a->res.route.n < 2)
+		goto fallback;
+	a->entry.data = a->entry.owned;
+	if (gaz__append_poller_commit(a, &a->entry) == 0) {
+		gaz_metric_rpc_started("Append");
+		gaz_metric_append_poller_commit();
+		free(e);
+		return true;
+	}
+fallback:
+	if (a) {
+		gaz_labelset_free(a->registers);
+		gaz_resolution_release(&a->res);
+		free(a);
+	}
+	free(e->owned);
+	free(e);
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+	return false;
+}
+
 bool gaz_append_fast(struct gaz_rpc_call *call, struct gaz_broker *b)
 {
 	struct gaz_batch_entry *e = NULL;
@@ -392,6 +457,7 @@ bool gaz_append_fast(struct gaz_rpc_call *call, struct gaz_broker *b)
 	size_t len;
 	int64_t chunks;
 	bool parked = false;
+	int rc;
 
 	if (!(req = peek_request(call, &data, &len, &chunks)))
 		return false;
@@ -407,8 +473,18 @@ bool gaz_append_fast(struct gaz_rpc_call *call, struct gaz_broker *b)
 	e->chunks = chunks;
 	if (gaz_sha1(data, len, e->sum))
 		goto out;
-	if ((parked = gaz_replica_park(r, &e->link)))
+	if ((rc = gaz_replica_park_or_acquire(r, &e->link)) == 1) {
+		parked = true;
 		gaz_metric_append_parked();
+	} else if (rc == 2) {
+		/* The token was free: commit here, else let it go and take
+		 * the handler's path. */
+		parked = poller_commit(call, b, req, r, e);
+		if (!parked)
+			gaz_replica_release(r);
+		gaz_replica_unref(r);
+		return parked;
+	}
 out:
 	if (!parked) {
 		free(e);

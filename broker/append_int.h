@@ -55,6 +55,7 @@ struct append_ctx {
 	struct gaz_batch_entry *batch;     /* &entry while this append leads a group commit */
 	size_t group_n;                    /* members of the group it leads, itself included */
 	bool lease_lost;                   /* a commit found the member lease expired */
+	struct gaz_commit_pending *poller_pc; /* a poller commit's, until gathered */
 };
 
 /* append_batch.c: group commit. An append whose whole content is small
@@ -138,6 +139,28 @@ struct gaz_commit_pending {
  * after a failed start there is nothing to finish. */
 int gaz__append_replicate_commit_start(struct append_ctx *a, struct gaz_commit_pending *pc);
 int gaz__append_replicate_commit_finish(struct append_ctx *a, struct gaz_commit_pending *pc);
+
+/* gaz__append_replicate_commit_propose is commit_start without closing
+ * the pipeline on failure (a failed proposal that was sent abandons it,
+ * so it fails later gathers): for a caller that must not block. */
+int gaz__append_replicate_commit_propose(struct append_ctx *a, struct gaz_commit_pending *pc,
+					 struct gaz_status *st);
+
+/* append_local.c: commits a lone parked append, `e` (its whole content,
+ * SHA-1 taken), on the poller that read it, when it can go through
+ * without waiting: the token held by the caller, the pipeline idle and
+ * built for the route, the preconditions met now, no roll due, the rate
+ * limit's balance covering it. Returns 0 once it took the append: the
+ * token is let go of, and the acknowledgements are gathered by the
+ * pollers, which answer the call and then call gaz__append_poller_done
+ * (perhaps before this returns; `a` must not be touched after).
+ * Returns GAZ_EINVAL, nothing done and the token still held, when the
+ * append needs the handler's path. */
+int gaz__append_poller_commit(struct append_ctx *a, struct gaz_batch_entry *e);
+
+/* append_batch.c: frees a poller-committed append's context, once
+ * answered, and lets go of its call. */
+void gaz__append_poller_done(struct append_ctx *a);
 void gaz__append_pipeline_fail(struct append_ctx *a, const char *why);
 
 /* append.c: answer with a Gazette status (registers or the store error

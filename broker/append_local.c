@@ -757,3 +757,149 @@ int gaz__append_local(struct append_ctx *a)
 	EVP_MD_CTX_free(sha);
 	return 0;
 }
+
+/* ---- a lone append committed by the poller that read it ----------------- */
+
+/* ready_now: the checks preconditions() and maybe_roll() make of a plain
+ * append (no offset, register or suspension request), when all pass
+ * without waiting or writing: fragment index ready, first store healthy
+ * by its last check, member lease valid, nothing in the index beyond the
+ * spool, no suspension offset ahead, no roll due. Anything else goes to
+ * the handler's path, which answers or waits. Token held. */
+static bool ready_now(struct append_ctx *a)
+{
+	struct gaz_replica *r = a->res.replica;
+	const Protocol__JournalSpec *spec = a->res.spec;
+	const Protocol__JournalSpec__Fragment *fs = spec->fragment;
+	struct gaz_status st = {0};
+	int64_t imin, imax, last_mod, end;
+	bool ok;
+
+	if (!gaz_broker_lease_valid(a->b) || !gaz_journal_may_write(spec->flags) ||
+	    (fs->n_stores && gaz_stores_health(a->b, fs->stores[0], 0, &st)))
+		return false;
+	pthread_mutex_lock(&r->mu);
+	gaz_coverset_summary(&r->index, &imin, &imax, &last_mod);
+	end = r->spool.fragment.end;
+	ok = r->index_ready && !r->dead && !r->store_error[0] && imax <= end && r->spool.delta == 0 &&
+	     !(spec->suspend && end < spec->suspend->offset) &&
+	     roll_target(r, fs, r->spool.fragment.begin == imin ? end : 0) < 0 &&
+	     gaz_labelset_copy(a->registers, r->registers) == 0;
+	pthread_mutex_unlock(&r->mu);
+	return ok;
+}
+
+/* rate_take_now debits `len` from the rate limit's balance when it covers
+ * it now (rate_debit without the wait). */
+static bool rate_take_now(struct append_ctx *a, int64_t len)
+{
+	struct gaz_replica *r = a->res.replica;
+	int64_t rate = max_rate(a), now = gaz_mono_ns();
+	bool ok;
+
+	if (rate <= 0)
+		return true;
+	pthread_mutex_lock(&r->mu);
+	r->fc_balance += (now - r->last_pulse_ns) * rate / GAZ_NS_PER_S;
+	r->last_pulse_ns = now;
+	if (r->fc_balance > rate * 10)
+		r->fc_balance = rate * 10;
+	if ((ok = r->fc_balance >= len))
+		r->fc_balance -= len;
+	pthread_mutex_unlock(&r->mu);
+	return ok;
+}
+
+/* The pollers gathered a poller commit's acknowledgements. */
+static void poller_gathered(void *arg, int rc, Protocol__ReplicateResponse **resp)
+{
+	struct append_ctx *a = arg;
+	struct gaz_commit_pending *pc = a->poller_pc;
+
+	for (size_t i = 0; !rc && i < gaz_pipeline_peers(pc->p); i++)
+		if (resp[i]->status != PROTOCOL__STATUS__OK) {
+			gaz_warn("replication pipeline failed", "journal=%s err=\"a peer did not "
+				 "acknowledge the commit\"", a->res.journal);
+			gaz_pipeline_abandon(pc->p); /* the next token holder rebuilds it */
+			rc = GAZ_EPROTO;
+		}
+	if (rc) {
+		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE,
+					  "replication to a peer failed; the append may have committed");
+	} else {
+		gaz_labelset_copy(a->registers, pc->regs);
+		gaz_notifier_broadcast(&a->res.replica->notifier);
+		gaz__append_respond_commit(a);
+	}
+	gaz_labelset_free(pc->regs);
+	free(pc);
+	a->poller_pc = NULL;
+	gaz__append_poller_done(a);
+}
+
+/* A poller commit failed before its proposal was out: roll back (the
+ * pipeline, failed, is rebuilt by the next token holder), answer, and let
+ * go of the token. */
+static void poller_failed(struct append_ctx *a, const char *why)
+{
+	struct gaz_replica *r = a->res.replica;
+
+	gaz_warn("append rolled back", "journal=%s err=\"%s\"", r->journal, why);
+	gaz_pipeline_abandon(r->pipeline);
+	pthread_mutex_lock(&r->mu);
+	gaz_metric_spool_rollback(r->spool.delta);
+	gaz_spool_rollback(&r->spool);
+	pthread_mutex_unlock(&r->mu);
+	gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, why);
+	gaz_replica_release(r);
+}
+
+int gaz__append_poller_commit(struct append_ctx *a, struct gaz_batch_entry *e)
+{
+	struct gaz_replica *r = a->res.replica;
+	struct gaz_pipeline *p = r->pipeline;
+	struct gaz_commit_pending *pc;
+	struct gaz_status st = {0};
+
+	if (!p || e->len > BATCH_SLICE_BYTES || !gaz_pipeline_matches(p, &a->res.route) ||
+	    !gaz_pipeline_idle(p) || !ready_now(a) || !rate_take_now(a, (int64_t)e->len) ||
+	    !(pc = calloc(1, sizeof(*pc))))
+		return GAZ_EINVAL;
+	/* From here the append is ours to answer. */
+	a->commit_begin = r->spool.fragment.end;
+	a->commit_end = a->commit_begin + (int64_t)e->len;
+	a->commit_codec = r->spool.fragment.codec;
+	memcpy(a->commit_sum, e->sum, sizeof(a->commit_sum));
+	a->total_chunks = e->chunks;
+	if (gaz_pipeline_content(p, e->data, e->len, 0, &st) ||
+	    gaz_spool_append(&r->spool, e->data, e->len, &st)) {
+		free(pc);
+		poller_failed(a, st.msg);
+		gaz__append_poller_done(a);
+		return 0;
+	}
+	gaz_metric_spool_commit(r->spool.delta);
+	if (gaz__append_replicate_commit_propose(a, pc, &st)) {
+		free(pc);
+		gaz_warn("replication pipeline failed", "journal=%s err=\"%s\"", r->journal,
+			 st.msg[0] ? st.msg : gaz_err_str(GAZ_EUNAVAIL));
+		poller_failed(a, "replication to a peer failed; the append may have committed");
+		gaz__append_poller_done(a);
+		return 0;
+	}
+	gaz_notifier_broadcast(&r->notifier);
+	a->poller_pc = pc;
+	/* The gather holds the pipeline; our reference on the replica lets
+	 * the token go after `a` (which holds the other) may be freed. */
+	atomic_fetch_add(&r->refs, 1);
+	if (gaz_pipeline_gather_async(p, pc->ticket, poller_gathered, a)) {
+		/* Not the next ticket: cannot be, with the pipeline idle
+		 * and the token held; fail the append rather than lose it. */
+		gaz_error("poller commit: gather out of order", "journal=%s", r->journal);
+		gaz_pipeline_abandon(p);
+		poller_gathered(a, GAZ_EUNAVAIL, NULL);
+	}
+	gaz_replica_release(r);
+	gaz_replica_unref(r);
+	return 0;
+}

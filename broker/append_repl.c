@@ -202,13 +202,23 @@ int gaz__append_replicate_content(struct append_ctx *a, const uint8_t *data, siz
 
 int gaz__append_replicate_commit_start(struct append_ctx *a, struct gaz_commit_pending *pc)
 {
+	struct gaz_status st = {0};
+	int rc = gaz__append_replicate_commit_propose(a, pc, &st);
+
+	if (rc)
+		gaz__append_pipeline_fail(a, st.msg[0] ? st.msg : gaz_err_str(rc));
+	return rc;
+}
+
+int gaz__append_replicate_commit_propose(struct append_ctx *a, struct gaz_commit_pending *pc,
+					 struct gaz_status *st)
+{
 	struct gaz_replica *r = a->res.replica;
 	Protocol__LabelSet *regs = gaz_labelset_new();
 	struct gaz_fragment next = {0};
 	Protocol__Fragment pf = PROTOCOL__FRAGMENT__INIT;
 	Protocol__SHA1Sum sum = PROTOCOL__SHA1_SUM__INIT;
-	struct gaz_status st = {0};
-	int rc = regs ? 0 : gaz_status_set(&st, GAZ_ENOMEM, "out of memory");
+	int rc = regs ? 0 : gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 
 	*pc = (struct gaz_commit_pending){.p = r->pipeline};
 	/* The registers after this append: only non-empty appends change them. */
@@ -218,14 +228,13 @@ int gaz__append_replicate_commit_start(struct append_ctx *a, struct gaz_commit_p
 	else if (!rc)
 		rc = gaz_labelset_copy(regs, r->registers);
 	if (!rc)
-		rc = gaz_spool_next(&r->spool, &next, &st);
+		rc = gaz_spool_next(&r->spool, &next, st);
 	if (!rc) {
 		gaz_fragment_to_proto(&next, &pf, &sum);
-		rc = propose(a, &pf, regs, &pc->ticket, &st);
+		rc = propose(a, &pf, regs, &pc->ticket, st);
 	}
 	gaz_fragment_release(&next);
 	if (rc) {
-		gaz__append_pipeline_fail(a, st.msg[0] ? st.msg : gaz_err_str(rc));
 		gaz_labelset_free(regs);
 		return rc;
 	}

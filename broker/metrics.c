@@ -6,7 +6,7 @@
 
 static struct gaz_metric *started, *completed, *write_head, *commits, *commit_bytes, *rollbacks,
 	*rollback_bytes, *completed_spools, *persisted, *alloc_ops, *group_commits, *group_members, *parked,
-	*group_continued;
+	*group_continued, *poller_commits;
 
 int gaz_broker_metrics_init(void)
 {
@@ -42,12 +42,17 @@ int gaz_broker_metrics_init(void)
 	group_continued = gaz_metrics_counter(r, "gazette_append_group_continued_total",
 					      "Groups committed by the token holder of the group before "
 					      "it, without a hand-off.", NULL);
+	poller_commits = gaz_metrics_counter(r, "gazette_append_poller_commits_total",
+					     "Lone appends committed and answered by the grpc pollers, "
+					     "with no handler thread.", NULL);
 	return gaz_metrics_process(r, &st);
 }
 
 void gaz_metric_append_parked(void) { gaz_metric_inc(gaz_metric_with(parked)); }
 
 void gaz_metric_group_continued(void) { gaz_metric_inc(gaz_metric_with(group_continued)); }
+
+void gaz_metric_append_poller_commit(void) { gaz_metric_inc(gaz_metric_with(poller_commits)); }
 
 void gaz_metric_group_commit(int64_t members)
 {

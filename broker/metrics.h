@@ -32,6 +32,9 @@ void gaz_metric_append_parked(void);
 /* A group committed by the token holder of the group before it, with no
  * hand-off (append_local.c; ours). */
 void gaz_metric_group_continued(void);
+/* A lone append committed and answered by the pollers (append_local.c;
+ * ours). */
+void gaz_metric_append_poller_commit(void);
 
 /* gaz_status_label names a Protocol__Status for metric labels. */
 const char *gaz_status_label(int status);

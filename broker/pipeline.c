@@ -39,6 +39,10 @@ struct gaz_pipeline {
 	uint64_t gathered;           /* tickets gathered, in order */
 	bool failed;                 /* a gather failed: later ones fail at once */
 	bool gathering;              /* some thread is receiving from the peers */
+	/* gaz_pipeline_gather_async: the gather in progress is the pollers'. */
+	gaz_pipeline_gathered_fn async_fn;
+	void *async_arg;
+	size_t async_left;           /* peers yet to answer, plus one while starting */
 };
 
 size_t gaz_pipeline_peers(const struct gaz_pipeline *p) { return p->n; }
@@ -94,12 +98,17 @@ void gaz_pipeline_close(struct gaz_pipeline *p)
 {
 	if (!p)
 		return;
+	int64_t deadline = gaz_deadline_in(GATHER_TIMEOUT_MS);
+
 	pthread_mutex_lock(&p->mu);
 	/* Appends that let go of the token get their acknowledgements first
-	 * (each gather is bounded); after a failure, a gather still
-	 * receiving is cut short. */
-	while (p->refs > 1 && !p->failed)
-		pthread_cond_wait(&p->cv, &p->mu);
+	 * (a gather by the pollers is bounded here); after a failure, a
+	 * gather still receiving is cut short. */
+	while (p->refs > 1 && !p->failed) {
+		struct timespec ts = gaz_abstime_of(deadline);
+		if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT)
+			break;
+	}
 	p->failed = true;
 	if (p->gathering)
 		for (size_t i = 0; i < p->n; i++)
@@ -291,4 +300,91 @@ int gaz_pipeline_gather(struct gaz_pipeline *p, uint64_t ticket,
 	pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 	return rc;
+}
+
+bool gaz_pipeline_idle(struct gaz_pipeline *p)
+{
+	bool idle;
+
+	pthread_mutex_lock(&p->mu);
+	idle = !p->failed && !p->gathering && p->gathered == p->sent;
+	pthread_mutex_unlock(&p->mu);
+	return idle;
+}
+
+/* async_done ends the pollers' gather once every peer answered: takes
+ * each answer (already received), then hands them to the callback. */
+static void async_done(struct gaz_pipeline *p)
+{
+	Protocol__ReplicateResponse **resp = calloc(p->n + 1, sizeof(*resp));
+	gaz_pipeline_gathered_fn fn;
+	struct gaz_status st = {0};
+	void *arg;
+	int rc = resp ? 0 : gaz_status_set(&st, GAZ_ENOMEM, "out of memory");
+
+	for (size_t i = 0; i < p->n && !rc; i++)
+		if (gaz_rpc_stream_recv(p->peers[i].s, &protocol__replicate_response__descriptor,
+					(ProtobufCMessage **)&resp[i], gaz_mono_ns()))
+			rc = gaz_status_set(&st, GAZ_EUNAVAIL, "no acknowledgement from %s#%s",
+					    p->peers[i].header->process_id->zone,
+					    p->peers[i].header->process_id->suffix);
+	pthread_mutex_lock(&p->mu);
+	fn = p->async_fn;
+	arg = p->async_arg;
+	p->async_fn = NULL;
+	p->gathering = false;
+	p->gathered++;
+	p->failed |= rc != 0;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	if (rc)
+		gaz_warn("replication pipeline failed", "journal=%s err=\"%s\"", p->journal, st.msg);
+	fn(arg, rc, rc ? NULL : resp);
+	for (size_t i = 0; resp && i < p->n; i++)
+		if (resp[i])
+			protobuf_c_message_free_unpacked(&resp[i]->base, NULL);
+	free(resp);
+	gaz_pipeline_unref(p); /* may let a close go on: p is not touched after */
+}
+
+/* A peer's answer (or its stream's end) is in. */
+static void async_peer_in(void *arg)
+{
+	struct gaz_pipeline *p = arg;
+	bool last;
+
+	pthread_mutex_lock(&p->mu);
+	last = --p->async_left == 0;
+	pthread_mutex_unlock(&p->mu);
+	if (last)
+		async_done(p);
+}
+
+int gaz_pipeline_gather_async(struct gaz_pipeline *p, uint64_t ticket, gaz_pipeline_gathered_fn fn,
+			      void *arg)
+{
+	bool failed;
+
+	pthread_mutex_lock(&p->mu);
+	if (p->gathered != ticket || p->gathering) {
+		pthread_mutex_unlock(&p->mu);
+		return GAZ_EINVAL;
+	}
+	failed = p->failed;
+	if (!failed) {
+		p->gathering = true;
+		p->refs++;
+		p->async_fn = fn;
+		p->async_arg = arg;
+		p->async_left = p->n + 1;
+	}
+	pthread_mutex_unlock(&p->mu);
+	if (failed) {
+		fn(arg, GAZ_EUNAVAIL, NULL);
+		return 0;
+	}
+	for (size_t i = 0; i < p->n; i++)
+		gaz_rpc_stream_recv_notify(p->peers[i].s, async_peer_in, p);
+	async_peer_in(p); /* the starting count: the last answer may be in */
+	return 0;
 }

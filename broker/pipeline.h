@@ -64,4 +64,24 @@ int gaz_pipeline_gather(struct gaz_pipeline *p, uint64_t ticket,
 
 size_t gaz_pipeline_peers(const struct gaz_pipeline *p);
 
+/* gaz_pipeline_idle: not failed, and every proposal sent was gathered. */
+bool gaz_pipeline_idle(struct gaz_pipeline *p);
+
+/* A gather's outcome: rc 0 with one response per peer in resp[] (borrowed
+ * for the call), or the gather's error with resp NULL. */
+typedef void (*gaz_pipeline_gathered_fn)(void *arg, int rc, Protocol__ReplicateResponse **resp);
+
+/* gaz_pipeline_gather_async gathers `ticket` without a waiting thread:
+ * fn(arg, ...) runs once every peer's answer is in, on the poller that
+ * received the last one (or on this thread when they are in already, or
+ * at once with GAZ_EUNAVAIL when the pipeline failed). It holds a
+ * reference on the pipeline until fn returns, so a close waits for it, at
+ * most the gather timeout (then the peers' streams are cancelled and fn
+ * gets GAZ_EUNAVAIL). The caller must not touch what fn releases after
+ * this call. Token holder, the ticket being the next to gather. Returns
+ * 0, or GAZ_EINVAL (fn not called) when it is not: an earlier ticket is
+ * still to be gathered. */
+int gaz_pipeline_gather_async(struct gaz_pipeline *p, uint64_t ticket, gaz_pipeline_gathered_fn fn,
+			      void *arg);
+
 #endif

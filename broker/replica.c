@@ -263,6 +263,21 @@ bool gaz_replica_park(struct gaz_replica *r, struct gaz_batch_link *l)
 	return ok;
 }
 
+int gaz_replica_park_or_acquire(struct gaz_replica *r, struct gaz_batch_link *l)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&r->mu);
+	if (!r->dead && !r->token_held && !r->token_queue && !r->batch_queue) {
+		r->token_held = true;
+		rc = 2;
+	}
+	pthread_mutex_unlock(&r->mu);
+	if (rc == 0 && gaz_replica_park(r, l))
+		rc = 1;
+	return rc;
+}
+
 /* unpark_all (r->mu held) detaches every parked link into a list. */
 static struct gaz_batch_link *unpark_all(struct gaz_replica *r)
 {

@@ -121,6 +121,12 @@ int gaz_replica_acquire_queued(struct gaz_replica *r, struct gaz_rpc_call *call,
  * replica dead. */
 bool gaz_replica_park(struct gaz_replica *r, struct gaz_batch_link *l);
 
+/* gaz_replica_park_or_acquire: the token when it is free and nobody
+ * waits for it (returns 2, the caller then holds it, `l` untouched); else
+ * gaz_replica_park (1 when parked); 0 when neither (the replica died, or
+ * the token went free between the two steps). */
+int gaz_replica_park_or_acquire(struct gaz_replica *r, struct gaz_batch_link *l);
+
 /* gaz_replica_take_queued: with the token held, detaches queued links in
  * FIFO order while accept(link, arg) says yes, marking each taken and
  * dropping its token wait. Stores up to `max` of them in out[]; returns

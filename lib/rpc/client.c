@@ -340,6 +340,10 @@ struct gaz_rpc_stream {
 	bool close_queued;          /* half-close once the queue is out */
 	bool send_failed;           /* a queued send failed: the rest were dropped */
 	bool freeing;               /* gaz_rpc_stream_free waits for every op */
+	/* gaz_rpc_stream_recv_notify: called once the receive in flight
+	 * completes, on the poller. */
+	void (*recv_notify)(void *arg);
+	void *recv_notify_arg;
 	bool eof;
 	/* gaz_rpc_stream_recv_last: the poller receives on through the end
 	 * of the stream, holding the message, and wakes the caller once. */
@@ -368,6 +372,8 @@ static void sop_cb(void *tag, int ok)
 {
 	struct sop *o = tag;
 	struct gaz_rpc_stream *s = o->s;
+	void (*notify)(void *arg) = NULL;
+	void *notify_arg = NULL;
 	bool wake, cancel = false;
 
 	/* The completed op keeps its count in s->inflight until the end of
@@ -391,9 +397,19 @@ static void sop_cb(void *tag, int ok)
 		wake = o->waiters || (s->recv_last && o == &s->status_op && s->recv_op.waiters &&
 				      last_ready(s));
 	}
+	if (o == &s->recv_op && s->recv_notify) {
+		notify = s->recv_notify;
+		notify_arg = s->recv_notify_arg;
+		s->recv_notify = NULL;
+	}
 	if (cancel) {
 		pthread_mutex_unlock(&s->mu);
 		grpc_call_cancel(s->gc, NULL);
+		pthread_mutex_lock(&s->mu);
+	}
+	if (notify) { /* still counted in flight: the stream stays */
+		pthread_mutex_unlock(&s->mu);
+		notify(notify_arg);
 		pthread_mutex_lock(&s->mu);
 	}
 	s->inflight--;
@@ -643,12 +659,18 @@ static int stream_send_bb(struct gaz_rpc_stream *s, grpc_byte_buffer *bb, uint32
 	if (s->queue_sends) {
 		size_t len = grpc_byte_buffer_length(bb);
 
+		bool full;
+
 		s->send_op.waiters++;
-		while (!s->send_failed && s->send_op.pending &&
-		       (s->sendq_n == SENDQ_MAX || (s->sendq_n && s->sendq_bytes + len > SENDQ_BYTES)))
+		while ((full = !s->send_failed && s->send_op.pending &&
+			       (s->sendq_n == SENDQ_MAX ||
+				(s->sendq_n && s->sendq_bytes + len > SENDQ_BYTES))) &&
+		       !gaz__rpc_on_poller())
 			pthread_cond_wait(&s->cv, &s->mu);
 		s->send_op.waiters--;
-		if ((ok = !s->send_failed)) {
+		/* A poller cannot wait for its own completions: a full queue
+		 * fails this send (nothing queued) instead. */
+		if ((ok = !s->send_failed && !full)) {
 			s->sendq_flags[s->sendq_n] = flags;
 			s->sendq[s->sendq_n++] = bb;
 			s->sendq_bytes += len;
@@ -731,6 +753,21 @@ void gaz_rpc_stream_recv_ahead(struct gaz_rpc_stream *s)
 	if (!s->recv_last)
 		(void)recv_start(s);
 	pthread_mutex_unlock(&s->mu);
+}
+
+void gaz_rpc_stream_recv_notify(struct gaz_rpc_stream *s, void (*fn)(void *arg), void *arg)
+{
+	bool now;
+
+	pthread_mutex_lock(&s->mu);
+	now = s->recv_last || !recv_start(s) || s->recv_op.done;
+	if (!now) {
+		s->recv_notify = fn;
+		s->recv_notify_arg = arg;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (now)
+		fn(arg);
 }
 
 int gaz_rpc_stream_recv(struct gaz_rpc_stream *s, const ProtobufCMessageDescriptor *desc,

@@ -335,7 +335,9 @@ struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const cha
  * thread switch; a client that sends a whole request and then waits for
  * the answer (an Append) is left with one. A failed send drops the rest
  * and later sends and the half-close return GAZ_ERPC; the call's status
- * (gaz_rpc_stream_finish) tells why. Call before the first send. */
+ * (gaz_rpc_stream_finish) tells why. On a poller thread a send never
+ * waits: one that finds the queue full returns GAZ_ERPC, queueing
+ * nothing. Call before the first send. */
 void gaz_rpc_stream_queue_sends(struct gaz_rpc_stream *s);
 
 /* gaz_rpc_stream_send sends one message without waiting for it to go out:
@@ -382,6 +384,17 @@ int gaz_rpc_stream_close_send(struct gaz_rpc_stream *s);
  * Does nothing while a receive is in flight or unread, or after the end.
  * Same threads as gaz_rpc_stream_recv. */
 void gaz_rpc_stream_recv_ahead(struct gaz_rpc_stream *s);
+
+/* gaz_rpc_stream_recv_notify starts the next receive, as
+ * gaz_rpc_stream_recv_ahead, and calls fn(arg) once it has completed (a
+ * message, the end of the stream or a failure): on the poller that
+ * completes it, or at once on this thread when a completed receive is
+ * waiting already or the stream is over. fn must not block; it (or
+ * anyone after it) takes the outcome with gaz_rpc_stream_recv, which then
+ * returns without waiting. One notification at a time per stream; not
+ * with gaz_rpc_stream_recv_last. The stream stays allocated while fn
+ * runs from a poller. */
+void gaz_rpc_stream_recv_notify(struct gaz_rpc_stream *s, void (*fn)(void *arg), void *arg);
 
 /* gaz_rpc_stream_recv receives the next message (see gaz_rpc_unary for
  * ownership). Returns 0, GAZ_EOF (server ended the stream: call

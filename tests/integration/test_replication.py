@@ -39,6 +39,21 @@ def test_appends_reach_every_replica(cluster):
     # The route was written back into every assignment (consistency).
     keys = cluster.etcd.ctl("get", "--prefix", cluster.prefix + "/assign/rep/j#", "--keys-only").split()
     assert len(keys) == 3
+    # Appends arriving alone, once the pipeline stood, were committed and
+    # answered by the primary's pollers, with no handler thread; the
+    # ranges and replicas above are theirs.
+    primary = [b for b in brokers if b.id == route.members[route.primary].suffix][0]
+    assert metric(primary, "gazette_append_poller_commits_total") >= 10
+
+
+def metric(b, name):
+    """A counter of broker b's /debug/metrics (0 when absent)."""
+    import re
+    import urllib.request
+
+    body = urllib.request.urlopen(b.address + "/debug/metrics").read().decode()
+    m = re.search(r"^%s (\d+)" % name, body, re.M)
+    return int(m.group(1)) if m else 0
 
 
 import grpc

@@ -760,6 +760,81 @@ static void test_stream_recv_ahead(void **state)
 	assert_true(s_await(&S.ended, 3));
 }
 
+/* A receive notification: counts calls and the thread each ran on. */
+struct notified {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int calls;
+	pthread_t thread;
+};
+
+static void on_notify(void *arg)
+{
+	struct notified *n = arg;
+
+	pthread_mutex_lock(&n->mu);
+	n->calls++;
+	n->thread = pthread_self();
+	pthread_cond_broadcast(&n->cv);
+	pthread_mutex_unlock(&n->mu);
+}
+
+static bool notified_await(struct notified *n, int calls)
+{
+	int64_t deadline = gaz_deadline_in(10000);
+
+	pthread_mutex_lock(&n->mu);
+	while (n->calls < calls && gaz_mono_ns() < deadline) {
+		struct timespec ts = gaz_abstime_of(gaz_deadline_in(50));
+		pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+	}
+	pthread_mutex_unlock(&n->mu);
+	return n->calls >= calls;
+}
+
+/* gaz_rpc_stream_recv_notify calls back once per receive: from a poller
+ * when the message comes later, at once when it is in already or the
+ * stream is over; the receive after it takes the message without
+ * waiting. */
+static void test_stream_recv_notify(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_oneport, P("Bidi"));
+	struct notified n = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	Protocol__ReadResponse *r;
+
+	(void)state;
+	s_reset();
+	/* Registered before the message is even sent: a poller calls back. */
+	gaz_rpc_stream_recv_notify(s, on_notify, &n);
+	assert_int_equal(n.calls, 0);
+	assert_int_equal(stream_send_off(s, 41), 0);
+	assert_true(notified_await(&n, 1));
+	assert_false(pthread_equal(n.thread, pthread_self()));
+	assert_int_equal(stream_recv_resp(s, &r, gaz_mono_ns()), 0);
+	assert_int_equal(r->offset, 42);
+	free_resp(r);
+	/* The answer is in before the registration: called on this thread. */
+	assert_int_equal(stream_send_off(s, 7), 0);
+	gaz_rpc_stream_recv_ahead(s);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+	free_resp(r);
+	assert_int_equal(stream_send_off(s, 9), 0);
+	gaz_rpc_stream_recv_ahead(s);
+	for (int i = 0; i < 200; i++) /* until the receive completed */
+		usleep(1000);
+	gaz_rpc_stream_recv_notify(s, on_notify, &n);
+	assert_int_equal(n.calls, 2);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_mono_ns()), 0);
+	assert_int_equal(r->offset, 10);
+	free_resp(r);
+	/* The end of the stream notifies too, and the receive reads EOF. */
+	gaz_rpc_stream_recv_notify(s, on_notify, &n);
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	assert_true(notified_await(&n, 3));
+	end_ok(s);
+	assert_true(s_await(&S.ended, 1));
+}
+
 /* send_buffered sends a ReadRequest for `off` (journal `j`) packed, with
  * the buffer hint. */
 static int send_buffered(struct gaz_rpc_stream *s, int64_t off, char *j)
@@ -1605,6 +1680,7 @@ int main(void)
 		cmocka_unit_test(test_client_stream_sum),
 		cmocka_unit_test(test_bidi_ping_pong),
 		cmocka_unit_test(test_stream_recv_ahead),
+		cmocka_unit_test(test_stream_recv_notify),
 		cmocka_unit_test(test_buffered_sends),
 		cmocka_unit_test(test_buffered_queued_sends),
 		cmocka_unit_test(test_recv_each),
