@@ -407,7 +407,7 @@ static bool poller_commit(struct gaz_rpc_call *call, struct gaz_broker *b,
 			  struct gaz_batch_entry *e)
 {
 	struct gaz_status st = {0};
-	struct append_ctx *a = calloc(1, sizeof(*a));
+	struct append_ctx *a = NULL;
 	struct gaz_resolve_opts o = {
 		.may_proxy = true,
 		.require_primary = true,
@@ -415,7 +415,8 @@ static bool poller_commit(struct gaz_rpc_call *call, struct gaz_broker *b,
 		.no_wait = true,
 	};
 
-	if (!a || !(a->registers = gaz_labelset_new()))
+	if (!gaz__append_poller_may_commit(r, e) || !(a = calloc(1, sizeof(*a))) ||
+	    !(a->registers = gaz_labelset_new()))
 		goto fallback;
 	*a = (struct append_ctx){.b = b, .call = call, .req = req, .registers = a->registers,
 				 .entry = *e};
@@ -473,7 +474,13 @@ bool gaz_append_fast(struct gaz_rpc_call *call, struct gaz_broker *b)
 	e->chunks = chunks;
 	if (gaz_sha1(data, len, e->sum))
 		goto out;
-	if ((rc = gaz_replica_park_or_acquire(r, &e->link)) == 1) {
+	/* In a busy journal (its last transaction a group), appends keep
+	 * to the handler's path, which gathers the next group. */
+	if (atomic_load(&r->last_group_n) > 1)
+		rc = gaz_replica_park(r, &e->link) ? 1 : 0;
+	else
+		rc = gaz_replica_park_or_acquire(r, &e->link);
+	if (rc == 1) {
 		parked = true;
 		gaz_metric_append_parked();
 	} else if (rc == 2) {

@@ -158,6 +158,13 @@ int gaz__append_replicate_commit_propose(struct append_ctx *a, struct gaz_commit
  * append needs the handler's path. */
 int gaz__append_poller_commit(struct append_ctx *a, struct gaz_batch_entry *e);
 
+/* gaz__append_poller_may_commit: the cheap part of the poller commit's
+ * conditions, checked before resolving (token held): a pipeline with
+ * nothing to gather, content of one slice, and the journal's last
+ * transaction a lone append (in a busy journal, appends wait for the
+ * handler's path and commit in groups). */
+bool gaz__append_poller_may_commit(struct gaz_replica *r, const struct gaz_batch_entry *e);
+
 /* append_batch.c: frees a poller-committed append's context, once
  * answered, and lets go of its call. */
 void gaz__append_poller_done(struct append_ctx *a);

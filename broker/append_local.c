@@ -694,6 +694,7 @@ int gaz__append_batch_commit(struct append_ctx *a)
 		}
 		batch_answer(a, links, first, n, codec, GAZ_GRPC_OK, PROTOCOL__STATUS__OK, NULL);
 		gaz_metric_group_commit((int64_t)n);
+		atomic_store(&r->last_group_n, (int)n);
 		if (!nn)
 			return 0;
 		memcpy(links, next, nn * sizeof(*next));
@@ -854,6 +855,12 @@ static void poller_failed(struct append_ctx *a, const char *why)
 	gaz_replica_release(r);
 }
 
+bool gaz__append_poller_may_commit(struct gaz_replica *r, const struct gaz_batch_entry *e)
+{
+	return r->pipeline && e->len <= BATCH_SLICE_BYTES && atomic_load(&r->last_group_n) <= 1 &&
+	       gaz_pipeline_idle(r->pipeline);
+}
+
 int gaz__append_poller_commit(struct append_ctx *a, struct gaz_batch_entry *e)
 {
 	struct gaz_replica *r = a->res.replica;
@@ -861,9 +868,8 @@ int gaz__append_poller_commit(struct append_ctx *a, struct gaz_batch_entry *e)
 	struct gaz_commit_pending *pc;
 	struct gaz_status st = {0};
 
-	if (!p || e->len > BATCH_SLICE_BYTES || !gaz_pipeline_matches(p, &a->res.route) ||
-	    !gaz_pipeline_idle(p) || !ready_now(a) || !rate_take_now(a, (int64_t)e->len) ||
-	    !(pc = calloc(1, sizeof(*pc))))
+	if (!gaz__append_poller_may_commit(r, e) || !gaz_pipeline_matches(p, &a->res.route) ||
+	    !ready_now(a) || !rate_take_now(a, (int64_t)e->len) || !(pc = calloc(1, sizeof(*pc))))
 		return GAZ_EINVAL;
 	/* From here the append is ours to answer. */
 	a->commit_begin = r->spool.fragment.end;

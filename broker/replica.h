@@ -75,6 +75,11 @@ struct gaz_replica {
 	 * full route, writable, not suspended. Any later change under the
 	 * prefix moves the revision on and so voids it. */
 	atomic_llong fast_rev;
+	/* Appends in the replica's last replicated transaction (group
+	 * commit), set by token holders: a lone append is committed by the
+	 * poller only while they come one at a time; in a busy journal the
+	 * handler's hand-off lets the next group gather. */
+	atomic_int last_group_n;
 
 	/* Pulse scheduling (pulse.c); only the pulse thread touches these. */
 	int64_t pulse_next_ns;         /* monotonic; 0 = pulse at once */
