@@ -346,6 +346,24 @@ static struct gaz_replica *fast_replica(struct gaz_broker *b, const Protocol__Ap
 	return NULL;
 }
 
+/* What the handler would do before grouping, none of which applies to a
+ * fast-path append: route fix-ups to write (a member inconsistent, or the
+ * route not at the desired replication), a suspension to lift, writes
+ * not allowed. */
+static bool fast_fit(struct gaz_broker *b, const struct gaz_resolution *res)
+{
+	const Protocol__JournalSpec *spec = res->spec;
+
+	if ((int64_t)res->route.n != gaz__append_desired_replication(b, spec) ||
+	    (spec->suspend && spec->suspend->level != PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__NONE) ||
+	    !gaz_journal_may_write(spec->flags))
+		return false;
+	for (size_t i = 0; i < res->route.n; i++)
+		if (!res->route.consistent[i])
+			return false;
+	return true;
+}
+
 /* A full resolution: the replica if the append may take the fast path,
  * with its fast_rev noted. Returns a reference, or NULL. */
 static struct gaz_replica *resolve_fast(struct gaz_broker *b, const Protocol__AppendRequest *req)
@@ -353,7 +371,6 @@ static struct gaz_replica *resolve_fast(struct gaz_broker *b, const Protocol__Ap
 	struct gaz_resolution res = {.route.primary = -1};
 	struct gaz_status st = {0};
 	struct gaz_replica *r = NULL;
-	const Protocol__JournalSpec *spec;
 	struct gaz_resolve_opts o = {
 		.may_proxy = true,
 		.require_primary = true,
@@ -362,18 +379,8 @@ static struct gaz_replica *resolve_fast(struct gaz_broker *b, const Protocol__Ap
 	};
 
 	if (gaz_resolve(b, req->journal, &o, &res, &st) || res.status != PROTOCOL__STATUS__OK ||
-	    !res.replica)
+	    !res.replica || !fast_fit(b, &res))
 		goto out;
-	spec = res.spec;
-	/* What the handler would do before grouping: no route fix-ups to
-	 * write, no suspension to lift, writes allowed. */
-	if ((int64_t)res.route.n != gaz__append_desired_replication(b, spec) ||
-	    (spec->suspend && spec->suspend->level != PROTOCOL__JOURNAL_SPEC__SUSPEND__LEVEL__NONE) ||
-	    !gaz_journal_may_write(spec->flags))
-		goto out;
-	for (size_t i = 0; i < res.route.n; i++)
-		if (!res.route.consistent[i])
-			goto out;
 	r = res.replica;
 	atomic_fetch_add(&r->refs, 1);
 	if (!strchr(req->journal, ';'))
@@ -415,20 +422,13 @@ static bool poller_commit(struct gaz_rpc_call *call, struct gaz_broker *b,
 		.no_wait = true,
 	};
 
-	if (!gaz__append_poller_may_commit(r, e) || !(a = calloc(1, sizeof(*a))) ||
-	    !(a->registers = gaz_labelset_new()))
+	if (!gaz__append_poller_may_commit(r, e) || !(a = calloc(1, sizeof(*a))))
 		goto fallback;
-	*a = (struct append_ctx){.b = b, .call = call, .req = req, .registers = a->registers,
-				 .entry = *e};
+	*a = (struct append_ctx){.b = b, .call = call, .req = req, .entry = *e,
+				 .registers = gaz_labelset_new()};
 	a->res.route.primary = -1;
-	if (gaz_resolve(b, req->journal, &o, &a->res, &st) || a->res.status != PROTOCOL__STATUS__OK ||
-	    a->res.replica != r)
-		goto fallback;
-	for (size_t i = 0; i < a->res.route.n; i++)
-		if (!a->res.route.consistent[i])
-			goto fallback;
-	if ((int64_t)a->res.route.n != gaz__append_desired_replication(b, a->res.spec) ||
-	    a->res.route.n < 2)
+	if (!a->registers || gaz_resolve(b, req->journal, &o, &a->res, &st) ||
+	    a->res.status != PROTOCOL__STATUS__OK || a->res.replica != r || !fast_fit(b, &a->res))
 		goto fallback;
 	a->entry.data = a->entry.owned;
 	if (gaz__append_poller_commit(a, &a->entry) == 0) {

@@ -141,15 +141,16 @@ int gaz__append_replicate_commit_start(struct append_ctx *a, struct gaz_commit_p
 int gaz__append_replicate_commit_finish(struct append_ctx *a, struct gaz_commit_pending *pc);
 
 /* gaz__append_replicate_commit_propose is commit_start without closing
- * the pipeline on failure (a failed proposal that was sent abandons it,
- * so it fails later gathers): for a caller that must not block. */
+ * the pipeline on failure, for a caller that must not block: it then
+ * abandons the pipeline itself (the next token holder closes it).
+ * Returns 0 with *pc set, or an error (st says why; nothing to gather). */
 int gaz__append_replicate_commit_propose(struct append_ctx *a, struct gaz_commit_pending *pc,
 					 struct gaz_status *st);
 
 /* append_local.c: commits a lone parked append, `e` (its whole content,
  * SHA-1 taken), on the poller that read it, when it can go through
- * without waiting: the token held by the caller, the pipeline idle and
- * built for the route, the preconditions met now, no roll due, the rate
+ * without waiting: the token held by the caller, which checked
+ * gaz__append_poller_may_commit, the pipeline built for the route, the preconditions met now, no roll due, the rate
  * limit's balance covering it. Returns 0 once it took the append: the
  * token is let go of, and the acknowledgements are gathered by the
  * pollers, which answer the call and then call gaz__append_poller_done

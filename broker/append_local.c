@@ -242,32 +242,38 @@ static int64_t max_rate(const struct append_ctx *a)
 	return spec && flag && flag < spec ? flag : spec;
 }
 
+/* rate_take refills the replica's balance at `rate` bytes/s (capped at
+ * ten seconds' worth) and takes `len` from it if it covers them. */
+static bool rate_take(struct gaz_replica *r, int64_t rate, int64_t len)
+{
+	int64_t now = gaz_mono_ns();
+	bool ok;
+
+	pthread_mutex_lock(&r->mu);
+	r->fc_balance += (now - r->last_pulse_ns) * rate / GAZ_NS_PER_S;
+	r->last_pulse_ns = now;
+	if (r->fc_balance > rate * 10)
+		r->fc_balance = rate * 10;
+	if ((ok = r->fc_balance >= len))
+		r->fc_balance -= len;
+	pthread_mutex_unlock(&r->mu);
+	return ok;
+}
+
 /* Max-rate flow control: waits until the replica's balance covers `len`.
  * Returns true if the chunk was delayed. */
 static bool rate_debit(struct append_ctx *a, struct rate *rt, int64_t len)
 {
-	struct gaz_replica *r = a->res.replica;
 	bool delayed = false;
 
 	if (rt->max_rate <= 0)
 		return false;
-	for (;;) {
-		int64_t now = gaz_mono_ns(), cap = rt->max_rate * 10;
-		pthread_mutex_lock(&r->mu);
-		r->fc_balance += (now - r->last_pulse_ns) * rt->max_rate / GAZ_NS_PER_S;
-		r->last_pulse_ns = now;
-		if (r->fc_balance > cap)
-			r->fc_balance = cap;
-		if (r->fc_balance >= len) {
-			r->fc_balance -= len;
-			pthread_mutex_unlock(&r->mu);
-			return delayed;
-		}
-		pthread_mutex_unlock(&r->mu);
+	while (!rate_take(a->res.replica, rt->max_rate, len)) {
 		delayed = true;
 		if (gaz_rpc_wait(a->call, gaz_deadline_in(50)) == GAZ_ECANCELLED)
-			return delayed;
+			break;
 	}
+	return delayed;
 }
 
 /* Writes content to the spool, retrying a failing disk until the call is
@@ -556,6 +562,29 @@ static void batch_answer(struct append_ctx *a, struct gaz_batch_link **links, si
 	gaz_replica_done_queued(r, links, threaded);
 }
 
+/* healthy_now: the member lease is valid and the journal's first store
+ * was healthy at its last check (no wait for a first one). */
+static bool healthy_now(struct append_ctx *a)
+{
+	const Protocol__JournalSpec__Fragment *fs = a->res.spec->fragment;
+	struct gaz_status st = {0};
+
+	return gaz_broker_lease_valid(a->b) &&
+	       !(fs->n_stores && gaz_stores_health(a->b, fs->stores[0], 0, &st));
+}
+
+/* spool_ready_locked (r->mu held, token held): the spool may take a
+ * commit at once: replica alive, last store listing fine, nothing in the
+ * index beyond the spool, no roll due (maybeRoll, §6.3). */
+static bool spool_ready_locked(const struct gaz_replica *r, const Protocol__JournalSpec__Fragment *fs)
+{
+	int64_t imin, imax, last_mod, end = r->spool.fragment.end;
+
+	gaz_coverset_summary(&r->index, &imin, &imax, &last_mod);
+	return !r->dead && !r->store_error[0] && imax <= end &&
+	       roll_target(r, fs, r->spool.fragment.begin == imin ? end : 0) < 0;
+}
+
 /* group_may_continue (token held, a group just committed): whether the
  * token holder may commit the next queued group at once, without
  * resolving and checking preconditions again, because nothing they
@@ -568,9 +597,7 @@ static void batch_answer(struct append_ctx *a, struct gaz_batch_link **links, si
 static bool group_may_continue(struct append_ctx *a)
 {
 	struct gaz_replica *r = a->res.replica;
-	const Protocol__JournalSpec__Fragment *fs = a->res.spec->fragment;
-	struct gaz_status st = {0};
-	int64_t imin, imax, last_mod, end, rev;
+	int64_t rev;
 	bool ok;
 
 	if (!a->token || (a->res.route.n > 1 && (!r->pipeline || gaz_pipeline_failed(r->pipeline))))
@@ -578,15 +605,10 @@ static bool group_may_continue(struct append_ctx *a)
 	gaz_keyspace_rlock(a->b->ks);
 	rev = gaz_keyspace_revision(a->b->ks);
 	gaz_keyspace_runlock(a->b->ks);
-	if (rev != a->res.etcd.revision || !gaz_broker_lease_valid(a->b))
-		return false;
-	if (fs->n_stores && gaz_stores_health(a->b, fs->stores[0], 0, &st))
+	if (rev != a->res.etcd.revision || !healthy_now(a))
 		return false;
 	pthread_mutex_lock(&r->mu);
-	gaz_coverset_summary(&r->index, &imin, &imax, &last_mod);
-	end = r->spool.fragment.end;
-	ok = !r->dead && !r->store_error[0] && imax <= end && r->batch_queue &&
-	     roll_target(r, fs, r->spool.fragment.begin == imin ? end : 0) < 0 &&
+	ok = spool_ready_locked(r, a->res.spec->fragment) && r->batch_queue &&
 	     gaz_replica_only_queued_waiters(r);
 	pthread_mutex_unlock(&r->mu);
 	return ok;
@@ -771,42 +793,14 @@ static bool ready_now(struct append_ctx *a)
 {
 	struct gaz_replica *r = a->res.replica;
 	const Protocol__JournalSpec *spec = a->res.spec;
-	const Protocol__JournalSpec__Fragment *fs = spec->fragment;
-	struct gaz_status st = {0};
-	int64_t imin, imax, last_mod, end;
 	bool ok;
 
-	if (!gaz_broker_lease_valid(a->b) || !gaz_journal_may_write(spec->flags) ||
-	    (fs->n_stores && gaz_stores_health(a->b, fs->stores[0], 0, &st)))
+	if (!gaz_journal_may_write(spec->flags) || !healthy_now(a))
 		return false;
 	pthread_mutex_lock(&r->mu);
-	gaz_coverset_summary(&r->index, &imin, &imax, &last_mod);
-	end = r->spool.fragment.end;
-	ok = r->index_ready && !r->dead && !r->store_error[0] && imax <= end && r->spool.delta == 0 &&
-	     !(spec->suspend && end < spec->suspend->offset) &&
-	     roll_target(r, fs, r->spool.fragment.begin == imin ? end : 0) < 0 &&
+	ok = r->index_ready && r->spool.delta == 0 && spool_ready_locked(r, spec->fragment) &&
+	     !(spec->suspend && r->spool.fragment.end < spec->suspend->offset) &&
 	     gaz_labelset_copy(a->registers, r->registers) == 0;
-	pthread_mutex_unlock(&r->mu);
-	return ok;
-}
-
-/* rate_take_now debits `len` from the rate limit's balance when it covers
- * it now (rate_debit without the wait). */
-static bool rate_take_now(struct append_ctx *a, int64_t len)
-{
-	struct gaz_replica *r = a->res.replica;
-	int64_t rate = max_rate(a), now = gaz_mono_ns();
-	bool ok;
-
-	if (rate <= 0)
-		return true;
-	pthread_mutex_lock(&r->mu);
-	r->fc_balance += (now - r->last_pulse_ns) * rate / GAZ_NS_PER_S;
-	r->last_pulse_ns = now;
-	if (r->fc_balance > rate * 10)
-		r->fc_balance = rate * 10;
-	if ((ok = r->fc_balance >= len))
-		r->fc_balance -= len;
 	pthread_mutex_unlock(&r->mu);
 	return ok;
 }
@@ -868,8 +862,8 @@ int gaz__append_poller_commit(struct append_ctx *a, struct gaz_batch_entry *e)
 	struct gaz_commit_pending *pc;
 	struct gaz_status st = {0};
 
-	if (!gaz__append_poller_may_commit(r, e) || !gaz_pipeline_matches(p, &a->res.route) ||
-	    !ready_now(a) || !rate_take_now(a, (int64_t)e->len) || !(pc = calloc(1, sizeof(*pc))))
+	if (!gaz_pipeline_matches(p, &a->res.route) || !ready_now(a) || (max_rate(a) > 0 && !rate_take(r, max_rate(a), (int64_t)e->len)) ||
+	    !(pc = calloc(1, sizeof(*pc))))
 		return GAZ_EINVAL;
 	/* From here the append is ours to answer. */
 	a->commit_begin = r->spool.fragment.end;

@@ -5,8 +5,8 @@
 #include "protocol.pb-c.h"
 
 static struct gaz_metric *started, *completed, *write_head, *commits, *commit_bytes, *rollbacks,
-	*rollback_bytes, *completed_spools, *persisted, *alloc_ops, *group_commits, *group_members, *parked,
-	*group_continued, *poller_commits;
+	*rollback_bytes, *completed_spools, *persisted, *alloc_ops, *group_commits, *group_members,
+	*parked, *group_continued, *poller_commits;
 
 int gaz_broker_metrics_init(void)
 {

@@ -42,8 +42,9 @@ struct job {
 	int attempts;
 	int64_t not_before_ns;
 	/* A delayed job (gaz_persister_enqueue) only checks for the primary's
-	 * upload until then; 0: uploads, as every job not delayed. Guarded by the persister's mu, as is check_only, which
-	 * next_job sets for the attempt it hands out. */
+	 * upload until then; 0: uploads, as every job not delayed. Guarded
+	 * by the persister's mu, as is check_only, which next_job sets for
+	 * the attempt it hands out. */
 	int64_t upload_by_ns;
 	bool check_only;
 	int checks;                  /* existence checks that found nothing */

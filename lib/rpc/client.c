@@ -658,7 +658,6 @@ static int stream_send_bb(struct gaz_rpc_stream *s, grpc_byte_buffer *bb, uint32
 	pthread_mutex_lock(&s->mu);
 	if (s->queue_sends) {
 		size_t len = grpc_byte_buffer_length(bb);
-
 		bool full;
 
 		s->send_op.waiters++;

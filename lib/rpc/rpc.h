@@ -386,9 +386,9 @@ int gaz_rpc_stream_close_send(struct gaz_rpc_stream *s);
 void gaz_rpc_stream_recv_ahead(struct gaz_rpc_stream *s);
 
 /* gaz_rpc_stream_recv_notify starts the next receive, as
- * gaz_rpc_stream_recv_ahead, and calls fn(arg) once it has completed (a
- * message, the end of the stream or a failure): on the poller that
- * completes it, or at once on this thread when a completed receive is
+ * gaz_rpc_stream_recv_ahead, and calls fn(arg) (`arg` passed back as is,
+ * not owned) once it has completed (a message, the end of the stream or
+ * a failure): on the poller that completes it, or at once on this thread when a completed receive is
  * waiting already or the stream is over. fn must not block; it (or
  * anyone after it) takes the outcome with gaz_rpc_stream_recv, which then
  * returns without waiting. One notification at a time per stream; not
