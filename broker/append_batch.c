@@ -364,6 +364,18 @@ static bool fast_fit(struct gaz_broker *b, const struct gaz_resolution *res)
 	return true;
 }
 
+/* How the fast path resolves: as the handler would for the primary, but
+ * never waiting for a newer revision (a poller must not block). */
+static struct gaz_resolve_opts fast_opts(const Protocol__AppendRequest *req)
+{
+	return (struct gaz_resolve_opts){
+		.may_proxy = true,
+		.require_primary = true,
+		.min_etcd_revision = req->min_etcd_revision,
+		.no_wait = true,
+	};
+}
+
 /* A full resolution: the replica if the append may take the fast path,
  * with its fast_rev noted. Returns a reference, or NULL. */
 static struct gaz_replica *resolve_fast(struct gaz_broker *b, const Protocol__AppendRequest *req)
@@ -371,12 +383,7 @@ static struct gaz_replica *resolve_fast(struct gaz_broker *b, const Protocol__Ap
 	struct gaz_resolution res = {.route.primary = -1};
 	struct gaz_status st = {0};
 	struct gaz_replica *r = NULL;
-	struct gaz_resolve_opts o = {
-		.may_proxy = true,
-		.require_primary = true,
-		.min_etcd_revision = req->min_etcd_revision,
-		.no_wait = true,
-	};
+	struct gaz_resolve_opts o = fast_opts(req);
 
 	if (gaz_resolve(b, req->journal, &o, &res, &st) || res.status != PROTOCOL__STATUS__OK ||
 	    !res.replica || !fast_fit(b, &res))
@@ -415,12 +422,7 @@ static bool poller_commit(struct gaz_rpc_call *call, struct gaz_broker *b,
 {
 	struct gaz_status st = {0};
 	struct append_ctx *a = NULL;
-	struct gaz_resolve_opts o = {
-		.may_proxy = true,
-		.require_primary = true,
-		.min_etcd_revision = req->min_etcd_revision,
-		.no_wait = true,
-	};
+	struct gaz_resolve_opts o = fast_opts(req);
 
 	if (!gaz__append_poller_may_commit(r, e) || !(a = calloc(1, sizeof(*a))))
 		goto fallback;
