@@ -832,6 +832,67 @@ static void test_stream_recv_notify(void **state)
 	assert_true(s_await(&S.ended, 1));
 }
 
+/* Sends from a poller (a receive notification's callback) on a stream
+ * whose server never reads: grpc's flow control holds the sends in
+ * flight, the queue fills, and the send that finds it full fails at once
+ * rather than waiting for completions only this poller could deliver. */
+struct poller_sends {
+	struct gaz_rpc_stream *s;   /* the stream to the non-reading handler */
+	struct notified n;
+	int sent, rc;               /* sends accepted, and the first failure */
+	int64_t took_ms;
+};
+
+static void sends_on_poller(void *arg)
+{
+	struct poller_sends *ps = arg;
+	Protocol__ReadResponse msg = PROTOCOL__READ_RESPONSE__INIT;
+	uint8_t *content = calloc(1, BIG_MSG / 4);
+	int64_t t0 = gaz_mono_ns();
+
+	msg.content.data = content;
+	msg.content.len = content ? BIG_MSG / 4 : 0;
+	/* 64 MiB: far past any flow-control window and the queue. */
+	while (ps->rc == 0 && ps->sent < 256) {
+		msg.offset = ps->sent;
+		if ((ps->rc = gaz_rpc_stream_send(ps->s, &msg.base)) == 0)
+			ps->sent++;
+	}
+	ps->took_ms = ms_since(t0);
+	free(content);
+	on_notify(&ps->n);
+}
+
+static void test_queued_sends_full_on_poller(void **state)
+{
+	struct poller_sends ps = {.n = {.mu = PTHREAD_MUTEX_INITIALIZER,
+					.cv = PTHREAD_COND_INITIALIZER}};
+	struct gaz_rpc_stream *trigger = open_stream(g_oneport, P("Bidi"));
+	struct gaz_status st = {0};
+
+	(void)state;
+	s_reset();
+	ps.s = gaz_rpc_stream_open(g_oneport, P("Park"), gaz_deadline_in(30000), true, NULL, &st);
+	assert_non_null(ps.s);
+	gaz_rpc_stream_queue_sends(ps.s);
+	assert_int_equal(stream_send_off(ps.s, 0), 0);
+	assert_true(s_await(&S.waiting, 1)); /* parked: it reads no more */
+	/* The callback runs on the poller that receives the echo. */
+	gaz_rpc_stream_recv_notify(trigger, sends_on_poller, &ps);
+	assert_int_equal(stream_send_off(trigger, 1), 0);
+	assert_true(notified_await(&ps.n, 1));
+	assert_false(pthread_equal(ps.n.thread, pthread_self()));
+	assert_int_equal(ps.rc, GAZ_ERPC);
+	assert_true(ps.sent >= 1 && ps.sent < 256);
+	assert_true(ps.took_ms < 5000);
+	gaz_rpc_stream_cancel(ps.s);
+	assert_true(s_await(&S.nrc, 3)); /* the handler saw the cancellation */
+	assert_int_not_equal(gaz_rpc_stream_finish(ps.s, &st), 0);
+	gaz_rpc_stream_free(ps.s);
+	gaz_rpc_stream_cancel(trigger);
+	gaz_rpc_stream_free(trigger);
+}
+
 /* send_buffered sends a ReadRequest for `off` (journal `j`) packed, with
  * the buffer hint. */
 static int send_buffered(struct gaz_rpc_stream *s, int64_t off, char *j)
@@ -1696,6 +1757,7 @@ int main(void)
 		cmocka_unit_test(test_big_client_stream),
 		cmocka_unit_test(test_queued_sends),
 		cmocka_unit_test(test_queued_sends_cancelled),
+		cmocka_unit_test(test_queued_sends_full_on_poller),
 		cmocka_unit_test(test_recv_last),
 		cmocka_unit_test(test_recv_last_error),
 		cmocka_unit_test(test_recv_last_extra),
