@@ -308,6 +308,7 @@ static void *worker(void *arg)
 
 	while ((j = next_job(p))) {
 		struct gaz_status st = {0};
+		bool draining;
 		int rc = persist(p, j, &st);
 		if (rc == 0) {
 			pthread_mutex_lock(&p->mu);
@@ -335,7 +336,8 @@ static void *worker(void *arg)
 			j->not_before_ns = next < j->upload_by_ns ? next : j->upload_by_ns;
 		}
 		inflight_remove(p, j);
-		if (p->draining)
+		draining = p->draining; /* read under mu: the stop sets it */
+		if (draining)
 			j->not_before_ns = gaz_deadline_in(200);
 		if (p->tail)
 			p->tail->next = j;
@@ -344,7 +346,7 @@ static void *worker(void *arg)
 		p->tail = j;
 		pthread_cond_broadcast(&p->cond);
 		pthread_mutex_unlock(&p->mu);
-		if (p->draining)
+		if (draining)
 			usleep(200 * 1000);
 	}
 	return NULL;
