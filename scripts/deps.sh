@@ -33,7 +33,7 @@ HELM_DIR=$CACHE/helm-$HELM_VERSION
 PKGS=(build-essential pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
       protobuf-compiler libprotobuf-dev etcd-server etcd-client libssl-dev libzstd-dev
       libcurl4-openssl-dev libjansson-dev libyaml-dev libexpat1-dev zlib1g-dev libsnappy-dev
-      libcmocka-dev python3-grpcio python3-protobuf python3-yaml python3-boto3 curl
+      libcmocka-dev python3-grpcio python3-protobuf python3-yaml python3-boto3 python3-pytest curl
       wamerican-huge)
 
 missing_pkgs() {
