@@ -4,6 +4,7 @@ the same results from both."""
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -42,6 +43,26 @@ def gazctl(exe, address, *args, stdin=None, check=True):
     return p
 
 
+def settle(address):
+    """Waits until every journal has a primary and the broker's view of etcd
+    stops moving: after an apply, the allocator and then each new primary
+    write assignments, so an append sent at once may find no primary yet
+    (NO_JOURNAL_PRIMARY_BROKER, which neither gazctl retries for stdin) and
+    two listings may carry different header revisions."""
+    deadline = time.time() + 30
+    last = None
+    while time.time() < deadline:
+        out = json.loads(gazctl(GAZCTL, address, "journals", "list", "-o", "json").stdout)
+        routes = [j.get("route", {}) for j in out.get("journals", [])]
+        ready = routes and all(r.get("members") and r.get("primary", 0) >= 0 for r in routes)
+        rev = out["header"]["etcd"]["revision"] if ready else None
+        if rev is not None and rev == last:
+            return
+        last = rev
+        time.sleep(0.3)
+    raise AssertionError("journals at %s never settled" % address)
+
+
 def session(exe, cluster, go_broker, tmp_path):
     """Runs one scripted gazctl session; returns what a user would compare."""
     b = cluster.start(go=go_broker)
@@ -49,6 +70,7 @@ def session(exe, cluster, go_broker, tmp_path):
     specs.write_text(SPECS)
     out = {}
     gazctl(exe, b.address, "journals", "apply", "--specs", str(specs))
+    settle(b.address)
     listing = gazctl(exe, b.address, "journals", "list", "-o", "yaml").stdout.decode()
     out["list"] = "\n".join(l for l in listing.splitlines() if not l.strip().startswith("revision:"))
     data = b"".join(b'{"n": %d, "pad": "%s"}\n' % (i, b"x" * (i % 97)) for i in range(20000))
@@ -87,6 +109,7 @@ def test_both_gazctls_print_the_same(cluster, tmp_path):
     specs = tmp_path / "specs.yaml"
     specs.write_text(SPECS)
     gazctl(GAZCTL, b.address, "journals", "apply", "--specs", str(specs))
+    settle(b.address)
     for args in (["journals", "list"], ["journals", "list", "-o", "yaml"], ["journals", "list", "-o", "json"],
                  ["journals", "list", "-L", "content-type", "-p", "--stores"]):
         ours = gazctl(GAZCTL, b.address, *args).stdout
