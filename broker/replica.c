@@ -56,6 +56,7 @@ void gaz_replica_unref(struct gaz_replica *r)
 		return;
 	gaz_spool_release(&r->spool);
 	gaz_coverset_release(&r->index);
+	gaz_coverset_release(&r->persisted_during);
 	gaz_labelset_free(r->registers);
 	gaz_notifier_release(&r->notifier);
 	pthread_mutex_destroy(&r->mu);
@@ -103,6 +104,7 @@ struct gaz_replica *gaz_replica_new(struct gaz_broker *b, const char *journal,
 	pthread_mutex_init(&r->mu, NULL);
 	gaz_notifier_init(&r->notifier);
 	gaz_coverset_init(&r->index);
+	gaz_coverset_init(&r->persisted_during);
 
 	pthread_mutex_lock(&b->mu);
 	i = find_index(b, journal, &found);
@@ -456,6 +458,16 @@ void gaz_replica_teardown(struct gaz_replica *r)
 		gaz_replica_unref(r);
 }
 
+/* refresh_done_locked (r->mu held): a listing ended; the last one out
+ * forgets what was persisted meanwhile. */
+static void refresh_done_locked(struct gaz_replica *r)
+{
+	if (--r->refreshing == 0) {
+		gaz_coverset_release(&r->persisted_during);
+		gaz_coverset_init(&r->persisted_during);
+	}
+}
+
 int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec,
 			struct gaz_status *st)
 {
@@ -464,6 +476,9 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 
 	gaz_coverset_init(&remote);
 	gaz_coverset_init(&local);
+	pthread_mutex_lock(&r->mu);
+	r->refreshing++;
+	pthread_mutex_unlock(&r->mu);
 	for (size_t i = 0; spec->fragment && i < spec->fragment->n_stores; i++) {
 		rc = gaz_stores_list_fragments(r->b, spec->fragment->stores[i], r->journal, &remote, st);
 		if (rc)
@@ -482,6 +497,7 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 		 * clears the error before any append is accepted. */
 		if (rc == GAZ_EINVAL || rc == GAZ_EPERM)
 			r->index_ready = true;
+		refresh_done_locked(r);
 		pthread_mutex_unlock(&r->mu);
 		gaz_notifier_broadcast(&r->notifier);
 		return rc;
@@ -492,9 +508,16 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 	for (size_t i = 0; i < r->index.len && !rc; i++)
 		if (r->index.v[i].file)
 			rc = gaz_coverset_add(&local, &r->index.v[i].frag, r->index.v[i].file, NULL, st);
+	/* A fragment persisted while the listing ran has left the local
+	 * part, and the listing may predate its upload: it is in the store,
+	 * so it stays in the remote part (else readers would find a hole
+	 * until the next listing). */
+	for (size_t i = 0; i < r->persisted_during.len && !rc; i++)
+		rc = gaz_coverset_add(&remote, &r->persisted_during.v[i].frag, NULL, NULL, st);
 	if (!rc)
 		rc = gaz_coverset_replace_remote(&r->index, &local, &remote, st);
 	r->index_ready = r->index_ready || !rc;
+	refresh_done_locked(r);
 	pthread_mutex_unlock(&r->mu);
 	gaz_coverset_release(&local);
 	gaz_coverset_release(&remote);
@@ -509,7 +532,8 @@ void gaz_replica_persisted(struct gaz_replica *r, const struct gaz_fragment *fra
 	pthread_mutex_lock(&r->mu);
 	/* A remote fragment of the same range replaces the local entry; its
 	 * file reference is dropped once no reader holds it. */
-	if (gaz_coverset_add(&r->index, frag, NULL, NULL, &st))
+	if (gaz_coverset_add(&r->index, frag, NULL, NULL, &st) ||
+	    (r->refreshing && gaz_coverset_add(&r->persisted_during, frag, NULL, NULL, &st)))
 		gaz_warn("index update after persist failed", "journal=%s err=\"%s\"", r->journal,
 			 st.msg);
 	pthread_mutex_unlock(&r->mu);

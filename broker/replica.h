@@ -54,6 +54,8 @@ struct gaz_replica {
 	struct gaz_spool spool;        /* changed only by the token holder, under mu */
 	Protocol__LabelSet *registers; /* owned (labels.h allocator) */
 	struct gaz_coverset index;     /* remote + local fragments */
+	int refreshing;                /* store listings in progress (gaz_replica_refresh) */
+	struct gaz_coverset persisted_during; /* persisted while a listing ran */
 	bool index_ready;              /* first store listing done (or no stores) */
 	char store_error[256];         /* why the last listing failed; "" when it worked */
 	int64_t next_refresh_ns;       /* monotonic */
