@@ -170,7 +170,10 @@ int gaz_replica_publish_spool(struct gaz_replica *r, struct gaz_status *st);
 void gaz_replica_teardown(struct gaz_replica *r);
 
 /* gaz_replica_refresh lists the journal's stores and replaces the remote
- * part of the index (facts §5.3). Called by maintenance, no locks held. */
+ * part of the index (facts §5.3), keeping the local part and every
+ * fragment gaz_replica_persisted reported while the listing ran. Called
+ * by maintenance, no locks held. Returns 0, or the store's error (also
+ * kept in r->store_error; st says why). */
 int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec,
 			struct gaz_status *st);
 

@@ -325,11 +325,14 @@ def test_group_commit_gives_each_append_its_own_range(cluster):
                     return
                 acked.append((r.commit.begin, r.commit.end, rec, r.commit.sum))
 
-    threads = [threading.Thread(target=appender, args=(t,)) for t in range(24)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    def run_all(fn, n):
+        threads = [threading.Thread(target=fn, args=(t,)) for t in range(n)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+
+    run_all(appender, 24)
     assert not errors, errors[:3]
     assert len(acked) == 24 * 40
     acked.sort()
@@ -387,11 +390,7 @@ def test_group_commit_gives_each_append_its_own_range(cluster):
     for _ in range(10):
         if continued() > 0:
             break
-        threads = [threading.Thread(target=plain, args=(t,)) for t in range(32)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        run_all(plain, 32)
         assert not errors, errors[:3]
     assert continued() > 0, "no group was committed by a continuing token holder"
 
