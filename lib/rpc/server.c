@@ -156,11 +156,11 @@ struct gaz_rpc_call {
 	int n_ahead;
 	size_t ahead_bytes;
 	bool recv_end;             /* a receive completed without a message */
-	bool eof_probe;            /* headers in flight to confirm a half-close */
 	bool dispatch_pending;     /* GAZ_RPC_DISPATCH_READ: not yet handed to the pool */
 	bool recv_waiting;         /* the handler waits in recv_bb */
 	bool send_waiting;         /* the handler waits for send_op */
-	int recv_end_ok;           /* ...with this ok (1: half-close or cancel) */
+	int recv_end_ok;           /* ...at the client's half-close (1), or at a
+	                            * reset or cancellation (0) */
 	/* gaz_rpc_recv_each: while the handler waits there, a poller runs
 	 * each arriving message through each_fn itself. */
 	int (*each_fn)(void *arg, ProtobufCMessage *m);
@@ -248,31 +248,13 @@ static int recv_start(struct gaz_rpc_call *c)
 	return call_start(c, &c->recv_op, &op, 1);
 }
 
-/* eof_probe_start (c->mu held, on a poller) sends the response headers
- * as soon as the request stream ends without a message, while no send was
- * made yet: their completion tells a half-close from a cancellation (see
- * eof_confirmed) without the handler waiting a round trip for it. */
-static void eof_probe_start(struct gaz_rpc_call *c)
-{
-	grpc_op op = {.op = GRPC_OP_SEND_INITIAL_METADATA};
-
-	if (c->cancelled || c->md_sent || c->finished || c->send_op.pending)
-		return;
-	c->md_sent = true;
-	c->eof_probe = true;
-	if (call_start(c, &c->send_op, &op, 1) != 0) {
-		c->eof_probe = false;
-		c->cancelled = true;
-	}
-}
-
 /* dispatch_ready (c->mu held): a GAZ_RPC_DISPATCH_READ call may go to its
  * handler: nothing more arrives without it. */
 static bool dispatch_ready(struct gaz_rpc_call *c)
 {
 	if (!c->dispatch_pending)
 		return false;
-	if (!c->cancelled && (c->recv_op.pending || c->eof_probe))
+	if (!c->cancelled && c->recv_op.pending)
 		return false;
 	c->dispatch_pending = false;
 	return true;
@@ -309,12 +291,15 @@ static void recv_arrived(struct gaz_rpc_call *c)
 	c->recv_bb = NULL;
 	c->recv_op.done = false; /* consumed into the queue */
 	if (!c->recv_op.ok || !bb) {
+		/* grpc completes a receive with no message (and ok) both at the
+		 * client's half-close and when the client resets the stream; the
+		 * transport tells them apart, and grpc_call_failed_before_recv_message
+		 * reports which. Read at once, it needs no write to the client
+		 * and does not depend on the order of the call's completions. */
 		c->recv_end = true;
-		c->recv_end_ok = c->recv_op.ok;
+		c->recv_end_ok = c->recv_op.ok && !bb && !grpc_call_failed_before_recv_message(c->gc);
 		if (bb)
 			grpc_byte_buffer_destroy(bb);
-		else if (c->recv_op.ok)
-			eof_probe_start(c);
 		return;
 	}
 	if (c->each_fn && !c->each_rc && !c->n_ahead && !c->finished && !c->cancelled) {
@@ -344,25 +329,19 @@ static void recv_arrived(struct gaz_rpc_call *c)
 	}
 }
 
-/* send_completed (c->mu held, on a poller) consumes a send_op
- * completion: the half-close probe's, or a streamed message's, after
- * which the next queued message goes out. */
+/* send_completed (c->mu held, on a poller) consumes a streamed
+ * message's send_op completion, after which the next queued message goes
+ * out. */
 static void send_completed(struct gaz_rpc_call *c, int ok)
 {
 	grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
 
 	c->send_op.done = false;
-	if (c->eof_probe) {
-		c->eof_probe = false;
-		if (!ok)
-			c->cancelled = true;
-	} else {
-		if (c->send_bb)
-			grpc_byte_buffer_destroy(c->send_bb);
-		c->send_bb = NULL;
-		if (!ok)
-			c->send_failed = true;
-	}
+	if (c->send_bb)
+		grpc_byte_buffer_destroy(c->send_bb);
+	c->send_bb = NULL;
+	if (!ok)
+		c->send_failed = true;
 	if (c->send_failed || c->cancelled) {
 		while (c->sendq_n)
 			grpc_byte_buffer_destroy(c->sendq[--c->sendq_n]);
@@ -1074,31 +1053,11 @@ void gaz_rpc_server_free(struct gaz_rpc_server *srv)
 
 /* ---- server call helpers (handler thread) ---------------------------- */
 
-/* eof_confirmed (c->mu held) tells a client half-close from a cancelled
- * call: grpc completes RECV_MESSAGE with no message in both cases, and the
- * RECV_CLOSE_ON_SERVER completion that tells them apart may still be on
- * its way. A cancelled stream is already closed for writing when the
- * receive completes, so response headers sent now fail exactly when the
- * call is gone. Once headers went out, the cancelled flag is all we have.
- * Returns true (and marks EOF) for a genuine half-close. */
+/* eof_confirmed (c->mu held), for a receive that ended at the client's
+ * half-close (recv_end_ok): true (and marks EOF) unless the call was
+ * cancelled since. */
 static bool eof_confirmed(struct gaz_rpc_call *c)
 {
-	grpc_op op = {.op = GRPC_OP_SEND_INITIAL_METADATA};
-
-	if (!c->cancelled && !c->md_sent) {
-		c->md_sent = true;
-		c->eof_probe = true;
-		if (call_start(c, &c->send_op, &op, 1) != 0) {
-			c->eof_probe = false;
-			c->cancelled = true;
-		}
-	}
-	/* Our probe or a poller's (eof_probe_start): its completion sets
-	 * cancelled on failure. */
-	c->send_waiting = true;
-	while (c->eof_probe)
-		pthread_cond_wait(&c->cv, &c->mu);
-	c->send_waiting = false;
 	c->eof = !c->cancelled;
 	return c->eof;
 }
@@ -1417,9 +1376,8 @@ int gaz_rpc_peek(struct gaz_rpc_call *call, size_t i, const ProtobufCMessageDesc
 		rc = GAZ_ECANCELLED;
 	else if (i < (size_t)call->n_ahead)
 		rc = gaz__rpc_unpack(call->ahead[i], desc, out, NULL);
-	else if (i == (size_t)call->n_ahead && call->recv_end && call->recv_end_ok &&
-		 call->md_sent && !call->eof_probe)
-		rc = GAZ_EOF; /* the poller's probe confirmed the half-close */
+	else if (i == (size_t)call->n_ahead && call->recv_end && call->recv_end_ok)
+		rc = GAZ_EOF; /* the client half-closed */
 	pthread_mutex_unlock(&call->mu);
 	return rc;
 }
@@ -1431,10 +1389,7 @@ int gaz_rpc_peek_size(struct gaz_rpc_call *call, size_t *n, size_t *bytes)
 	pthread_mutex_lock(&call->mu);
 	*n = (size_t)call->n_ahead;
 	*bytes = call->ahead_bytes;
-	rc = !call->cancelled && call->recv_end && call->recv_end_ok && call->md_sent &&
-			     !call->eof_probe
-		     ? GAZ_EOF
-		     : 0;
+	rc = !call->cancelled && call->recv_end && call->recv_end_ok ? GAZ_EOF : 0;
 	pthread_mutex_unlock(&call->mu);
 	return rc;
 }

@@ -498,6 +498,19 @@ static void h_each(struct gaz_rpc_call *c, void *arg)
 	s_ended(rc);
 }
 
+/* fast_end, the fast path of SumFast, records on the poller whether the
+ * request ended at a half-close (the message count) or not (-1), then
+ * lets h_sum run as usual. */
+static bool fast_end(struct gaz_rpc_call *c, void *arg)
+{
+	size_t n, bytes;
+	int rc = gaz_rpc_peek_size(c, &n, &bytes);
+
+	(void)arg;
+	s_record(rc == GAZ_EOF ? (int)n : -1);
+	return false;
+}
+
 static void register_all(struct gaz_rpc_server *srv)
 {
 	static const struct {
@@ -513,6 +526,9 @@ static void register_all(struct gaz_rpc_server *srv)
 
 	for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
 		assert_int_equal(gaz_rpc_server_register(srv, hs[i].path, hs[i].fn, NULL), 0);
+	assert_int_equal(gaz_rpc_server_register_fast(srv, P("SumFast"), h_sum, fast_end, NULL,
+						      GAZ_RPC_DISPATCH_READ),
+			 0);
 }
 
 /* ---- fixture ---------------------------------------------------------- */
@@ -1182,6 +1198,48 @@ static void test_cancel_is_not_eof(void **state)
 	}
 }
 
+/* The fast path looks at a request's end on the poller, as soon as the
+ * receive completes: a client that resets the stream after its last
+ * message (an append cancelled after its commit intent) must not read as
+ * a half-close there either, however early the poller looks; a client
+ * that half-closes must. */
+static void test_fast_path_end(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 40; i++) {
+		struct gaz_rpc_channel *ch = i % 2 ? g_native : g_oneport;
+		struct gaz_rpc_stream *s = open_stream(ch, P("SumFast"));
+		bool reset = i % 4 >= 2;
+		Protocol__ReadResponse *r;
+		struct gaz_status st = {0};
+
+		s_reset();
+		assert_int_equal(stream_send_off(s, 1), 0);
+		assert_int_equal(stream_send_off(s, 2), 0);
+		if (reset) {
+			/* Answered on the same connection after the two
+			 * messages: the server has the stream and both. */
+			assert_int_equal(unary(ch, P("Echo"), "x", 0, &r, gaz_deadline_in(10000), NULL,
+					       &st),
+					 0);
+			free_resp(r);
+			gaz_rpc_stream_cancel(s);
+			assert_int_equal(gaz_rpc_stream_finish(s, &st), GAZ_ERPC);
+			gaz_rpc_stream_free(s);
+		} else {
+			assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+			assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+			assert_int_equal(r->offset, 3);
+			free_resp(r);
+			end_ok(s);
+		}
+		assert_true(s_await(&S.ended, 1));
+		assert_int_equal(s_int(&S.nrc), 1);
+		assert_int_equal(s_int(&S.rc[0]), reset ? -1 : 2);
+		assert_int_equal(s_int(&S.end_rc[0]), reset ? GAZ_ECANCELLED : GAZ_EOF);
+	}
+}
+
 static void test_wake_and_deadline(void **state)
 {
 	Protocol__ReadResponse *r;
@@ -1748,6 +1806,7 @@ int main(void)
 		cmocka_unit_test(test_oversized),
 		cmocka_unit_test(test_client_cancel),
 		cmocka_unit_test(test_cancel_is_not_eof),
+		cmocka_unit_test(test_fast_path_end),
 		cmocka_unit_test(test_wake_and_deadline),
 		cmocka_unit_test(test_stream_recv_timeout),
 		cmocka_unit_test(test_malformed_request),
