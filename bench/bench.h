@@ -111,6 +111,36 @@ int bench_read(struct gaz_rpc_channel *ch, const char *journal, int64_t offset,
 	       int64_t end_offset, bool block, int64_t deadline_ns, bench_read_fn fn,
 	       void *arg, int64_t *got, struct gaz_status *st);
 
+/* ---- closed-loop appenders on completion queues (bench_loops.c) --------- */
+
+struct bench_samples;
+
+/* One closed-loop appender of a throughput workload: Append RPCs of the
+ * same size to `journal`, one after the other. */
+struct bench_loop {
+	const char *journal;             /* borrowed for the run */
+	size_t off;                      /* payload offset of the next append */
+	int64_t bytes, appends, errors;  /* appends acknowledged OK inside the
+	                                  * window, and failed ones (any time) */
+	struct bench_samples *lat;       /* start-to-ack ns of the counted ones */
+	char first_err[512];             /* the first failure, "" if none */
+};
+
+/* bench_loops_run runs n loops against `target` (http://host:port) on a
+ * channel of its own (one connection), driven by `threads` threads, each
+ * polling its own completion queue for its share of the loops. Each append
+ * is the RPC of bench_append with one content message of `size` bytes
+ * sliced from `payload` (payload_len > size bytes, borrowed). Loops start
+ * at once and start no append at or after end_ns; those acknowledged in
+ * [start_ns, end_ns] (CLOCK_MONOTONIC ns) are counted. A failed append is
+ * counted and, if retryable (UNAVAILABLE, or a status Gazette's client
+ * retries), followed by a 10 ms pause. Returns when every loop's last RPC
+ * has ended (each has a 10 s deadline): 0, or GAZ_EINVAL for bad
+ * arguments. */
+int bench_loops_run(const char *target, const uint8_t *payload, size_t payload_len,
+		    size_t size, struct bench_loop *loops, int n, int threads, int64_t start_ns,
+		    int64_t end_ns);
+
 /* ---- samples and results (bench_stats.c) --------------------------------- */
 
 /* A bounded array of latency samples (ns). Owned by its creator: release

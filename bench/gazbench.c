@@ -60,6 +60,10 @@ struct run {
 	int replication;          /* of every journal; > 1 runs the rf workloads */
 	double secs, warmup_s;    /* measured window and warm-up per workload */
 	size_t chunk;             /* content bytes per Append message */
+	int loop_threads;         /* threads driving the closed-loop appenders
+	                           * (bench_loops.c), or 0 for a blocked thread
+	                           * per appender (also used when --chunk splits
+	                           * an append's content) */
 	const char *only;         /* comma list of workload keys, or NULL */
 	struct gaz_rpc_channel *ch;
 	struct bench_out out;
@@ -226,47 +230,45 @@ struct appender {
 	struct run *r;
 	struct gaz_rpc_channel *ch;  /* to the broker, or to the primary */
 	const struct tput_def *d;
-	const char *journal;
-	int idx;
-	int64_t start_ns, end_ns;  /* the measured window */
-	int64_t bytes, appends, errors;
-	struct bench_samples lat;
-	char first_err[sizeof(((struct gaz_status *)0)->msg)];
+	int64_t start_ns, end_ns;    /* the measured window */
+	struct bench_loop *o;        /* journal, payload offset, counts */
 };
 
 /* appender_main appends back to back until the window ends; counts what
- * is acknowledged inside the window. */
+ * is acknowledged inside the window (--loop-threads 0: a thread per
+ * appender, each waiting for its own RPCs). */
 static void *appender_main(void *arg)
 {
 	struct appender *a = arg;
-	size_t span = PAYLOAD_LEN - a->d->size, off = ((size_t)a->idx * 7919u * 4096u) % span;
+	struct bench_loop *o = a->o;
+	size_t span = PAYLOAD_LEN - a->d->size;
 
 	for (int64_t t; (t = gaz_mono_ns()) < a->end_ns;) {
 		struct bench_append_result res;
 		struct gaz_status st = {0};
-		int rc = bench_append(a->ch, a->journal, a->r->payload + off, a->d->size,
+		int rc = bench_append(a->ch, o->journal, a->r->payload + o->off, a->d->size,
 				      a->r->chunk, t + OP_TIMEOUT_MS * GAZ_NS_PER_MS, &res, &st);
 		int64_t done = res.acked_ns ? res.acked_ns : gaz_mono_ns();
 
-		off = (off + a->d->size * 13) % span;
+		o->off = (o->off + a->d->size * 13) % span;
 		if (rc) {
-			if (a->errors++ == 0)
-				snprintf(a->first_err, sizeof(a->first_err), "%s", st.msg);
+			if (o->errors++ == 0)
+				snprintf(o->first_err, sizeof(o->first_err), "%s", st.msg);
 			if (rc == GAZ_EUNAVAIL)
 				nanosleep(&(struct timespec){.tv_nsec = 10 * GAZ_NS_PER_MS}, NULL);
 			continue;
 		}
 		if (done >= a->start_ns && done <= a->end_ns) {
-			a->bytes += (int64_t)a->d->size;
-			a->appends++;
-			bench_samples_add(&a->lat, done - t);
+			o->bytes += (int64_t)a->d->size;
+			o->appends++;
+			bench_samples_add(o->lat, done - t);
 		}
 	}
 	return NULL;
 }
 
 /* tput_report merges the appenders' counts and writes the metrics. */
-static void tput_report(struct run *r, const struct tput_def *d, struct appender *ap,
+static void tput_report(struct run *r, const struct tput_def *d, struct bench_loop *lp,
 			const struct bench_cpu *c0, const struct bench_cpu *c1)
 {
 	struct bench_samples lat;
@@ -275,13 +277,13 @@ static void tput_report(struct run *r, const struct tput_def *d, struct appender
 
 	bench_samples_init(&lat, 1);
 	for (int i = 0; i < d->appenders; i++) {
-		bytes += ap[i].bytes;
-		appends += ap[i].appends;
-		errors += ap[i].errors;
-		bench_samples_merge(&lat, &ap[i].lat);
-		if (ap[i].errors && ap[i].first_err[0])
+		bytes += lp[i].bytes;
+		appends += lp[i].appends;
+		errors += lp[i].errors;
+		bench_samples_merge(&lat, lp[i].lat);
+		if (lp[i].errors && lp[i].first_err[0])
 			fprintf(stderr, "gazbench: %s: %lld errors, first: %s\n", d->key,
-				(long long)ap[i].errors, ap[i].first_err);
+				(long long)lp[i].errors, lp[i].first_err);
 	}
 	put(r, d->key, "mbps", (double)bytes / 1e6 / secs);
 	put(r, d->key, "appends_s", (double)appends / secs);
@@ -297,15 +299,38 @@ static void tput_report(struct run *r, const struct tput_def *d, struct appender
 	bench_samples_release(&lat);
 }
 
+/* One bench_loops_run in a thread of its own. */
+struct loops_arg {
+	const char *target;
+	struct run *r;
+	const struct tput_def *d;
+	struct bench_loop *lp;
+	int64_t start_ns, end_ns;
+	int rc;
+};
+
+static void *loops_main(void *arg)
+{
+	struct loops_arg *la = arg;
+
+	la->rc = bench_loops_run(la->target, la->r->payload, PAYLOAD_LEN, la->d->size, la->lp,
+				 la->d->appenders, la->r->loop_threads, la->start_ns, la->end_ns);
+	return NULL;
+}
+
 /* run_tput runs one closed-loop throughput workload. */
 static int run_tput(struct run *r, const struct tput_def *d)
 {
 	struct appender *ap = bench_xcalloc((size_t)d->appenders, sizeof(*ap));
+	struct bench_loop *lp = bench_xcalloc((size_t)d->appenders, sizeof(*lp));
+	struct bench_samples *lat = bench_xcalloc((size_t)d->appenders, sizeof(*lat));
 	char *names[MAX_JOURNALS];
 	struct bench_append_result first[MAX_JOURNALS];
 	struct gaz_rpc_channel *ch = r->ch, *direct = NULL;
+	const char *target = r->broker;
 	struct bench_cpu c0, c1;
-	int64_t start_ns;
+	int64_t start_ns, end_ns;
+	size_t span = PAYLOAD_LEN - d->size;
 	int rc;
 
 	printf("%s: %zu B appends, %d appenders, %d journal(s), %.0f s + %.1f s warm-up\n",
@@ -316,29 +341,52 @@ static int run_tput(struct run *r, const struct tput_def *d)
 	if (r->replication > 1 && d->journals == 1 && first[0].primary[0] &&
 	    (direct = gaz_rpc_channel_new(first[0].primary, NULL))) {
 		ch = direct;
+		target = first[0].primary;
 		printf("  appending to the primary at %s\n", first[0].primary);
 	}
-	start_ns = gaz_mono_ns() + (int64_t)(r->warmup_s * 1e9);
 	for (int i = 0; i < d->appenders; i++) {
-		ap[i] = (struct appender){.r = r, .ch = ch, .d = d, .idx = i, .start_ns = start_ns,
-					  .journal = names[i % d->journals]};
-		ap[i].end_ns = start_ns + (int64_t)(r->secs * 1e9);
-		bench_samples_init(&ap[i].lat, MAX_SAMPLES / (size_t)d->appenders);
-		pthread_create(&ap[i].tid, NULL, appender_main, &ap[i]);
+		bench_samples_init(&lat[i], MAX_SAMPLES / (size_t)d->appenders);
+		lp[i] = (struct bench_loop){.journal = names[i % d->journals], .lat = &lat[i],
+					    .off = ((size_t)i * 7919u * 4096u) % span};
 	}
-	bench_sleep_until(start_ns);
-	bench_cpu_take(&c0, r->broker_pids, r->npids);
-	bench_sleep_until(ap[0].end_ns);
-	bench_cpu_take(&c1, r->broker_pids, r->npids);
+	start_ns = gaz_mono_ns() + (int64_t)(r->warmup_s * 1e9);
+	end_ns = start_ns + (int64_t)(r->secs * 1e9);
+	if (r->loop_threads > 0 && d->size <= r->chunk) {
+		/* Sampled from the driver threads' start: run them beside us. */
+		struct loops_arg la = {.target = target, .r = r, .d = d, .lp = lp,
+				       .start_ns = start_ns, .end_ns = end_ns};
+		pthread_t tid;
+
+		pthread_create(&tid, NULL, loops_main, &la);
+		bench_sleep_until(start_ns);
+		bench_cpu_take(&c0, r->broker_pids, r->npids);
+		bench_sleep_until(end_ns);
+		bench_cpu_take(&c1, r->broker_pids, r->npids);
+		pthread_join(tid, NULL);
+		if (la.rc)
+			fprintf(stderr, "gazbench: %s: cannot drive appenders to %s\n", d->key, target);
+	} else {
+		for (int i = 0; i < d->appenders; i++) {
+			ap[i] = (struct appender){.r = r, .ch = ch, .d = d, .o = &lp[i],
+						  .start_ns = start_ns, .end_ns = end_ns};
+			pthread_create(&ap[i].tid, NULL, appender_main, &ap[i]);
+		}
+		bench_sleep_until(start_ns);
+		bench_cpu_take(&c0, r->broker_pids, r->npids);
+		bench_sleep_until(end_ns);
+		bench_cpu_take(&c1, r->broker_pids, r->npids);
+		for (int i = 0; i < d->appenders; i++)
+			pthread_join(ap[i].tid, NULL);
+	}
+	tput_report(r, d, lp, &c0, &c1);
 	for (int i = 0; i < d->appenders; i++)
-		pthread_join(ap[i].tid, NULL);
-	tput_report(r, d, ap, &c0, &c1);
-	for (int i = 0; i < d->appenders; i++)
-		bench_samples_release(&ap[i].lat);
+		bench_samples_release(&lat[i]);
 out:
 	gaz_rpc_channel_free(direct);
 	free_names(names, (size_t)d->journals);
 	free(ap);
+	free(lp);
+	free(lat);
 	return rc;
 }
 
@@ -810,7 +858,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: gazbench run --broker URL --prefix NAME --out FILE [--broker-pid PID[,PID..]]\n"
 		"                    [--secs S] [--warmup S] [--chunk BYTES] [--only KEY,...]\n"
-		"                    [--replication N] [--verbose]\n"
+		"                    [--replication N] [--loop-threads N] [--verbose]\n"
 		"       gazbench report NAME_A FILE[,FILE...] NAME_B FILE[,FILE...]\n");
 }
 
@@ -842,10 +890,11 @@ static int parse_run(struct run *r, int argc, char **argv, const char **out)
 		{"secs", required_argument, NULL, 's'},   {"warmup", required_argument, NULL, 'w'},
 		{"chunk", required_argument, NULL, 'c'},  {"only", required_argument, NULL, 'O'},
 		{"verbose", no_argument, NULL, 'v'},      {"replication", required_argument, NULL, 'R'},
-		{NULL, 0, NULL, 0}};
+		{"loop-threads", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0}};
 	int c;
 
-	*r = (struct run){.secs = 4, .warmup_s = 1, .chunk = 1 << 20, .replication = 1};
+	*r = (struct run){.secs = 4, .warmup_s = 1, .chunk = 1 << 20, .replication = 1,
+			  .loop_threads = 2};
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'b': r->broker = optarg; break;
@@ -858,12 +907,14 @@ static int parse_run(struct run *r, int argc, char **argv, const char **out)
 		case 'c': r->chunk = (size_t)atol(optarg); break;
 		case 'O': r->only = optarg; break;
 		case 'v': r->out.verbose = true; break;
+		case 'L': r->loop_threads = atoi(optarg); break;
 		default: return GAZ_EINVAL;
 		}
 	}
 	if (!r->broker || !r->prefix || r->secs <= 0 || r->secs > 60 || r->warmup_s < 0 ||
 	    r->warmup_s > 30 || r->chunk < 1024 || r->chunk > (4u << 20) - 1024 ||
-	    r->replication < 1 || r->replication > 5 || r->npids < 0)
+	    r->replication < 1 || r->replication > 5 || r->npids < 0 || r->loop_threads < 0 ||
+	    r->loop_threads > 64)
 		return GAZ_EINVAL;
 	return 0;
 }

@@ -19,6 +19,8 @@
 #   BENCH_SECS=4          measured seconds per throughput/read workload
 #   BENCH_WARMUP=1        warm-up seconds before each measured window
 #   BENCH_ONLY=k1,k2      only these gazbench workloads (see gazbench.c)
+#   BENCH_LOOP_THREADS=2  threads driving the closed-loop appenders (0: a
+#                         blocked thread per appender, the older way)
 #   BENCH_REPLICATION=1   1: the RF=1 workloads, one broker of each kind;
 #                         3: the rf3_* workloads (1 MiB, 64 KiB, 1 KiB
 #                         appends at a fixed rate), three brokers of each
@@ -190,7 +192,8 @@ bench_one() {
 	echo "=== round $round: $name (pids $(pids_of "$name"), port ${port[$name.1]})"
 	if ! "$GAZBENCH" run --broker "http://127.0.0.1:${port[$name.1]}" \
 		--prefix "bench/r$round" --out "$out" --broker-pid "$(pids_of "$name")" \
-		--replication "$RF" --secs "$SECS" --warmup "$WARMUP" ${RUN_ONLY:+--only "$RUN_ONLY"}; then
+		--replication "$RF" --secs "$SECS" --warmup "$WARMUP" ${RUN_ONLY:+--only "$RUN_ONLY"} \
+		${BENCH_LOOP_THREADS:+--loop-threads "$BENCH_LOOP_THREADS"}; then
 		echo "bench: gazbench against $name failed in round $round" >&2
 	fi
 	# The run deleted its journals: drop their persisted fragments too, so
