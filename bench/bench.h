@@ -111,6 +111,10 @@ int bench_read(struct gaz_rpc_channel *ch, const char *journal, int64_t offset,
 	       int64_t end_offset, bool block, int64_t deadline_ns, bench_read_fn fn,
 	       void *arg, int64_t *got, struct gaz_status *st);
 
+/* bench_retryable_status: whether an AppendResponse status (a
+ * Protocol__Status) is one Gazette's client.Append retries. */
+bool bench_retryable_status(int status);
+
 /* ---- closed-loop appenders on completion queues (bench_loops.c) --------- */
 
 struct bench_samples;

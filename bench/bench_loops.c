@@ -187,14 +187,6 @@ static bool append_start(struct loop_state *ls, int64_t now)
 	return true;
 }
 
-/* retryable_status: the statuses Gazette's client.Append retries. */
-static bool retryable_status(int status)
-{
-	return status == PROTOCOL__STATUS__NO_JOURNAL_PRIMARY_BROKER ||
-	       status == PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS ||
-	       status == PROTOCOL__STATUS__NOT_JOURNAL_PRIMARY_BROKER;
-}
-
 /* append_end accounts the finished append and releases its call. */
 static void append_end(struct loop_state *ls, int64_t acked_ns)
 {
@@ -231,7 +223,7 @@ static void append_end(struct loop_state *ls, int64_t acked_ns)
 		note_error(ls, "append to \"%s\" failed: no response", o->journal);
 	} else if (st != PROTOCOL__STATUS__OK) {
 		note_error(ls, "append to \"%s\" failed: status %d", o->journal, st);
-		if (retryable_status(st))
+		if (bench_retryable_status(st))
 			ls->retry_at = acked_ns + UNAVAILABLE_PAUSE_MS * GAZ_NS_PER_MS;
 	} else if (acked_ns >= d->start_ns && acked_ns <= d->end_ns) {
 		o->bytes += (int64_t)d->size;

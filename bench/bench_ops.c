@@ -49,8 +49,7 @@ void *bench_xcalloc(size_t n, size_t size)
 	return p;
 }
 
-/* retryable_status: the statuses Gazette's client.Append retries. */
-static bool retryable_status(int status)
+bool bench_retryable_status(int status)
 {
 	return status == PROTOCOL__STATUS__NO_JOURNAL_PRIMARY_BROKER ||
 	       status == PROTOCOL__STATUS__INSUFFICIENT_JOURNAL_BROKERS ||
@@ -134,7 +133,7 @@ static int finish_append(struct gaz_rpc_stream *s, const char *journal, int64_t 
 		return 0;
 	gaz_status_set(st, GAZ_ERPC, "append to \"%s\" failed: status %d", journal,
 		       res->status);
-	return retryable_status(res->status) ? GAZ_EUNAVAIL : GAZ_ERPC;
+	return bench_retryable_status(res->status) ? GAZ_EUNAVAIL : GAZ_ERPC;
 }
 
 int bench_append(struct gaz_rpc_channel *ch, const char *journal, const uint8_t *data,

@@ -331,6 +331,9 @@ static int run_tput(struct run *r, const struct tput_def *d)
 	struct bench_cpu c0, c1;
 	int64_t start_ns, end_ns;
 	size_t span = PAYLOAD_LEN - d->size;
+	bool loops = r->loop_threads > 0 && d->size <= r->chunk;
+	struct loops_arg la;
+	pthread_t loops_tid;
 	int rc;
 
 	printf("%s: %zu B appends, %d appenders, %d journal(s), %.0f s + %.1f s warm-up\n",
@@ -351,30 +354,28 @@ static int run_tput(struct run *r, const struct tput_def *d)
 	}
 	start_ns = gaz_mono_ns() + (int64_t)(r->warmup_s * 1e9);
 	end_ns = start_ns + (int64_t)(r->secs * 1e9);
-	if (r->loop_threads > 0 && d->size <= r->chunk) {
-		/* Sampled from the driver threads' start: run them beside us. */
-		struct loops_arg la = {.target = target, .r = r, .d = d, .lp = lp,
-				       .start_ns = start_ns, .end_ns = end_ns};
-		pthread_t tid;
-
-		pthread_create(&tid, NULL, loops_main, &la);
-		bench_sleep_until(start_ns);
-		bench_cpu_take(&c0, r->broker_pids, r->npids);
-		bench_sleep_until(end_ns);
-		bench_cpu_take(&c1, r->broker_pids, r->npids);
-		pthread_join(tid, NULL);
-		if (la.rc)
-			fprintf(stderr, "gazbench: %s: cannot drive appenders to %s\n", d->key, target);
+	/* The loops run on driver threads (bench_loops.c) or on a thread
+	 * each, beside this one, which samples CPU over the window. */
+	if (loops) {
+		la = (struct loops_arg){.target = target, .r = r, .d = d, .lp = lp,
+					.start_ns = start_ns, .end_ns = end_ns};
+		pthread_create(&loops_tid, NULL, loops_main, &la);
 	} else {
 		for (int i = 0; i < d->appenders; i++) {
 			ap[i] = (struct appender){.r = r, .ch = ch, .d = d, .o = &lp[i],
 						  .start_ns = start_ns, .end_ns = end_ns};
 			pthread_create(&ap[i].tid, NULL, appender_main, &ap[i]);
 		}
-		bench_sleep_until(start_ns);
-		bench_cpu_take(&c0, r->broker_pids, r->npids);
-		bench_sleep_until(end_ns);
-		bench_cpu_take(&c1, r->broker_pids, r->npids);
+	}
+	bench_sleep_until(start_ns);
+	bench_cpu_take(&c0, r->broker_pids, r->npids);
+	bench_sleep_until(end_ns);
+	bench_cpu_take(&c1, r->broker_pids, r->npids);
+	if (loops) {
+		pthread_join(loops_tid, NULL);
+		if (la.rc)
+			fprintf(stderr, "gazbench: %s: cannot drive appenders to %s\n", d->key, target);
+	} else {
 		for (int i = 0; i < d->appenders; i++)
 			pthread_join(ap[i].tid, NULL);
 	}

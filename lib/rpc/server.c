@@ -297,7 +297,7 @@ static void recv_arrived(struct gaz_rpc_call *c)
 		 * reports which. Read at once, it needs no write to the client
 		 * and does not depend on the order of the call's completions. */
 		c->recv_end = true;
-		c->recv_end_ok = c->recv_op.ok && !bb && !grpc_call_failed_before_recv_message(c->gc);
+		c->recv_end_ok = c->recv_op.ok && !grpc_call_failed_before_recv_message(c->gc);
 		if (bb)
 			grpc_byte_buffer_destroy(bb);
 		return;
