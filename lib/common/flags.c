@@ -25,7 +25,8 @@
 
 enum { SRC_NONE = 0, SRC_DEF, SRC_INI, SRC_ENV, SRC_ARG };
 
-#define FL_FOR(f, fl) for (const struct gaz_flag *fl = (f)->table; fl->name; fl++)
+static const struct gaz_flag no_flags[1];
+#define FL_FOR(f, fl) for (const struct gaz_flag *fl = (f)->table ? (f)->table : no_flags; fl->name; fl++)
 
 static size_t fl_index(const struct gaz_flags *f, const struct gaz_flag *fl)
 {
@@ -625,6 +626,101 @@ void gaz_flags_print_help(const struct gaz_flags *f, FILE *out)
 				help_option(o, width, out);
 	}
 	fprintf(out, "\nHelp Options:\n%-*s Show this help message\n", width, "  -h, --help");
+	if (!f->commands || !f->commands[0].name)
+		return;
+	width = 0;
+	for (const struct gaz_flags_cmd *c = f->commands; c->name; c++)
+		width = (int)strlen(c->name) > width ? (int)strlen(c->name) : width;
+	fprintf(out, "\nAvailable commands:\n");
+	for (const struct gaz_flags_cmd *c = f->commands; c->name; c++)
+		fprintf(out, "  %-*s  %s\n", width, c->name, c->summary ? c->summary : "");
+}
+
+#ifndef GAZ_VERSION
+#define GAZ_VERSION "development"
+#endif
+#ifndef GAZ_BUILD_DATE
+#define GAZ_BUILD_DATE "unknown"
+#endif
+
+void gaz_flags_print_version(FILE *out)
+{
+	fprintf(out, "\nVersion %s, built at %s.\n", GAZ_VERSION, GAZ_BUILD_DATE);
+}
+
+/* go-flags' list of command names: "a, b or c". */
+static void command_names(const struct gaz_flags_cmd *cmds, char *buf, size_t cap)
+{
+	size_t n = 0, at = 0;
+
+	while (cmds && cmds[n].name)
+		n++;
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && at < cap; i++) {
+		int w = snprintf(buf + at, cap - at, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ",
+				 cmds[i].name);
+		at += w > 0 ? (size_t)w : 0;
+	}
+}
+
+/* Whether option argv[*i] is one of f's; steps *i over its value. */
+static int command_option(const struct gaz_flags *f, int argc, char **argv, int *i,
+			  struct gaz_status *st)
+{
+	const char *a = argv[*i];
+	const struct gaz_flag *fl;
+
+	if (a[1] == '-') {
+		const char *name = a + 2, *eq = strchr(name, '=');
+		size_t len = eq ? (size_t)(eq - name) : strlen(name);
+		if (len == 4 && !memcmp(name, "help", 4))
+			return GAZ_FLAGS_HELP;
+		if (!(fl = find_long(f, name, len)))
+			return gaz_status_set(st, GAZ_EINVAL, "unknown flag `%.*s'", (int)len, name);
+		if (!eq && fl->type != GAZ_FLAG_BOOL && *i + 1 < argc)
+			(*i)++;
+		return 0;
+	}
+	for (size_t j = 1; a[j]; j++) {
+		if (!(fl = find_short(f, a[j])) && a[j] == 'h')
+			return GAZ_FLAGS_HELP;
+		if (!fl)
+			return gaz_status_set(st, GAZ_EINVAL, "unknown flag `%c'", a[j]);
+		if (fl->type != GAZ_FLAG_BOOL) {
+			if (!a[j + 1] && *i + 1 < argc)
+				(*i)++;
+			break;
+		}
+	}
+	return 0;
+}
+
+int gaz_flags_find_command(const struct gaz_flags *f, int argc, char **argv, int *at,
+			   struct gaz_status *st)
+{
+	char names[512];
+	int rc;
+
+	command_names(f->commands, names, sizeof(names));
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			break;
+		if (looks_like_option(argv[i])) {
+			if ((rc = command_option(f, argc, argv, &i, st)))
+				return rc;
+			continue;
+		}
+		for (int c = 0; f->commands && f->commands[c].name; c++) {
+			if (!strcmp(argv[i], f->commands[c].name)) {
+				*at = i;
+				return c;
+			}
+		}
+		return gaz_status_set(st, GAZ_EINVAL,
+				      "Unknown command `%s'. Please specify one command of: %s",
+				      argv[i], names);
+	}
+	return gaz_status_set(st, GAZ_ENOTFOUND, "Please specify one command of: %s", names);
 }
 
 /* Writes one "Key = value" line, quoting unprintable strings as Go does. */

@@ -86,13 +86,22 @@ struct gaz_flag {
 	unsigned flags;       /* GAZ_FLAG_* bits */
 };
 
+/* A subcommand of a command group ("serve" of gazette, "list" of gazctl
+ * journals): what help lists under "Available commands:" and what
+ * gaz_flags_find_command picks from. An array ends with a NULL name. */
+struct gaz_flags_cmd {
+	const char *name;    /* "serve" */
+	const char *summary; /* one line, "Serve as Gazette broker" */
+};
+
 /* A program's parser. Fill the inputs; gaz_flags_parse fills the results. */
 struct gaz_flags {
 	/* Inputs (borrowed; must outlive the struct). */
 	const char *prog;            /* "gazette" */
 	const char *usage;           /* after prog in "Usage:"; NULL = "[OPTIONS]" */
 	const char *description;     /* help paragraph; NULL = none */
-	const struct gaz_flag *table;
+	const struct gaz_flag *table; /* NULL = no options (gaz_flags_find_command only) */
+	const struct gaz_flags_cmd *commands; /* a group's subcommands; NULL = none */
 	const char *ini_path;        /* INI file; NULL = none; missing = ignored */
 	FILE *help_out;              /* where --help goes; NULL = stdout */
 	/* Results, owned until gaz_flags_release. */
@@ -120,8 +129,27 @@ void gaz_flags_release(struct gaz_flags *f);
 
 /* gaz_flags_print_help writes go-flags style usage: "Usage:", the
  * description, then each group's options with "(default: x)" and "[$ENV]",
- * then "Help Options". */
+ * then "Help Options", then f->commands under "Available commands:". */
 void gaz_flags_print_help(const struct gaz_flags *f, FILE *out);
+
+/* gaz_flags_find_command picks the subcommand of a command group from
+ * argv[0..argc) as go-flags does: the options before it must be the
+ * group's own (f->table; those taking a value skip it), and the first
+ * positional argument names it. Returns the command's index in
+ * f->commands (which holds fewer than GAZ_FLAGS_HELP) with its argv
+ * index in *at; GAZ_FLAGS_HELP for -h/--help
+ * before any command (nothing printed); GAZ_ENOTFOUND when there is none
+ * ("Please specify one command of: a, b or c"); GAZ_EINVAL for an unknown
+ * command ("Unknown command `x'. Please specify one command of: ...") or
+ * an unknown option before it ("unknown flag `x'"). Text in `st`. */
+int gaz_flags_find_command(const struct gaz_flags *f, int argc, char **argv, int *at,
+			   struct gaz_status *st);
+
+/* gaz_flags_print_version writes what Gazette's programs write to stderr
+ * after help: "\nVersion <v>, built at <date>.\n" (GAZ_VERSION and
+ * GAZ_BUILD_DATE, by default "development" and "unknown" as an unstamped
+ * Go build says). */
+void gaz_flags_print_version(FILE *out);
 
 /* gaz_flags_print_ini writes the merged configuration as go-flags does for
  * `print-config` (IniIncludeComments|IniIncludeDefaults|IniCommentDefaults):

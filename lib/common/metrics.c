@@ -820,8 +820,42 @@ int gaz_metrics_render(struct gaz_metrics *r, char **out, size_t *len, struct ga
 /* ---- process collector ------------------------------------------------------ */
 
 struct proc_children {
-	struct gaz_metric_child *cpu, *rss, *vsz, *fds, *maxfds, *start;
+	struct gaz_metric_child *cpu, *rss, *vsz, *vszmax, *fds, *maxfds, *start, *net_in, *net_out;
 };
+
+/* IpExt InOctets and OutOctets of /proc/self/net/netstat (what
+ * client_golang's process collector reports as the process's network
+ * bytes: its network namespace's). Returns 0 or GAZ_EIO. */
+static int read_netstat(double *in, double *out)
+{
+	char *names = NULL, *vals = NULL;
+	size_t ncap = 0, vcap = 0;
+	FILE *fp = fopen("/proc/self/net/netstat", "r");
+	int rc = GAZ_EIO;
+
+	/* Lines come in pairs, names then values; TcpExt's run past 2 KiB. */
+	while (fp && getline(&names, &ncap, fp) > 0 && getline(&vals, &vcap, fp) > 0) {
+		char *ns = NULL, *vs = NULL, *n, *v;
+		if (strncmp(names, "IpExt:", 6))
+			continue;
+		strtok_r(names, " \n", &ns);
+		strtok_r(vals, " \n", &vs);
+		while ((n = strtok_r(NULL, " \n", &ns)) && (v = strtok_r(NULL, " \n", &vs))) {
+			if (!strcmp(n, "InOctets")) {
+				*in = strtod(v, NULL);
+				rc = 0;
+			} else if (!strcmp(n, "OutOctets")) {
+				*out = strtod(v, NULL);
+			}
+		}
+		break;
+	}
+	if (fp)
+		fclose(fp);
+	free(names);
+	free(vals);
+	return rc;
+}
 
 /* Fields of /proc/self/stat: utime, stime, starttime (ticks), vsize, rss (pages). */
 static int read_self_stat(unsigned long long f[5])
@@ -889,6 +923,14 @@ static void proc_refresh(void *arg)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
 		gaz_metric_setf(p->maxfds, rl.rlim_cur == RLIM_INFINITY ? INFINITY
 									 : (double)rl.rlim_cur);
+	/* Unlimited is the largest uint64, as procfs reads it. */
+	if (getrlimit(RLIMIT_AS, &rl) == 0)
+		gaz_metric_setf(p->vszmax, (double)(uint64_t)rl.rlim_cur);
+	double in = 0, out = 0;
+	if (read_netstat(&in, &out) == 0) {
+		gaz_metric_setf(p->net_in, in);
+		gaz_metric_setf(p->net_out, out);
+	}
 }
 
 static int proc_register(struct gaz_metrics *r, struct proc_children *p, struct gaz_status *st)
@@ -905,6 +947,15 @@ static int proc_register(struct gaz_metrics *r, struct proc_children *p, struct 
 		 offsetof(struct proc_children, rss)},
 		{GAZ_METRIC_GAUGE, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
 		 offsetof(struct proc_children, vsz)},
+		{GAZ_METRIC_GAUGE, "process_virtual_memory_max_bytes",
+		 "Maximum amount of virtual memory available in bytes.",
+		 offsetof(struct proc_children, vszmax)},
+		{GAZ_METRIC_COUNTER, "process_network_receive_bytes_total",
+		 "Number of bytes received by the process over the network.",
+		 offsetof(struct proc_children, net_in)},
+		{GAZ_METRIC_COUNTER, "process_network_transmit_bytes_total",
+		 "Number of bytes sent by the process over the network.",
+		 offsetof(struct proc_children, net_out)},
 		{GAZ_METRIC_GAUGE, "process_open_fds", "Number of open file descriptors.",
 		 offsetof(struct proc_children, fds)},
 		{GAZ_METRIC_GAUGE, "process_max_fds", "Maximum number of open file descriptors.",

@@ -134,8 +134,10 @@ int gaz_metrics_on_render(struct gaz_metrics *r, void (*fn)(void *arg), void *ar
 
 /* gaz_metrics_process registers process_cpu_seconds_total,
  * process_resident_memory_bytes, process_virtual_memory_bytes,
- * process_open_fds, process_max_fds and process_start_time_seconds (as
- * client_golang's process collector), refreshed from /proc at render time.
+ * process_virtual_memory_max_bytes, process_network_receive_bytes_total,
+ * process_network_transmit_bytes_total, process_open_fds, process_max_fds
+ * and process_start_time_seconds (as client_golang's process collector),
+ * refreshed from /proc at render time.
  * Idempotent. Returns 0 or a registration error. */
 int gaz_metrics_process(struct gaz_metrics *r, struct gaz_status *st);
 

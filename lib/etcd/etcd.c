@@ -47,7 +47,7 @@ struct gaz_etcd *gaz_etcd_new(const char *endpoint, int64_t timeout_ms, struct g
 		return NULL;
 	}
 	e->timeout_ms = timeout_ms;
-	e->ch = gaz_rpc_channel_new(endpoint, NULL);
+	e->ch = gaz_rpc_channel_new(endpoint, &(struct gaz_rpc_channel_opts){.peer = GAZ_RPC_PEER_ETCD});
 	if (!e->ch) {
 		free(e);
 		gaz_status_set(st, GAZ_EINVAL, "etcd endpoint \"%s\" invalid: no channel", endpoint);

@@ -9,9 +9,11 @@
  *     revoked), or
  *   - no answer came for longer than the TTL (etcd unreachable: by then it
  *     has expired the lease, or will before we could tell).
- * Stream errors re-open the stream with backoff (etcd_int.h) while the TTL
- * allows. Streams fail fast (no wait_for_ready) so that a dead etcd shows up
- * as failures the loop times, never as a send blocked past the TTL.
+ * Stream errors re-open the stream at once, then every 500 ms while the TTL
+ * allows (clientv3's retryConnWait; a growing backoff would sleep through
+ * an etcd that is back, a 5 s lease lost to a 2 s restart). Streams fail
+ * fast (no wait_for_ready) so that a dead etcd shows up as failures the
+ * loop times, never as a send blocked past the TTL.
  * Stopping (gaz_etcd_keepalive_stop) never calls lost().
  * Lock order: only the worker's mutex is taken.
  */
@@ -28,6 +30,7 @@
 #include "rpc/rpc.h"
 
 #define LEASE_KEEPALIVE "/etcdserverpb.Lease/LeaseKeepAlive"
+#define KA_RETRY_MS 500
 
 enum ka_end { KA_RETRY, KA_LOST, KA_STOP };
 
@@ -138,9 +141,9 @@ static void *ka_thread(void *p)
 			return NULL;
 		lost_ns = ka->last_ok_ns + ka->ttl_ns;
 		if (end == KA_RETRY && gaz_mono_ns() < lost_ns) {
-			gaz_debug("etcd keep-alive retrying", "lease=%llx attempt=%d why=\"%s\"",
+			gaz_debug("etcd keep-alive retrying", "lease=%llx attempt=%d why=%s",
 				  (long long)ka->id, attempt, why);
-			wake_ns = gaz_deadline_in(gaz__etcd_backoff_ms(attempt++));
+			wake_ns = gaz_deadline_in(attempt++ ? KA_RETRY_MS : 0);
 			if (gaz__etcd_worker_sleep(&ka->w, wake_ns < lost_ns ? wake_ns : lost_ns))
 				return NULL;
 			if (gaz_mono_ns() < lost_ns)
@@ -153,7 +156,7 @@ static void *ka_thread(void *p)
 		}
 		break;
 	}
-	gaz_warn("etcd lease lost", "lease=%llx why=\"%s\"", (long long)ka->id, why);
+	gaz_warn("etcd lease lost", "lease=%llx why=%s", (long long)ka->id, why);
 	if (ka->lost && !gaz__etcd_worker_stopping(&ka->w))
 		ka->lost(ka->arg, why);
 	return NULL;

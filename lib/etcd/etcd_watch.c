@@ -172,7 +172,7 @@ static void *watch_thread(void *p)
 	for (;;) {
 		if (watch_stream(w) == W_END || gaz__etcd_worker_stopping(&w->w))
 			break;
-		gaz_debug("etcd watch retrying", "revision=%lld attempt=%d why=\"%s\"",
+		gaz_debug("etcd watch retrying", "revision=%lld attempt=%d why=%s",
 			  (long long)w->next_rev, w->attempt, w->why);
 		if (gaz__etcd_worker_sleep(&w->w,
 					   gaz_deadline_in(gaz__etcd_backoff_ms(w->attempt++))))
@@ -181,7 +181,7 @@ static void *watch_thread(void *p)
 	if (gaz__etcd_worker_stopping(&w->w) && w->end_code == GAZ_ECANCELLED)
 		snprintf(w->why, sizeof(w->why), "watch stopped");
 	if (w->end_code != GAZ_ECANCELLED)
-		gaz_warn("etcd watch ended", "revision=%lld why=\"%s\"", (long long)w->next_rev,
+		gaz_warn("etcd watch ended", "revision=%lld why=%s", (long long)w->next_rev,
 			 w->why);
 	if (w->end_fn)
 		w->end_fn(w->arg, w->end_code, w->why);

@@ -228,7 +228,7 @@ static int hand_over(struct gaz_spool *s, struct gaz_spool_done *done, struct ga
 		return rc;
 	/* Drop uncommitted bytes so the file is exactly the fragment. */
 	if (ftruncate(s->file->fd, len) != 0)
-		gaz_warn("truncating completed spool failed", "journal=%s end=%lld err=\"%s\"",
+		gaz_warn("truncating completed spool failed", "journal=%s end=%lld err=%s",
 			 s->fragment.journal, (long long)s->fragment.end, strerror(errno));
 	done->file = s->file;
 	done->first_append_ns = s->first_append_ns;

@@ -5,6 +5,13 @@
  * entry has a non-NULL decoded value; `revision` never decreases. Events at
  * or below the current revision are ignored (a watch resumed after a
  * reconnect may replay the last one).
+ *
+ * With a watch delay, each watch response is applied at once and wakes
+ * the requests waiting on it (revision waiters, the notifier) at once; the
+ * observer (the broker's maintenance and allocator) is called by the
+ * publisher thread once the delay after the first response it has not
+ * seen has passed, so a burst of responses costs one round of that work.
+ * pub_mu guards pub_pending, pub_first_ns and pub_stop.
  */
 #include "keyspace/keyspace.h"
 
@@ -37,6 +44,14 @@ struct gaz_keyspace {
 	struct gaz_notifier notifier;
 	struct gaz_etcd_watch *watch;
 	bool watch_failed;
+
+	int64_t watch_delay_ns;         /* set before the watch starts */
+	pthread_t publisher;
+	bool publisher_started;
+	pthread_mutex_t pub_mu;
+	pthread_cond_t pub_cond;
+	bool pub_pending, pub_stop;
+	int64_t pub_first_ns;           /* monotonic: the first unpublished response */
 };
 
 struct gaz_keyspace *gaz_keyspace_new(struct gaz_etcd *etcd, const char *prefix,
@@ -58,9 +73,16 @@ struct gaz_keyspace *gaz_keyspace_new(struct gaz_etcd *etcd, const char *prefix,
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&ks->rev_cond, &ca);
+	pthread_mutex_init(&ks->pub_mu, NULL);
+	pthread_cond_init(&ks->pub_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	gaz_notifier_init(&ks->notifier);
 	return ks;
+}
+
+void gaz_keyspace_set_watch_delay(struct gaz_keyspace *ks, int64_t delay_ns)
+{
+	ks->watch_delay_ns = delay_ns > 0 ? delay_ns : 0;
 }
 
 void gaz_keyspace_set_cleanup(struct gaz_keyspace *ks, void (*fn)(void *arg))
@@ -128,7 +150,7 @@ static void upsert_kv(struct gaz_keyspace *ks, const Etcdserverpb__KeyValue *kv)
 		return;
 	e.decoded = ks->decode(ks->arg, e.key, kv->value.data, kv->value.len, &st);
 	if (!e.decoded) {
-		gaz_warn("ignoring undecodable key", "key=\"%s\" err=\"%s\"", e.key, st.msg);
+		gaz_warn("ignoring undecodable key", "key=%s err=%s", e.key, st.msg);
 		remove_key(ks, e.key);
 		free(e.key);
 		return;
@@ -167,13 +189,19 @@ static void set_header(struct gaz_keyspace *ks, const Etcdserverpb__ResponseHead
 	ks->header.raft_term = h->raft_term;
 }
 
-/* After an update: wake revision waiters, the notifier and the observer. */
-static void publish(struct gaz_keyspace *ks)
+/* wake_waiters wakes revision waiters and the notifier's (requests). */
+static void wake_waiters(struct gaz_keyspace *ks)
 {
 	pthread_mutex_lock(&ks->rev_mu);
 	pthread_cond_broadcast(&ks->rev_cond);
 	pthread_mutex_unlock(&ks->rev_mu);
 	gaz_notifier_broadcast(&ks->notifier);
+}
+
+/* After an update: wake the waiters, then call the observer. */
+static void publish(struct gaz_keyspace *ks)
+{
+	wake_waiters(ks);
 	if (ks->observer)
 		ks->observer(ks->observer_arg);
 }
@@ -242,9 +270,48 @@ static int on_watch(void *arg, const Etcdserverpb__WatchResponse *resp)
 	}
 	ks->header.revision = ks->revision;
 	pthread_rwlock_unlock(&ks->lock);
-	if (changed)
+	if (changed && ks->publisher_started) {
+		wake_waiters(ks);
+		pthread_mutex_lock(&ks->pub_mu);
+		if (!ks->pub_pending) {
+			ks->pub_pending = true;
+			ks->pub_first_ns = gaz_mono_ns();
+			pthread_cond_signal(&ks->pub_cond);
+		}
+		pthread_mutex_unlock(&ks->pub_mu);
+	} else if (changed) {
 		publish(ks);
+	}
 	return 0;
+}
+
+/* The publisher thread (a watch delay is set): one publish per delay
+ * window that saw changes. */
+static void *publisher_main(void *arg)
+{
+	struct gaz_keyspace *ks = arg;
+
+	pthread_setname_np(pthread_self(), "gaz-ks-publish");
+	pthread_mutex_lock(&ks->pub_mu);
+	while (!ks->pub_stop) {
+		if (!ks->pub_pending) {
+			pthread_cond_wait(&ks->pub_cond, &ks->pub_mu);
+			continue;
+		}
+		int64_t due = ks->pub_first_ns + ks->watch_delay_ns;
+		if (gaz_mono_ns() < due) {
+			struct timespec ts = gaz_abstime_of(due);
+			pthread_cond_timedwait(&ks->pub_cond, &ks->pub_mu, &ts);
+			continue;
+		}
+		ks->pub_pending = false;
+		pthread_mutex_unlock(&ks->pub_mu);
+		if (ks->observer)
+			ks->observer(ks->observer_arg);
+		pthread_mutex_lock(&ks->pub_mu);
+	}
+	pthread_mutex_unlock(&ks->pub_mu);
+	return NULL;
 }
 
 static void on_watch_end(void *arg, int code, const char *why)
@@ -252,7 +319,7 @@ static void on_watch_end(void *arg, int code, const char *why)
 	struct gaz_keyspace *ks = arg;
 
 	if (code != GAZ_ECANCELLED) {
-		gaz_error("keyspace watch failed", "prefix=\"%s\" err=\"%s\"", ks->prefix, why);
+		gaz_error("keyspace watch failed", "prefix=%s err=%s", ks->prefix, why);
 		ks->watch_failed = true;
 		publish(ks);
 	}
@@ -269,7 +336,7 @@ static int64_t on_watch_compacted(void *arg)
 	for (int attempt = 0; attempt < 5; attempt++) {
 		if (gaz_keyspace_load(ks, 0, &st) == 0)
 			return ks->revision;
-		gaz_warn("keyspace re-read failed", "prefix=\"%s\" err=\"%s\"", ks->prefix, st.msg);
+		gaz_warn("keyspace re-read failed", "prefix=%s err=%s", ks->prefix, st.msg);
 		gaz_status_clear(&st);
 		usleep(200000);
 	}
@@ -284,6 +351,8 @@ int gaz_keyspace_watch(struct gaz_keyspace *ks, struct gaz_status *st)
 	if (!end)
 		return gaz_status_set(st, GAZ_ENOMEM, "keyspace watch: out of memory");
 	gaz_etcd_prefix_end((const uint8_t *)ks->prefix, plen, end);
+	if (ks->watch_delay_ns && !ks->publisher_started)
+		ks->publisher_started = pthread_create(&ks->publisher, NULL, publisher_main, ks) == 0;
 	ks->watch = gaz_etcd_watch_start_resync(ks->etcd, (const uint8_t *)ks->prefix, plen, end,
 						plen, ks->revision + 1, on_watch, on_watch_end,
 						on_watch_compacted, ks, st);
@@ -297,6 +366,13 @@ void gaz_keyspace_free(struct gaz_keyspace *ks)
 		return;
 	if (ks->watch)
 		gaz_etcd_watch_stop(ks->watch);
+	if (ks->publisher_started) {
+		pthread_mutex_lock(&ks->pub_mu);
+		ks->pub_stop = true;
+		pthread_cond_signal(&ks->pub_cond);
+		pthread_mutex_unlock(&ks->pub_mu);
+		pthread_join(ks->publisher, NULL);
+	}
 	for (size_t i = 0; i < ks->len; i++)
 		entry_release(ks, &ks->entries[i]);
 	free(ks->entries);
@@ -306,6 +382,8 @@ void gaz_keyspace_free(struct gaz_keyspace *ks)
 	pthread_rwlock_destroy(&ks->lock);
 	pthread_cond_destroy(&ks->rev_cond);
 	pthread_mutex_destroy(&ks->rev_mu);
+	pthread_cond_destroy(&ks->pub_cond);
+	pthread_mutex_destroy(&ks->pub_mu);
 	gaz_notifier_release(&ks->notifier);
 	free(ks);
 }
@@ -313,6 +391,16 @@ void gaz_keyspace_free(struct gaz_keyspace *ks)
 void gaz_keyspace_rlock(struct gaz_keyspace *ks) { pthread_rwlock_rdlock(&ks->lock); }
 void gaz_keyspace_runlock(struct gaz_keyspace *ks) { pthread_rwlock_unlock(&ks->lock); }
 int64_t gaz_keyspace_revision(const struct gaz_keyspace *ks) { return ks->revision; }
+
+int64_t gaz_keyspace_revision_now(struct gaz_keyspace *ks)
+{
+	int64_t rev;
+
+	gaz_keyspace_rlock(ks);
+	rev = ks->revision;
+	gaz_keyspace_runlock(ks);
+	return rev;
+}
 struct gaz_etcd_header gaz_keyspace_header(const struct gaz_keyspace *ks) { return ks->header; }
 size_t gaz_keyspace_len(const struct gaz_keyspace *ks) { return ks->len; }
 struct gaz_notifier *gaz_keyspace_notifier(struct gaz_keyspace *ks) { return &ks->notifier; }

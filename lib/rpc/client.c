@@ -27,36 +27,68 @@ struct gaz_rpc_channel {
 	grpc_channel *gc;
 };
 
+/* port_check (st may be NULL): the port after the host of `hostport`
+ * (after "]" of an IPv6 literal), when there is one, is 1-65535. grpc
+ * would take a bad one as an address it cannot resolve and report only
+ * that the broker is unreachable. */
+static int port_check(const char *hostport, struct gaz_status *st)
+{
+	const char *b = strrchr(hostport, ']'), *c = strrchr(b ? b : hostport, ':');
+	char *end;
+	long port;
+
+	if (!c)
+		return 0;
+	port = strtol(c + 1, &end, 10);
+	if (c[1] < '0' || c[1] > '9' || *end || port < 1 || port > 65535)
+		return gaz_status_set(st, GAZ_EINVAL, "invalid port \"%s\": want 1-65535", c + 1);
+	return 0;
+}
+
 /* convert_target maps a broker endpoint URL to a grpc target (gazette-facts
  * §1.1: unix://host/path dials unix:///path; http without port means :80).
- * Returns a malloc'd string or NULL. */
-static char *convert_target(const char *t)
+ * Returns a malloc'd string, or NULL with the reason in st (may be NULL). */
+static char *convert_target(const char *t, struct gaz_status *st)
 {
 	const char *p, *end;
 	char *out;
 	size_t n;
 
-	if (!t || !*t)
+	if (!t || !*t) {
+		gaz_status_set(st, GAZ_EINVAL, "no address");
 		return NULL;
+	}
 	if (strncmp(t, "unix:", 5) == 0) {
-		if (!(p = gaz__rpc_unix_path(t)) || !(out = malloc(strlen(p) + 8)))
+		if (!(p = gaz__rpc_unix_path(t))) {
+			gaz_status_set(st, GAZ_EINVAL, "a unix address needs an absolute path");
+			return NULL;
+		}
+		if (!(out = malloc(strlen(p) + 8)))
 			return NULL;
 		sprintf(out, "unix://%s", p);
 		return out;
 	}
 	if (strncmp(t, "https://", 8) == 0) {
-		gaz_warn("tls endpoints are not supported yet", "target=%s", t);
+		gaz_status_set(st, GAZ_EINVAL, "https:// (TLS) is not supported yet");
 		return NULL;
 	}
 	if (strncmp(t, "http://", 7) != 0)
-		return strdup(t);
+		return port_check(t, st) ? NULL : strdup(t);
 	p = t + 7;
 	end = strchr(p, '/');
 	n = end ? (size_t)(end - p) : strlen(p);
-	if (n == 0 || !(out = malloc(n + 4)))
+	if (n == 0) {
+		gaz_status_set(st, GAZ_EINVAL, "no host after http://");
+		return NULL;
+	}
+	if (!(out = malloc(n + 4)))
 		return NULL;
 	memcpy(out, p, n);
 	out[n] = '\0';
+	if (port_check(out, st)) {
+		free(out);
+		return NULL;
+	}
 	/* No port after the host (or after "]" of an IPv6 literal): use 80. */
 	end = strrchr(out, ']');
 	if (!strchr(end ? end : out, ':'))
@@ -64,28 +96,53 @@ static char *convert_target(const char *t)
 	return out;
 }
 
+int gaz_rpc_target_check(const char *target, struct gaz_status *st)
+{
+	struct gaz_status local = {0};
+	char *t = convert_target(target, st ? st : &local);
+
+	if (t) {
+		free(t);
+		return 0;
+	}
+	return st && st->code ? st->code : gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+}
+
+/* Reconnect back-off and pings per peer kind (rpc.h, enum gaz_rpc_peer). */
+static const struct {
+	int initial_ms, max_ms; /* grpc grows the delay 1.6x between, with 20% jitter */
+	bool ping_without_calls;
+} peer_conf[] = {
+	[GAZ_RPC_PEER_CLIENT] = {1000, 5000, true},
+	[GAZ_RPC_PEER_BROKER] = {500, 500, true},
+	[GAZ_RPC_PEER_ETCD] = {500, 500, false},
+};
+
 struct gaz_rpc_channel *gaz_rpc_channel_new(const char *target,
 					    const struct gaz_rpc_channel_opts *opts)
 {
 	struct gaz_rpc_channel_opts o = {0};
 	struct gaz_rpc_channel *ch;
 	grpc_channel_credentials *creds;
-	grpc_arg a[8] = {0};
+	grpc_arg a[12] = {0};
 	int n = 0;
-	char *t = convert_target(target);
+	char *t = convert_target(target, NULL);
 
-	if (!t || !(ch = calloc(1, sizeof(*ch)))) {
+	if (opts)
+		o = *opts;
+	if ((unsigned)o.peer >= sizeof(peer_conf) / sizeof(peer_conf[0]) || !t ||
+	    !(ch = calloc(1, sizeof(*ch)))) {
 		free(t);
 		return NULL;
 	}
-	if (opts)
-		o = *opts;
 #define INT_ARG(k, v) (a[n].type = GRPC_ARG_INTEGER, a[n].key = (char *)(k), a[n++].value.integer = (v))
 	INT_ARG(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, o.max_recv_bytes > 0 ? o.max_recv_bytes : 64 << 20);
 	INT_ARG(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, -1);
+	INT_ARG(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, peer_conf[o.peer].initial_ms);
+	INT_ARG(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, peer_conf[o.peer].max_ms);
 	/* P4: keep pinging idle streams (Read, Watch) so dead peers surface. */
 	INT_ARG(GRPC_ARG_KEEPALIVE_TIME_MS, o.keepalive_ms > 0 ? o.keepalive_ms : 10000);
-	INT_ARG(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+	INT_ARG(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, peer_conf[o.peer].ping_without_calls);
 	INT_ARG(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
 	/* Each channel gets its own connection, as each Go ClientConn does. */
 	INT_ARG(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -147,18 +204,25 @@ int gaz_rpc_channel_wait_ready(struct gaz_rpc_channel *ch, int64_t deadline_ns,
 {
 	struct watch w = {.tag.cb = watch_cb};
 	grpc_connectivity_state s = grpc_channel_check_connectivity_state(ch->gc, 1);
+	grpc_connectivity_state prev = s;
 	int rc = 0;
 
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);
 	while (s != GRPC_CHANNEL_READY) {
+		if (s == GRPC_CHANNEL_TRANSIENT_FAILURE && prev != s) {
+			rc = GAZ_EUNAVAIL; /* an attempt made while we waited failed */
+			break;
+		}
 		if (s == GRPC_CHANNEL_SHUTDOWN || gaz_mono_ns() >= deadline_ns) {
 			rc = GAZ_ETIMEDOUT;
 			break;
 		}
+		prev = s;
 		w.done = false;
 		/* The watch always completes by its deadline, so waiting for it
 		 * keeps `w` alive exactly as long as grpc needs it. */
+		gaz__rpc_tag_give(&w);
 		grpc_channel_watch_connectivity_state(ch->gc, s, gaz__rpc_to_gpr(deadline_ns),
 						      gaz__rpc_cq(), &w);
 		pthread_mutex_lock(&w.mu);
@@ -255,7 +319,7 @@ static grpc_call_error unary_start(struct unary *u, grpc_call *gc, const char *m
 	ops[5].data.recv_status_on_client.status = &u->status;
 	ops[5].data.recv_status_on_client.status_details = &u->details;
 	ops[5].data.recv_status_on_client.error_string = &u->error_string;
-	return grpc_call_start_batch(gc, ops, 6, u, NULL);
+	return gaz__rpc_start_batch(gc, ops, 6, u);
 }
 
 static int unary_result(struct unary *u, const ProtobufCMessageDescriptor *resp_desc,
@@ -428,7 +492,7 @@ static bool sop_start(struct gaz_rpc_stream *s, struct sop *o, const grpc_op *op
 	o->done = false;
 	s->inflight++;
 	pthread_mutex_unlock(&s->mu);
-	err = grpc_call_start_batch(s->gc, ops, n, o, NULL);
+	err = gaz__rpc_start_batch(s->gc, ops, n, o);
 	pthread_mutex_lock(&s->mu);
 	if (err == GRPC_CALL_OK)
 		return true;
@@ -499,7 +563,7 @@ struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const cha
 					   int64_t deadline_ns, bool wait_for_ready,
 					   const char *md_auth, struct gaz_status *st)
 {
-	grpc_call *gc = call_create(ch, path, deadline_ns);
+	grpc_call *gc = ch ? call_create(ch, path, deadline_ns) : NULL;
 	struct gaz_rpc_stream *s;
 
 	if (!gc) {

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
@@ -54,16 +55,54 @@ static void *poller_main(void *arg)
 			break;
 		if (ev.type == GRPC_OP_COMPLETE) {
 			struct gaz__tag *t = ev.tag;
+			gaz__rpc_tag_take(t);
 			t->cb(t, ev.success);
 		}
 	}
 	return NULL;
 }
 
+/* grpc core's own lines (gpr_log) come here and go out as ours: one line
+ * with grpc's text as the message, component=grpc and file=<name>:<line>,
+ * grpc's DEBUG, INFO and ERROR as our debug, info and error.
+ *
+ * Which lines grpc hands us is its own choice, as grpc documents
+ * (doc/environment_variables.md): GRPC_VERBOSITY (DEBUG, INFO or ERROR, the
+ * default) and GRPC_TRACE, whose tracers log at INFO and DEBUG. We never
+ * call gpr_set_log_verbosity, which would make grpc ignore GRPC_VERBOSITY
+ * (gpr_log_verbosity_init keeps a verbosity already set). When
+ * GRPC_VERBOSITY is set, grpc's lines also pass over our --log.level: the
+ * variable asked for them, and traces would otherwise need a matching
+ * --log.level too. Unset, our level applies to grpc's errors as to ours. */
+static bool g_grpc_verbosity_env;
+
+void gaz__rpc_log(gpr_log_func_args *a)
+{
+	enum gaz_log_level lvl = a->severity == GPR_LOG_SEVERITY_DEBUG  ? GAZ_LOG_DEBUG
+				 : a->severity == GPR_LOG_SEVERITY_INFO ? GAZ_LOG_INFO
+									: GAZ_LOG_ERROR;
+	const char *file = a->file ? a->file : "", *slash = strrchr(file, '/');
+	char msg[2048];
+	size_t n;
+
+	if ((int)lvl < gaz_log_level_cur && !g_grpc_verbosity_env)
+		return;
+	/* grpc's messages may end in a newline: one line per event. */
+	n = (size_t)snprintf(msg, sizeof(msg), "%s", a->message ? a->message : "");
+	n = n < sizeof(msg) ? n : sizeof(msg) - 1;
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r' || msg[n - 1] == ' '))
+		msg[--n] = 0;
+	gaz_log_emit(lvl, msg, "component=grpc file=%s:%d", slash ? slash + 1 : file, a->line);
+}
+
 int gaz_rpc_init(int pollers)
 {
+	const char *v = getenv("GRPC_VERBOSITY");
+
 	if (pollers < 1 || pollers > MAX_POLLERS || g_cq)
 		return GAZ_EINVAL;
+	g_grpc_verbosity_env = v && *v;
+	gpr_set_log_function(gaz__rpc_log);
 	grpc_init();
 	g_cq = grpc_completion_queue_create_for_next(NULL);
 	for (g_npollers = 0; g_npollers < pollers; g_npollers++) {

@@ -97,6 +97,10 @@ enum {
 	 * (4 messages or 64 KiB): a client-streaming handler then finds a
 	 * small request whole instead of waking once per message. */
 	GAZ_RPC_DISPATCH_READ = 1 << 0,
+	/* The method's streams, for the grpc_type label of the server
+	 * metrics: neither is "unary", both "bidi_stream". */
+	GAZ_RPC_CLIENT_STREAMS = 1 << 1,
+	GAZ_RPC_SERVER_STREAMS = 1 << 2,
 };
 
 /* gaz_rpc_server_register_flags is gaz_rpc_server_register with `flags`. */
@@ -118,6 +122,34 @@ typedef bool (*gaz_rpc_fast_fn)(struct gaz_rpc_call *call, void *arg);
 int gaz_rpc_server_register_fast(struct gaz_rpc_server *srv, const char *path,
 				 gaz_rpc_handler_fn fn, gaz_rpc_fast_fn fast, void *arg,
 				 unsigned flags);
+
+/* A server's finish observer: called once per call, on the thread that
+ * ends it with gaz_rpc_finish (a handler, a poller's fast path, another
+ * call's handler answering it), right after the status is queued. `arg`
+ * is the method's registered arg, `code` the gRPC code sent and `outcome`
+ * what the handler recorded with gaz_rpc_set_outcome (0 if nothing).
+ * Must not block. Not called for local calls nor unknown methods. */
+typedef void (*gaz_rpc_finish_fn)(void *arg, int code, int outcome);
+
+/* gaz_rpc_server_on_finish sets the server's finish observer (NULL:
+ * none). Before start only. Returns 0 or GAZ_EINVAL. */
+int gaz_rpc_server_on_finish(struct gaz_rpc_server *srv, gaz_rpc_finish_fn fn);
+
+/* gaz_rpc_server_metrics makes the server count its calls as
+ * go-grpc-prometheus's server interceptors (with handling-time histograms,
+ * as Gazette enables them) do, in the default registry:
+ * grpc_server_started_total, grpc_server_handled_total{grpc_code},
+ * grpc_server_msg_received_total, grpc_server_msg_sent_total and
+ * grpc_server_handling_seconds, labelled grpc_type, grpc_service and
+ * grpc_method. A series appears on its first use. Before start only.
+ * Returns 0 or GAZ_EINVAL. */
+int gaz_rpc_server_metrics(struct gaz_rpc_server *srv);
+
+/* gaz_rpc_set_outcome records an application-level result of `call` for
+ * the finish observer (the broker: the Gazette Status that an OK response
+ * carries, as Gazette's instrumentJournalServerRPC labels it). Call before
+ * gaz_rpc_finish, from the thread that holds the call. */
+void gaz_rpc_set_outcome(struct gaz_rpc_call *call, int outcome);
 
 /* gaz_rpc_peek unpacks (a copy of) the i-th request message read ahead
  * and not yet received, into *out (free with
@@ -267,19 +299,48 @@ void gaz_rpc_local_free(struct gaz_rpc_call *call);
 struct gaz_rpc_channel;
 struct gaz_rpc_stream;
 
+/* Who a channel talks to. It sets the reconnect back-off (grpc core's
+ * default grows from 1 s to 120 s, so a peer that restarted was reached
+ * again only 20-80 s later) and the keepalive pings:
+ * - GAZ_RPC_PEER_CLIENT: a client of brokers (gazctl, the client library,
+ *   the operator). Back-off 1 s growing 1.6x to at most 5 s, as Gazette's
+ *   clients dial (mainboilerplate AddressConfig.MustDial).
+ * - GAZ_RPC_PEER_BROKER: broker to broker (replication, proxying). Back-off
+ *   capped at 0.5 s, as Gazette dials its peers (server.New: "crucial for
+ *   quick cluster recovery").
+ * - GAZ_RPC_PEER_ETCD: etcd. Back-off capped at 0.5 s (a lease must be
+ *   kept alive across an etcd restart). Pings only while a call is open:
+ *   etcd's server refuses pings on a connection without streams and
+ *   answers them with a GOAWAY "too_many_pings".
+ * Brokers and clients ping every keepalive_ms also without calls (a Read
+ * or Watch idle for minutes must notice a dead peer; grpc-core.md P4). */
+enum gaz_rpc_peer {
+	GAZ_RPC_PEER_CLIENT = 0,
+	GAZ_RPC_PEER_BROKER,
+	GAZ_RPC_PEER_ETCD,
+};
+
 struct gaz_rpc_channel_opts {
 	int max_recv_bytes;  /* 0 = 64 MiB */
-	int keepalive_ms;    /* 0 = 10000; pings also without calls (P4) */
+	int keepalive_ms;    /* 0 = 10000 */
+	enum gaz_rpc_peer peer;
 };
 
 /* gaz_rpc_channel_new opens a lazily connecting channel. `target` is a
  * grpc target ("127.0.0.1:8080", "unix:///path") or an http:// endpoint
  * URL as brokers advertise ("http://host:port", "unix://host/path"), which
- * is converted. Returns NULL on a malformed target or allocation failure,
- * and for https:// (TLS is not implemented yet).
+ * is converted. Returns NULL on a malformed target (see
+ * gaz_rpc_target_check for why), allocation failure, and for https://
+ * (TLS is not implemented yet). `opts` may be NULL (a client's defaults).
  * Thread-safe; free with gaz_rpc_channel_free after all its calls. */
 struct gaz_rpc_channel *gaz_rpc_channel_new(const char *target,
 					    const struct gaz_rpc_channel_opts *opts);
+
+/* gaz_rpc_target_check says why gaz_rpc_channel_new would refuse `target`
+ * (NULL is refused): GAZ_EINVAL with the reason in st ("invalid port
+ * 99999: want 1-65535", "https:// (TLS) is not supported yet", ...), or 0
+ * when it is well formed. st may be NULL. */
+int gaz_rpc_target_check(const char *target, struct gaz_status *st);
 void gaz_rpc_channel_free(struct gaz_rpc_channel *ch);
 
 /* Connectivity of a channel (grpc_connectivity_state, same values). */
@@ -300,11 +361,13 @@ enum gaz_rpc_conn_state gaz_rpc_channel_state(struct gaz_rpc_channel *ch, bool t
 const char *gaz_rpc_conn_state_name(enum gaz_rpc_conn_state s);
 
 /* gaz_rpc_channel_wait_ready connects the channel if it is idle and waits
- * until it is READY (returns 0) or until deadline_ns passes (returns
- * GAZ_ETIMEDOUT, with the last state in *last when non-NULL). A channel to
- * a closed port keeps retrying its connection with grpc's backoff, so this
- * is how a caller bounds the wait of a wait-for-ready call. Thread-safe;
- * blocks the calling thread (the watch completes on a poller). */
+ * until it is READY (returns 0), until a connection attempt made during
+ * the wait fails (the channel moves into TRANSIENT_FAILURE: returns
+ * GAZ_EUNAVAIL at once, e.g. on a refused connection), or until
+ * deadline_ns passes (GAZ_ETIMEDOUT: an attempt still connecting, or a
+ * channel that was failing already and made no new attempt). The last
+ * state goes to *last when non-NULL. Thread-safe; blocks the calling
+ * thread (the watch completes on a poller). */
 int gaz_rpc_channel_wait_ready(struct gaz_rpc_channel *ch, int64_t deadline_ns,
 			       enum gaz_rpc_conn_state *last);
 

@@ -14,6 +14,7 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_posix.h>
 #include <grpc/grpc_security.h>
+#include <grpc/support/log.h>
 #include <grpc/support/time.h>
 #include <pthread.h>
 
@@ -23,6 +24,54 @@
 struct gaz__tag {
 	void (*cb)(void *tag, int ok);
 };
+
+/* ThreadSanitizer sees no synchronisation inside grpc (Debian's grpc is
+ * not instrumented), so a completion looked to it like a race between the
+ * thread that started a batch and the poller that runs its callback. A
+ * tag is therefore released to TSan when it goes to grpc
+ * (gaz__rpc_tag_give, before every grpc call that takes a tag) and
+ * acquired when a poller takes it from the queue (gaz__rpc_tag_take):
+ * the happens-before grpc's completion queue provides. The give is the
+ * last access to the tag before grpc takes it: what is read of the tag
+ * after it is unordered with the completion (which may free it), so a
+ * caller reads what it needs of the tag first. No-ops otherwise. */
+#if defined(__SANITIZE_THREAD__)
+#define GAZ__RPC_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GAZ__RPC_TSAN 1
+#endif
+#endif
+#ifdef GAZ__RPC_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+static inline void gaz__rpc_tag_give(void *tag)
+{
+	__tsan_release(tag);
+}
+static inline void gaz__rpc_tag_take(void *tag)
+{
+	__tsan_acquire(tag);
+}
+#else
+static inline void gaz__rpc_tag_give(void *tag)
+{
+	(void)tag;
+}
+static inline void gaz__rpc_tag_take(void *tag)
+{
+	(void)tag;
+}
+#endif
+
+/* gaz__rpc_start_batch is grpc_call_start_batch with the tag given as
+ * above; every batch of lib/rpc starts through it. */
+static inline grpc_call_error gaz__rpc_start_batch(grpc_call *gc, const grpc_op *ops, size_t n,
+						   void *tag)
+{
+	gaz__rpc_tag_give(tag);
+	return grpc_call_start_batch(gc, ops, n, tag, NULL);
+}
 
 /* gaz__rpc_cq: the process-wide completion queue (valid between
  * gaz_rpc_init and gaz_rpc_shutdown). */
@@ -67,5 +116,10 @@ const char *gaz__rpc_unix_path(const char *addr);
 /* gaz__rpc_spawn starts a detached thread with a small stack (256 KiB; more
  * under sanitizers, whose frames are larger). Returns 0 or an errno. */
 int gaz__rpc_spawn(void *(*fn)(void *), void *arg);
+
+/* gaz__rpc_log is the log function gaz_rpc_init installs in grpc core
+ * (gpr_set_log_function): it writes grpc's line `a` (borrowed) through
+ * common/log. Called by grpc from any of its threads; exposed for tests. */
+void gaz__rpc_log(gpr_log_func_args *a);
 
 #endif

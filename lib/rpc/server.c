@@ -37,6 +37,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "rpc/rpc_int.h"
 
 #define REQS_PER_METHOD 8
@@ -48,6 +49,13 @@
 #define DISPATCH_READ_NS (20 * GAZ_NS_PER_MS) /* GAZ_RPC_DISPATCH_READ waits at most */
 #define TIMER_TICK_NS (5 * GAZ_NS_PER_MS)     /* ...plus this */
 
+/* A method's go-grpc-prometheus series, made on first use. */
+struct method_metrics {
+	const char *labels[3]; /* grpc_type, grpc_service, grpc_method (into path) */
+	char service[128];
+	_Atomic(struct gaz_metric_child *) started, received, sent, seconds;
+};
+
 struct method {
 	void *handle; /* from grpc_server_register_method */
 	gaz_rpc_handler_fn fn;
@@ -55,6 +63,7 @@ struct method {
 	char *path;
 	unsigned flags; /* GAZ_RPC_* */
 	gaz_rpc_fast_fn fast;
+	struct method_metrics *mm; /* NULL: the server counts nothing */
 };
 
 /* A request kept outstanding with grpc, reused after every accept. */
@@ -100,6 +109,9 @@ struct gaz_rpc_server {
 	pthread_cond_t timer_cv;
 	struct gaz_rpc_call *thead, *ttail;
 	bool timer_running;
+
+	gaz_rpc_finish_fn on_finish; /* set before start; NULL = none */
+	bool metrics;                /* gaz_rpc_server_metrics */
 };
 
 /* One in-flight batch of a call. */
@@ -115,6 +127,14 @@ struct mdval {
 	struct mdval *next;
 	size_t idx;  /* index in md */
 	char *value; /* gpr_malloc'd */
+};
+
+/* A gaz_rpc_recv_each callback with its message type and argument: one
+ * value, so a poller copies all three at once under the call's mu. */
+struct each_cb {
+	int (*fn)(void *arg, ProtobufCMessage *m);
+	const ProtobufCMessageDescriptor *desc;
+	void *arg;
 };
 
 struct gaz_rpc_call {
@@ -161,13 +181,12 @@ struct gaz_rpc_call {
 	bool send_waiting;         /* the handler waits for send_op */
 	int recv_end_ok;           /* ...at the client's half-close (1), or at a
 	                            * reset or cancellation (0) */
-	/* gaz_rpc_recv_each: while the handler waits there, a poller runs
-	 * each arriving message through each_fn itself. */
-	int (*each_fn)(void *arg, ProtobufCMessage *m);
-	const ProtobufCMessageDescriptor *each_desc;
-	void *each_arg;
-	bool each_busy;            /* a poller is in each_fn */
-	int each_rc;               /* each_fn's first non-zero return */
+	/* gaz_rpc_recv_each: while the handler waits there (each.fn set), a
+	 * poller runs each arriving message through each.fn itself, on a copy
+	 * of `each` taken under mu: the handler clears it as its wait ends. */
+	struct each_cb each;
+	bool each_busy;            /* a poller is in each.fn */
+	int each_rc;               /* each.fn's first non-zero return */
 
 	/* A local call (gc == NULL, see gaz_rpc_local_new): its requests,
 	 * consumed in order, then EOF; the outcome is kept for the caller. */
@@ -176,7 +195,99 @@ struct gaz_rpc_call {
 	grpc_byte_buffer *local_resp;
 	int local_code;
 	char *local_msg;
+
+	int outcome; /* gaz_rpc_set_outcome, for the finish observer */
+	int64_t started_ns; /* accepted (monotonic), for grpc_server_handling_seconds */
 };
+
+/* ---- go-grpc-prometheus server metrics --------------------------------- */
+
+static struct gaz_metric *f_started, *f_handled, *f_received, *f_sent, *f_seconds;
+static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
+
+static void metrics_init(void)
+{
+	struct gaz_metrics *r = gaz_metrics_default();
+	const char *l = "grpc_type,grpc_service,grpc_method";
+
+	f_started = gaz_metrics_counter(r, "grpc_server_started_total",
+					"Total number of RPCs started on the server.", l);
+	f_handled = gaz_metrics_counter(r, "grpc_server_handled_total",
+					"Total number of RPCs completed on the server, regardless of success or failure.",
+					"grpc_type,grpc_service,grpc_method,grpc_code");
+	f_received = gaz_metrics_counter(r, "grpc_server_msg_received_total",
+					 "Total number of RPC stream messages received on the server.", l);
+	f_sent = gaz_metrics_counter(r, "grpc_server_msg_sent_total",
+				     "Total number of gRPC stream messages sent by the server.", l);
+	f_seconds = gaz_metrics_histogram(r, "grpc_server_handling_seconds",
+					  "Histogram of response latency (seconds) of gRPC that had been "
+					  "application-level handled by the server.", l, NULL, 0);
+}
+
+/* The series of `fam` for the call's method, cached in *slot. NULL when
+ * the server counts nothing (or the family failed to register). */
+static struct gaz_metric_child *series(const struct gaz_rpc_call *c, struct gaz_metric *fam,
+				       _Atomic(struct gaz_metric_child *) *slot)
+{
+	struct gaz_metric_child *ch = atomic_load_explicit(slot, memory_order_acquire);
+
+	if (!ch && (ch = gaz_metric_withv(fam, c->m->mm->labels)))
+		atomic_store_explicit(slot, ch, memory_order_release);
+	return ch;
+}
+
+#define MM(c, name) ((c)->m && (c)->m->mm ? series((c), f_##name, &(c)->m->mm->name) : NULL)
+
+/* grpc-go's codes.Code names, the grpc_code label. */
+static const char *const code_names[] = {
+	"OK", "Canceled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
+	"AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
+	"OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated",
+};
+
+static void metrics_handled(const struct gaz_rpc_call *c, int code)
+{
+	const struct method_metrics *mm = c->m ? c->m->mm : NULL;
+
+	if (!mm)
+		return;
+	const char *v[4] = {mm->labels[0], mm->labels[1], mm->labels[2],
+			    code >= 0 && code <= 16 ? code_names[code] : "Unknown"};
+	gaz_metric_inc(gaz_metric_withv(f_handled, v));
+	gaz_metric_observe(MM(c, seconds), (double)(gaz_mono_ns() - c->started_ns) / 1e9);
+}
+
+/* Labels of a method at path "/<service>/<method>" as go-grpc-prometheus
+ * splits it. Returns NULL when out of memory. */
+static struct method_metrics *method_metrics_new(const char *path, unsigned flags)
+{
+	struct method_metrics *mm = calloc(1, sizeof(*mm));
+	const char *slash = strrchr(path, '/');
+
+	if (!mm)
+		return NULL;
+	snprintf(mm->service, sizeof(mm->service), "%.*s",
+		 slash > path ? (int)(slash - path - 1) : 0, path + 1);
+	mm->labels[0] = (flags & GAZ_RPC_CLIENT_STREAMS) && (flags & GAZ_RPC_SERVER_STREAMS) ? "bidi_stream"
+			: flags & GAZ_RPC_CLIENT_STREAMS ? "client_stream"
+			: flags & GAZ_RPC_SERVER_STREAMS ? "server_stream"
+							 : "unary";
+	mm->labels[1] = mm->service;
+	mm->labels[2] = slash ? slash + 1 : path;
+	return mm;
+}
+
+int gaz_rpc_server_metrics(struct gaz_rpc_server *srv)
+{
+	if (!srv || srv->state != SRV_NEW)
+		return GAZ_EINVAL;
+	pthread_once(&metrics_once, metrics_init);
+	srv->metrics = true;
+	for (size_t i = 0; i < srv->nmethods; i++)
+		if (!srv->methods[i]->mm)
+			srv->methods[i]->mm = method_metrics_new(srv->methods[i]->path, srv->methods[i]->flags);
+	return 0;
+}
 
 static void srv_lock(struct gaz_rpc_server *srv)
 {
@@ -271,15 +382,15 @@ static void call_dispatch(struct gaz_rpc_call *c)
 	pool_push(c->srv, c);
 }
 
-/* each_one unpacks `bb` (consumed) and hands it to fn. */
-static int each_one(const ProtobufCMessageDescriptor *desc, int (*fn)(void *, ProtobufCMessage *),
-		    void *arg, grpc_byte_buffer *bb)
+/* each_one unpacks `bb` (consumed) and hands it to e->fn. `e` is the
+ * caller's own copy, never the call's field: mu is not held here. */
+static int each_one(const struct each_cb *e, grpc_byte_buffer *bb)
 {
 	ProtobufCMessage *m = NULL;
-	int rc = gaz__rpc_unpack(bb, desc, &m, NULL);
+	int rc = gaz__rpc_unpack(bb, e->desc, &m, NULL);
 
 	grpc_byte_buffer_destroy(bb);
-	return rc ? rc : fn(arg, m);
+	return rc ? rc : e->fn(e->arg, m);
 }
 
 /* recv_arrived queues a completed receive (c->mu held, on a poller) and
@@ -302,20 +413,25 @@ static void recv_arrived(struct gaz_rpc_call *c)
 			grpc_byte_buffer_destroy(bb);
 		return;
 	}
-	if (c->each_fn && !c->each_rc && !c->n_ahead && !c->finished && !c->cancelled) {
+	gaz_metric_inc(MM(c, received));
+	if (c->each.fn && !c->each_rc && !c->n_ahead && !c->finished && !c->cancelled) {
 		/* The handler waits in gaz_rpc_recv_each: run the message here,
 		 * with no thread switch, then receive the next (one receive at
-		 * a time keeps the order). */
+		 * a time keeps the order). The callback is copied before the
+		 * unlock: once mu is released the handler's wait may end and
+		 * clear c->each (it then waits for each_busy). */
+		struct each_cb e = c->each;
+
 		c->each_busy = true;
 		pthread_mutex_unlock(&c->mu);
-		int rc = each_one(c->each_desc, c->each_fn, c->each_arg, bb);
+		int rc = each_one(&e, bb);
 		pthread_mutex_lock(&c->mu);
 		c->each_busy = false;
-		if (!c->each_fn) /* the handler took the stream back: it waits for us */
+		if (!c->each.fn) /* the handler took the stream back: it waits for us */
 			pthread_cond_broadcast(&c->cv);
 		if (rc)
 			c->each_rc = rc;
-		else if (c->each_fn && !c->finished && !c->cancelled && recv_start(c) != 0) {
+		else if (c->each.fn && !c->finished && !c->cancelled && recv_start(c) != 0) {
 			c->recv_end = true;
 			c->recv_end_ok = 0;
 		}
@@ -379,7 +495,7 @@ static void op_cb(void *tag, int ok)
 	 * ahead (thread switches are the cost of small appends). */
 	wake = o == &c->close_op ||
 	       (o == &c->recv_op && c->recv_waiting &&
-		(!c->each_fn || c->each_rc || c->recv_end || c->n_ahead)) ||
+		(!c->each.fn || c->each_rc || c->recv_end || c->n_ahead)) ||
 	       (o == &c->send_op && c->send_waiting &&
 		(c->send_failed || c->cancelled || c->sendq_n <= c->send_wait_len ||
 		 (!c->send_op.pending && !c->sendq_n)));
@@ -399,7 +515,7 @@ static int call_start(struct gaz_rpc_call *c, struct optag *o, const grpc_op *op
 	o->done = false;
 	c->refs++;
 	pthread_mutex_unlock(&c->mu);
-	err = grpc_call_start_batch(c->gc, ops, n, o, NULL);
+	err = gaz__rpc_start_batch(c->gc, ops, n, o);
 	pthread_mutex_lock(&c->mu);
 	if (err == GRPC_CALL_OK)
 		return 0;
@@ -649,6 +765,7 @@ static void req_issue(struct req *r)
 {
 	struct gaz_rpc_server *srv = r->srv;
 	grpc_completion_queue *cq = gaz__rpc_cq();
+	void *method = r->m ? r->m->handle : NULL;
 	grpc_call_error err;
 	bool stop;
 
@@ -660,10 +777,13 @@ static void req_issue(struct req *r)
 		return;
 	}
 	/* A request made after shutdown began completes with ok=0; requests
-	 * stays counted until then, so the server outlives this call. */
-	if (r->m)
-		err = grpc_server_request_registered_call(srv->gs, r->m->handle, &r->gc,
-							  &r->deadline, &r->md, NULL, cq, cq, r);
+	 * stays counted until then, so the server outlives this call. Once
+	 * given, `r` is the poller's (it may complete and be freed before
+	 * grpc returns): nothing of it is read after this line. */
+	gaz__rpc_tag_give(r);
+	if (method)
+		err = grpc_server_request_registered_call(srv->gs, method, &r->gc, &r->deadline,
+							  &r->md, NULL, cq, cq, r);
 	else
 		err = grpc_server_request_call(srv->gs, &r->gc, &r->details, &r->md, cq, cq, r);
 	if (err != GRPC_CALL_OK) {
@@ -693,6 +813,8 @@ static void accept_registered(struct req *r)
 	req_issue(r);
 	if (!c)
 		return;
+	c->started_ns = gaz_mono_ns();
+	gaz_metric_inc(MM(c, started));
 	op.data.recv_close_on_server.cancelled = &c->close_cancelled;
 	pthread_mutex_lock(&c->mu);
 	if (call_start(c, &c->close_op, &op, 1) != 0)
@@ -702,21 +824,30 @@ static void accept_registered(struct req *r)
 	else if (recv_start(c) != 0)
 		c->recv_end = true; /* recv_end_ok 0: reads as cancelled */
 	c->dispatch_pending = c->m->flags & GAZ_RPC_DISPATCH_READ;
+	/* While call_start had mu released, another poller's completions may
+	 * have read the whole request (they could not dispatch it: nothing was
+	 * pending yet). Such a call is dispatched here as it would have been
+	 * there, through its fast path. */
 	dispatch = !c->dispatch_pending || dispatch_ready(c);
 	if (!dispatch) {
 		c->dispatch_by_ns = gaz_mono_ns() + DISPATCH_READ_NS;
 		atomic_fetch_add(&c->refs, 1); /* the timer's */
 	}
 	pthread_mutex_unlock(&c->mu);
-	if (!dispatch && !timer_add(c->srv, c)) {
-		/* No timer: dispatch now, unless a completion just did. */
+	if (dispatch) {
+		call_dispatch(c);
+		return;
+	}
+	if (!timer_add(c->srv, c)) {
+		/* No timer: dispatch now, unless a completion just did; its
+		 * request is not read yet, so not to the fast path. */
 		pthread_mutex_lock(&c->mu);
 		dispatch = c->dispatch_pending;
 		c->dispatch_pending = false;
 		call_unref_locked(c, false);
+		if (dispatch)
+			pool_push(c->srv, c);
 	}
-	if (dispatch)
-		pool_push(c->srv, c);
 }
 
 /* An unknown method's call, answered UNIMPLEMENTED in one batch. */
@@ -759,7 +890,7 @@ static void unknown_answer(struct unknown *u)
 	ops[1].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
 	ops[1].data.send_status_from_server.status_details = &u->msg;
 	ops[2].data.recv_close_on_server.cancelled = &u->cancelled;
-	if (grpc_call_start_batch(u->gc, ops, 3, u, NULL) != GRPC_CALL_OK)
+	if (gaz__rpc_start_batch(u->gc, ops, 3, u) != GRPC_CALL_OK)
 		unknown_cb(u, 0);
 }
 
@@ -899,6 +1030,7 @@ int gaz_rpc_server_register_fast(struct gaz_rpc_server *srv, const char *path,
 	m->arg = arg;
 	m->flags = flags;
 	m->fast = fast;
+	m->mm = srv->metrics ? method_metrics_new(m->path, flags) : NULL;
 	ms[srv->nmethods++] = m;
 	return 0;
 }
@@ -1011,6 +1143,7 @@ void gaz_rpc_server_shutdown(struct gaz_rpc_server *srv, int64_t grace_ms)
 		while (srv->handovers > 0) /* R2: no add_fd may follow shutdown */
 			pthread_cond_wait(&srv->cv, &srv->mu);
 		pthread_mutex_unlock(&srv->mu);
+		gaz__rpc_tag_give(&srv->shutdown_tag);
 		grpc_server_shutdown_and_notify(srv->gs, gaz__rpc_cq(), &srv->shutdown_tag);
 		srv_lock(srv);
 		wait_shutdown_tag(srv, gaz_mono_ns() + (grace_ms > 0 ? grace_ms : 0) * GAZ_NS_PER_MS);
@@ -1037,6 +1170,7 @@ void gaz_rpc_server_free(struct gaz_rpc_server *srv)
 	gaz_rpc_server_shutdown(srv, 0);
 	for (size_t i = 0; i < srv->nmethods; i++) {
 		free(srv->methods[i]->path);
+		free(srv->methods[i]->mm);
 		free(srv->methods[i]);
 	}
 	free(srv->methods);
@@ -1152,12 +1286,13 @@ static int recv_bb(struct gaz_rpc_call *c, grpc_byte_buffer **bb, int64_t deadli
 int gaz_rpc_recv_each(struct gaz_rpc_call *c, const ProtobufCMessageDescriptor *desc,
 		      int (*fn)(void *arg, ProtobufCMessage *m), void *arg, int64_t deadline_ns)
 {
+	const struct each_cb e = {.fn = fn, .desc = desc, .arg = arg};
 	grpc_byte_buffer *bb = NULL;
 	int rc;
 
 	if (!c->gc) { /* a local call: its messages on this thread */
 		while ((rc = local_recv(c, &bb)) == 0)
-			if ((rc = each_one(desc, fn, arg, bb)))
+			if ((rc = each_one(&e, bb)))
 				return rc;
 		return rc;
 	}
@@ -1169,7 +1304,7 @@ int gaz_rpc_recv_each(struct gaz_rpc_call *c, const ProtobufCMessageDescriptor *
 		if (c->n_ahead) { /* read ahead before we came: here, in order */
 			bb = ahead_pop(c);
 			pthread_mutex_unlock(&c->mu);
-			rc = each_one(desc, fn, arg, bb);
+			rc = each_one(&e, bb);
 			pthread_mutex_lock(&c->mu);
 			if (rc)
 				break;
@@ -1179,13 +1314,11 @@ int gaz_rpc_recv_each(struct gaz_rpc_call *c, const ProtobufCMessageDescriptor *
 			rc = GAZ_ECANCELLED;
 			break;
 		}
-		c->each_fn = fn;
-		c->each_desc = desc;
-		c->each_arg = arg;
+		c->each = e;
 		c->recv_waiting = true;
 		timed_out = gaz__rpc_timedwait(&c->cv, &c->mu, deadline_ns);
 		c->recv_waiting = false;
-		c->each_fn = NULL;
+		c->each = (struct each_cb){0};
 		while (c->each_busy) /* a poller is still in fn: it wakes us after */
 			pthread_cond_wait(&c->cv, &c->mu);
 		if (c->each_rc) {
@@ -1310,6 +1443,8 @@ out:
 	pthread_mutex_unlock(&call->mu);
 	if (bb)
 		grpc_byte_buffer_destroy(bb);
+	if (ok && call->gc)
+		gaz_metric_inc(MM(call, sent));
 	return ok ? 0 : GAZ_ECANCELLED;
 }
 
@@ -1362,7 +1497,27 @@ int gaz_rpc_finish(struct gaz_rpc_call *call, const ProtobufCMessage *resp, int 
 	call->fin_bb = bb;
 	ok = call_start(call, &call->fin_op, ops, n) == 0 && !call->cancelled;
 	pthread_mutex_unlock(&call->mu);
+	/* finished is set: no other finish gets here, and the caller still
+	 * holds the call. */
+	if (bb)
+		gaz_metric_inc(MM(call, sent));
+	metrics_handled(call, (int)status_code_of(code));
+	if (call->m && call->srv->on_finish)
+		call->srv->on_finish(call->m->arg, (int)status_code_of(code), call->outcome);
 	return ok ? 0 : GAZ_ECANCELLED;
+}
+
+void gaz_rpc_set_outcome(struct gaz_rpc_call *call, int outcome)
+{
+	call->outcome = outcome;
+}
+
+int gaz_rpc_server_on_finish(struct gaz_rpc_server *srv, gaz_rpc_finish_fn fn)
+{
+	if (!srv || srv->state != SRV_NEW)
+		return GAZ_EINVAL;
+	srv->on_finish = fn;
+	return 0;
 }
 
 int gaz_rpc_peek(struct gaz_rpc_call *call, size_t i, const ProtobufCMessageDescriptor *desc,

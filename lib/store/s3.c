@@ -75,6 +75,7 @@ struct conn {
 };
 
 struct s3_store {
+	struct gaz_store *store; /* borrowed: the store this is the backend of */
 	struct gaz_s3_config cfg;
 	CURLSH *share;
 	pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
@@ -182,6 +183,8 @@ static bool rbuf_add(struct rbuf *b, const void *d, size_t n)
 /* One S3 request and what came back. */
 struct s3_call {
 	const char *method;
+	const char *op;                  /* Gazette's store operation ("get") it is
+	                                  * part of, for metrics; NULL = none */
 	const char *key;                 /* full object key, NULL = the bucket */
 	struct gaz_sigv4_kv query[6];
 	size_t n_query;
@@ -330,7 +333,7 @@ static int sign_call(struct s3_store *s3, struct s3_call *c, const char *path,
 		*hdrs = l;
 	}
 	*hdrs = curl_slist_append(*hdrs, "Expect:");
-	gaz_trace("s3 canonical request", "canonical=\"%s\"", o->canonical);
+	gaz_trace("s3 canonical request", "canonical=%s", o->canonical);
 	free(o);
 	return *hdrs ? 0 : gaz_status_set(st, GAZ_ENOMEM, "s3: out of memory");
 }
@@ -558,6 +561,22 @@ static int hash_body(struct s3_call *c, struct gaz_status *st)
 	return 0;
 }
 
+/* Logs a failed attempt of `c` that will be retried, at warning (what was
+ * asked, what came back, which attempt failed), and counts it as a failed
+ * operation of Gazette's gazette_store_operation_total{status="error"}
+ * (with its duration from `t0_ns`): a retried read or write is otherwise
+ * invisible, as only the operation's outcome is counted. */
+static void note_retry(struct s3_store *s3, const struct s3_call *c, const char *code, int attempt,
+		       int64_t t0_ns)
+{
+	gaz_warn("retrying s3 request", "store=%s method=%s key=%s status=%ld err=%s attempt=%d",
+		 s3->store->url.raw, c->method, c->key ? c->key : "", c->status,
+		 c->curl_err[0] ? c->curl_err : code && *code ? code : curl_easy_strerror(c->cc),
+		 attempt);
+	if (c->op)
+		gaz__store_attempt_failed(s3->store, c->op, t0_ns);
+}
+
 /* Runs c with retries. Returns 0 on a 2xx answer, else the mapped error.
  * c->resp holds the last body (free with rbuf_free). */
 static int s3_do(struct s3_store *s3, struct s3_call *c, struct gaz_status *st)
@@ -574,24 +593,25 @@ static int s3_do(struct s3_store *s3, struct s3_call *c, struct gaz_status *st)
 		if (attempt)
 			backoff(attempt - 1);
 		gaz_status_clear(&local);
+		int64_t t0 = gaz_mono_ns();
 		rc = perform_once(s3, c, &local);
 		if (rc && rc != GAZ_EUNAVAIL)
 			return gaz_status_set(st, rc, "%s", local.msg);
 		if (!rc && c->status >= 200 && c->status < 300)
 			return 0;
 		gaz__s3_parse_error(c->resp.p, c->resp.len, code, sizeof(code), msg, sizeof(msg));
-		if (!retryable(c, rc, code))
+		if (!retryable(c, rc, code) || attempt + 1 == MAX_ATTEMPTS)
 			break;
-		gaz_debug("retrying s3 request", "method=%s key=\"%s\" status=%ld curl=\"%s\" attempt=%d",
-			  c->method, c->key ? c->key : "", c->status, c->curl_err, attempt + 1);
+		note_retry(s3, c, code, attempt + 1, t0);
 	}
 	return call_error(s3, c, rc, st);
 }
 
-static void call_init(struct s3_call *c, const char *method, const char *key)
+static void call_init(struct s3_call *c, const char *method, const char *key, const char *op)
 {
 	memset(c, 0, sizeof(*c));
 	c->method = method;
+	c->op = op;
 	c->key = key;
 	c->fd = -1;
 }
@@ -615,7 +635,7 @@ static int list_page(struct s3_store *s3, const char *prefix, const char *token,
 	struct s3_call c;
 	int rc;
 
-	call_init(&c, "GET", NULL);
+	call_init(&c, "GET", NULL, "list");
 	c.query[c.n_query++] = (struct gaz_sigv4_kv){"list-type", "2"};
 	c.query[c.n_query++] = (struct gaz_sigv4_kv){"prefix", prefix};
 	if (token)
@@ -686,7 +706,7 @@ static int object_request(struct gaz_store *s, const char *method, const char *k
 
 	if ((rc = full_key(s3, key, k, sizeof(k), st)))
 		return rc;
-	call_init(&c, method, k);
+	call_init(&c, method, k, !strcmp(method, "HEAD") ? "exists" : "remove");
 	rc = s3_do(s3, &c, st);
 	rbuf_free(&c.resp);
 	return rc;
@@ -736,7 +756,7 @@ static int put_single(struct s3_store *s3, const char *k, int fd, int64_t len, c
 	struct s3_call c;
 	int rc;
 
-	call_init(&c, "PUT", k);
+	call_init(&c, "PUT", k, "put");
 	put_headers(s3, &c, enc);
 	c.fd = fd;
 	c.fd_len = len;
@@ -752,7 +772,7 @@ static int mp_create(struct s3_store *s3, const char *k, const char *enc, char *
 	struct s3_call c;
 	int rc;
 
-	call_init(&c, "POST", k);
+	call_init(&c, "POST", k, "put");
 	c.query[c.n_query++] = (struct gaz_sigv4_kv){"uploads", ""};
 	put_headers(s3, &c, enc);
 	if (!(rc = s3_do(s3, &c, st)) && !gaz__s3_parse_upload_id(c.resp.p, c.resp.len, upload_id, cap))
@@ -769,7 +789,7 @@ static int mp_part(struct s3_store *s3, const char *k, const char *upload_id, in
 	int rc;
 
 	snprintf(num, sizeof(num), "%d", part);
-	call_init(&c, "PUT", k);
+	call_init(&c, "PUT", k, "put");
 	c.query[c.n_query++] = (struct gaz_sigv4_kv){"partNumber", num};
 	c.query[c.n_query++] = (struct gaz_sigv4_kv){"uploadId", upload_id};
 	c.fd = fd;
@@ -794,7 +814,7 @@ static int mp_complete(struct s3_store *s3, const char *k, const char *upload_id
 	struct s3_call c;
 	int rc;
 
-	call_init(&c, "POST", k);
+	call_init(&c, "POST", k, "put");
 	c.query[c.n_query++] = (struct gaz_sigv4_kv){"uploadId", upload_id};
 	c.body = parts->p;
 	c.body_len = parts->len;
@@ -812,10 +832,10 @@ static void mp_abort(struct s3_store *s3, const char *k, const char *upload_id)
 	struct gaz_status st = {0};
 	struct s3_call c;
 
-	call_init(&c, "DELETE", k);
+	call_init(&c, "DELETE", k, "put");
 	c.query[c.n_query++] = (struct gaz_sigv4_kv){"uploadId", upload_id};
 	if (s3_do(s3, &c, &st))
-		gaz_warn("aborting s3 multipart upload failed", "key=\"%s\" err=\"%s\"", k, st.msg);
+		gaz_warn("aborting s3 multipart upload failed", "key=%s err=%s", k, st.msg);
 	rbuf_free(&c.resp);
 }
 
@@ -908,7 +928,7 @@ static int s3_fetch(struct gaz_store *s, const char *url, char *buf, size_t cap,
 	long status = 0;
 	CURLcode cc;
 
-	call_init(&c, "GET", NULL);
+	call_init(&c, "GET", NULL, NULL);
 	c.resp.max = cap;
 	if (conn_take(s3, &cn))
 		return gaz_status_set(st, GAZ_ENOMEM, "s3: out of memory");
@@ -951,7 +971,8 @@ struct s3_reader {
 	int64_t skip;                 /* bytes still to drop: a 200 to a Range */
 	char *buf;                    /* [head, head + len) unread */
 	size_t head, len, cap;
-	int attempts;
+	int attempts;                 /* failed attempts so far */
+	int64_t attempt_t0_ns;        /* start of the current attempt (monotonic) */
 };
 
 static size_t reader_on_body(char *d, size_t size, size_t n, void *arg)
@@ -1017,7 +1038,7 @@ static int reader_start(struct s3_reader *r, struct gaz_status *st)
 	int rc;
 
 	rbuf_free(&r->call.resp);
-	call_init(&r->call, "GET", r->key);
+	call_init(&r->call, "GET", r->key, "get");
 	r->range[0] = 0;
 	if (from > 0) {
 		snprintf(r->range, sizeof(r->range), "bytes=%lld-", (long long)from);
@@ -1044,6 +1065,7 @@ static int reader_start(struct s3_reader *r, struct gaz_status *st)
 	curl_easy_setopt(r->cn.e, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(r->cn.e, CURLOPT_LOW_SPEED_TIME, (long)STALL_S);
 	r->done = r->paused = r->streaming = false;
+	r->attempt_t0_ns = gaz_mono_ns();
 	r->active = curl_multi_add_handle(r->cn.m, r->cn.e) == CURLM_OK;
 	return r->active ? 0 : gaz_status_set(st, GAZ_EIO, "s3: starting GET failed");
 }
@@ -1084,20 +1106,20 @@ static int reader_settle(struct s3_reader *r, struct gaz_status *st)
 	if (r->result == CURLE_OK && (status == 200 || status == 206))
 		return 0;
 	rc = r->result == CURLE_OK ? 0 : GAZ_EUNAVAIL;
-	if (r->result != CURLE_OK && r->result != CURLE_ABORTED_BY_CALLBACK && r->result != CURLE_WRITE_ERROR) {
-		char code[128] = "", msg[8];
-		gaz__s3_parse_error(r->call.resp.p, r->call.resp.len, code, sizeof(code), msg, sizeof(msg));
-		if (++r->attempts < MAX_ATTEMPTS && retryable(&r->call, rc, code)) {
-			backoff(r->attempts - 1);
-			rbuf_free(&r->call.resp);
-			return reader_start(r, st);
-		}
-	} else if (r->result == CURLE_OK && ++r->attempts < MAX_ATTEMPTS && (status >= 500 || status == 429)) {
-		backoff(r->attempts - 1);
-		rbuf_free(&r->call.resp);
-		return reader_start(r, st);
-	}
-	return call_error(r->s3, &r->call, rc, st);
+	char code[128] = "", msg[8];
+	bool again = false;
+	gaz__s3_parse_error(r->call.resp.p, r->call.resp.len, code, sizeof(code), msg, sizeof(msg));
+	if (r->result != CURLE_OK && r->result != CURLE_ABORTED_BY_CALLBACK && r->result != CURLE_WRITE_ERROR)
+		again = ++r->attempts < MAX_ATTEMPTS && retryable(&r->call, rc, code);
+	else if (r->result == CURLE_OK)
+		again = ++r->attempts < MAX_ATTEMPTS && (status >= 500 || status == 429);
+	if (!again)
+		return call_error(r->s3, &r->call, rc, st);
+	/* A cut body resumes at the first byte not yet received (Range). */
+	note_retry(r->s3, &r->call, code, r->attempts, r->attempt_t0_ns);
+	backoff(r->attempts - 1);
+	rbuf_free(&r->call.resp);
+	return reader_start(r, st);
 }
 
 static int reader_read(struct gaz_store_reader *base, void *buf, size_t cap, size_t *n,
@@ -1227,6 +1249,7 @@ int gaz__store_s3_open(struct gaz_store *s, const char *file_root, struct gaz_st
 	pthread_mutex_init(&s3->pool_mu, NULL);
 	s->impl = s3;
 	s->ops = &s3_ops;
+	s3->store = s;
 	if ((rc = gaz__s3_config_resolve(s, &s3->cfg, st)))
 		return rc;
 	if (!(s3->share = curl_share_init()))
@@ -1236,7 +1259,7 @@ int gaz__store_s3_open(struct gaz_store *s, const char *file_root, struct gaz_st
 	curl_share_setopt(s3->share, CURLSHOPT_USERDATA, s3);
 	curl_share_setopt(s3->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
 	curl_share_setopt(s3->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-	gaz_info("opened s3 fragment store", "store=\"%s\" endpoint=%s region=%s path_style=%d key_id=%s creds=\"%s\"",
+	gaz_info("opened s3 fragment store", "store=%s endpoint=%s region=%s path_style=%d key_id=%s creds=%s",
 		 s->url.raw, s3->cfg.base_url, s3->cfg.region, s3->cfg.path_style,
 		 s3->cfg.creds.access_key, s3->cfg.creds_source);
 	return 0;

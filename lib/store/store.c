@@ -395,6 +395,11 @@ static int op_done(struct gaz_store *s, const char *op, int64_t t0_ns, int rc)
 	return rc;
 }
 
+void gaz__store_attempt_failed(struct gaz_store *s, const char *op, int64_t t0_ns)
+{
+	(void)op_done(s, op, t0_ns, GAZ_EIO);
+}
+
 /* Counts listed objects for gazette_store_list_items_count. */
 struct list_count {
 	gaz_store_list_fn cb;
@@ -579,14 +584,14 @@ static int frag_list_cb(void *arg, const struct gaz_store_obj *obj, struct gaz_s
 		return 0; /* directory placeholder objects */
 	rc = gaz_fragment_parse_path(fl->journal, obj->path, &f, &perr);
 	if (rc == GAZ_EINVAL) {
-		gaz_warn("parsing fragment", "journal=%s name=\"%s\" store=\"%s\"", fl->journal,
+		gaz_warn("parsing fragment", "journal=%s name=%s store=%s", fl->journal,
 			 obj->path, fl->store->url.raw);
 		return 0;
 	}
 	if (rc)
 		return gaz_status_set(st, rc, "%s", perr.msg);
 	if (obj->size == 0 && f.end > f.begin) {
-		gaz_warn("zero-length fragment", "journal=%s name=\"%s\" store=\"%s\"", fl->journal,
+		gaz_warn("zero-length fragment", "journal=%s name=%s store=%s", fl->journal,
 			 obj->path, fl->store->url.raw);
 		gaz_fragment_release(&f);
 		return 0;

@@ -253,6 +253,13 @@ static inline bool gaz_store_is_auth_error(int code)
  * file_root. */
 int gaz__store_file_open(struct gaz_store *s, const char *file_root, struct gaz_status *st);
 
+/* gaz__store_attempt_failed counts one failed attempt, started at t0_ns
+ * (monotonic), of a backend's operation `op` ("get", "put", "list",
+ * "exists", "remove") that the backend retries: as a failed operation in
+ * gazette_store_operation_total and _duration_seconds{status="error"}.
+ * The operation's outcome is still counted once by the public call. */
+void gaz__store_attempt_failed(struct gaz_store *s, const char *op, int64_t t0_ns);
+
 /* gaz__store_s3_open sets s->ops/s->impl for an s3:// store (s3.c);
  * file_root is unused. Errors: see gaz__s3_config_resolve (s3_int.h). */
 int gaz__store_s3_open(struct gaz_store *s, const char *file_root, struct gaz_status *st);

@@ -11,6 +11,11 @@
  * a terminal status failing the batch, what is queued behind it and later
  * appends (sticky); the check_registers exception (retried); back-pressure
  * when the buffer is full; flush; cancellation.
+ *
+ * Lock rule: S.mu guards all of S. The handler (a lib/rpc handler thread)
+ * and the tests (the main thread) read and write S only under S.mu, the
+ * tests through the helpers below: the RPC's way through grpc orders them
+ * in fact, but ThreadSanitizer sees no order there.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -242,6 +247,58 @@ static int calls(void)
 	return n;
 }
 
+/* set_script makes the broker answer call n with script(n). */
+static void set_script(int (*script)(int n))
+{
+	pthread_mutex_lock(&S.mu);
+	S.script = script;
+	pthread_mutex_unlock(&S.mu);
+}
+
+/* journal_len: the journal's length in bytes. */
+static size_t journal_len(void)
+{
+	size_t len;
+
+	pthread_mutex_lock(&S.mu);
+	len = S.len;
+	pthread_mutex_unlock(&S.mu);
+	return len;
+}
+
+/* journal_is: whether the journal starts with want[0, len). */
+static bool journal_is(const char *want, size_t len)
+{
+	bool eq;
+
+	pthread_mutex_lock(&S.mu);
+	eq = S.len >= len && memcmp(S.data, want, len) == 0;
+	pthread_mutex_unlock(&S.mu);
+	return eq;
+}
+
+/* rpc_bytes: the content bytes RPC n carried. */
+static size_t rpc_bytes(int n)
+{
+	size_t len;
+
+	pthread_mutex_lock(&S.mu);
+	len = S.rpc_bytes[n];
+	pthread_mutex_unlock(&S.mu);
+	return len;
+}
+
+/* rpc_regs: whether RPC n carried union_registers. */
+static bool rpc_regs(int n)
+{
+	bool regs;
+
+	pthread_mutex_lock(&S.mu);
+	regs = S.rpc_regs[n];
+	pthread_mutex_unlock(&S.mu);
+	return regs;
+}
+
 static void expect_ok(struct gaz_append_handle *h, int64_t begin, int64_t end)
 {
 	struct gaz_append_result res;
@@ -288,10 +345,10 @@ static void test_order_and_batching(void **state)
 		strcat(want, rec);
 		expect_ok(h[i], i * 4, i * 4 + 4);
 	}
-	assert_int_equal(S.len, 200);
-	assert_memory_equal(S.data, want, 200);
+	assert_int_equal(journal_len(), 200);
+	assert_true(journal_is(want, 200));
 	assert_int_equal(calls(), 2); /* the held one, then one batch of 49 */
-	assert_int_equal(S.rpc_bytes[1], 49 * 4);
+	assert_int_equal(rpc_bytes(1), 49 * 4);
 }
 
 /* A batch never exceeds max_batch_bytes; register options split batches. */
@@ -319,13 +376,13 @@ static void test_batch_bounds(void **state)
 	release();
 	for (int i = 0; i < 7; i++)
 		expect_ok(h[i], i * 4, i * 4 + 4);
-	assert_memory_equal(S.data, "aaaabbbbccccddddeeeeffffgggg", 28);
+	assert_true(journal_is("aaaabbbbccccddddeeeeffffgggg", 28));
 	assert_int_equal(calls(), 5); /* a | b c | d | e f | g */
-	assert_int_equal(S.rpc_bytes[1], 8);
-	assert_int_equal(S.rpc_bytes[2], 4);
-	assert_int_equal(S.rpc_bytes[3], 8);
-	assert_true(S.rpc_regs[3]);
-	assert_false(S.rpc_regs[4]);
+	assert_int_equal(rpc_bytes(1), 8);
+	assert_int_equal(rpc_bytes(2), 4);
+	assert_int_equal(rpc_bytes(3), 8);
+	assert_true(rpc_regs(3));
+	assert_false(rpc_regs(4));
 }
 
 static int script_retry(int n)
@@ -344,14 +401,14 @@ static void test_retries(void **state)
 
 	(void)state;
 	service(0, 0);
-	S.script = script_retry;
+	set_script(script_retry);
 	h = queue("hello", NULL);
 	assert_int_equal(gaz_append_handle_wait(h, 10000, &res, &st), 0);
 	assert_int_equal(res.batches, 4);
 	assert_int_equal(res.begin, 0);
 	assert_int_equal(res.end, 5);
 	gaz_append_handle_free(h);
-	assert_int_equal(S.len, 5); /* written once: failed attempts commit nothing */
+	assert_int_equal(journal_len(), 5); /* written once: failed attempts commit nothing */
 	assert_int_equal(calls(), 4);
 }
 
@@ -370,7 +427,7 @@ static void test_terminal_is_sticky(void **state)
 
 	(void)state;
 	service(0, 0);
-	S.script = script_wrong_offset;
+	set_script(script_wrong_offset);
 	hold_call(0);
 	a = queue("first", NULL);
 	wait_held();
@@ -384,7 +441,7 @@ static void test_terminal_is_sticky(void **state)
 	assert_null(d);
 	assert_non_null(strstr(st.msg, "WRONG_APPEND_OFFSET"));
 	assert_int_equal(calls(), 1);
-	assert_int_equal(S.len, 0);
+	assert_int_equal(journal_len(), 0);
 }
 
 static int script_mismatch_once(int n)
@@ -410,7 +467,7 @@ static void test_check_registers_retried(void **state)
 	inc.labels = &lp;
 	sel.include = &inc;
 	service(0, 0);
-	S.script = script_mismatch_once;
+	set_script(script_mismatch_once);
 	assert_int_equal(gaz_append_service_append(g_svc, &o, "fenced", 6, &h, &st), 0);
 	assert_int_equal(gaz_append_handle_wait(h, 10000, &res, &st), 0);
 	assert_int_equal(res.batches, 2);
@@ -461,7 +518,7 @@ static void test_back_pressure(void **state)
 	pthread_join(t, NULL);
 	assert_int_equal(atomic_load(&p.queued), 20);
 	assert_int_equal(gaz_append_service_flush(g_svc, &st), 0);
-	assert_int_equal(S.len, 20 * 200);
+	assert_int_equal(journal_len(), 20 * 200);
 	/* Too big for the whole buffer: refused, not blocked forever. */
 	{
 		struct gaz_append_opts o = {.journal = J};
@@ -486,7 +543,7 @@ static void test_cancel(void **state)
 
 	(void)state;
 	service(0, 0);
-	S.script = script_down;
+	set_script(script_down);
 	h = queue("never", NULL);
 	while (calls() < 3)
 		usleep(10 * 1000);

@@ -5,6 +5,11 @@
  * short and long bodies, and http:// fetches from a small HTTP/1.1 server
  * in this process (Accept-Encoding per codec, Content-Encoding handling,
  * non-200 answers, bodies larger than the transfer buffer).
+ *
+ * Lock rule: srv.mu guards the server's answer (status, encoding, body,
+ * len) and the last request it received. The test thread sets the one and
+ * reads the other, the server thread the reverse, each under srv.mu: the
+ * socket between them orders them in fact, but no tool sees that order.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -179,42 +184,71 @@ static void test_file_length_mismatch(void **state)
 static struct {
 	int lfd, port;
 	pthread_t thread;
+	pthread_mutex_t mu;
 	char request[4096];       /* last request head received */
 	int status;               /* to answer */
 	const char *encoding;     /* Content-Encoding to send, or NULL */
 	const uint8_t *body;
 	size_t len;
-} srv;
+} srv = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
+/* srv_recv reads one request head from `fd` into req (NUL-terminated). */
+static void srv_recv(int fd, char *req, size_t cap)
+{
+	size_t n = 0;
+
+	req[0] = '\0';
+	while (n < cap - 1 && !strstr(req, "\r\n\r\n")) {
+		ssize_t r = read(fd, req + n, cap - 1 - n);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		req[n] = '\0';
+	}
+}
+
+/* srv_answer writes the response `status`, `encoding`, body[0, len). */
+static void srv_answer(int fd, int status, const char *encoding, const uint8_t *body, size_t len)
+{
+	char head[512];
+
+	snprintf(head, sizeof(head),
+		 "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\n%s%s%sConnection: close\r\n\r\n",
+		 status, status == 200 ? "OK" : "Not Found", len,
+		 encoding ? "Content-Encoding: " : "", encoding ? encoding : "",
+		 encoding ? "\r\n" : "");
+	if (write(fd, head, strlen(head)) > 0 && len)
+		for (size_t off = 0; off < len;) {
+			ssize_t w = write(fd, body + off, len - off);
+			if (w <= 0)
+				break;
+			off += (size_t)w;
+		}
+}
+
+/* srv_main records each request and answers it with what serve() set,
+ * both copied under srv.mu. */
 static void *srv_main(void *arg)
 {
 	(void)arg;
 	for (;;) {
-		int fd = accept(srv.lfd, NULL, NULL);
-		size_t n = 0;
-		char head[512];
+		int fd = accept(srv.lfd, NULL, NULL), status;
+		char req[sizeof(srv.request)];
+		const char *encoding;
+		const uint8_t *body;
+		size_t len;
 
 		if (fd < 0)
 			return NULL;
-		while (n < sizeof(srv.request) - 1 && !strstr(srv.request, "\r\n\r\n")) {
-			ssize_t r = read(fd, srv.request + n, sizeof(srv.request) - 1 - n);
-			if (r <= 0)
-				break;
-			n += (size_t)r;
-			srv.request[n] = '\0';
-		}
-		snprintf(head, sizeof(head),
-			 "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\n%s%s%sConnection: close\r\n\r\n",
-			 srv.status, srv.status == 200 ? "OK" : "Not Found", srv.len,
-			 srv.encoding ? "Content-Encoding: " : "", srv.encoding ? srv.encoding : "",
-			 srv.encoding ? "\r\n" : "");
-		if (write(fd, head, strlen(head)) > 0 && srv.len)
-			for (size_t off = 0; off < srv.len;) {
-				ssize_t w = write(fd, srv.body + off, srv.len - off);
-				if (w <= 0)
-					break;
-				off += (size_t)w;
-			}
+		srv_recv(fd, req, sizeof(req));
+		pthread_mutex_lock(&srv.mu);
+		memcpy(srv.request, req, sizeof(req));
+		status = srv.status;
+		encoding = srv.encoding;
+		body = srv.body;
+		len = srv.len;
+		pthread_mutex_unlock(&srv.mu);
+		srv_answer(fd, status, encoding, body, len);
 		close(fd);
 	}
 }
@@ -232,13 +266,27 @@ static void srv_start(void)
 	assert_int_equal(pthread_create(&srv.thread, NULL, srv_main, NULL), 0);
 }
 
+/* serve sets the answer to the next requests. */
 static void serve(int status, const char *encoding, const uint8_t *body, size_t len)
 {
+	pthread_mutex_lock(&srv.mu);
 	srv.status = status;
 	srv.encoding = encoding;
 	srv.body = body;
 	srv.len = len;
 	srv.request[0] = '\0';
+	pthread_mutex_unlock(&srv.mu);
+}
+
+/* requested: whether the last request head received contains `s`. */
+static bool requested(const char *s)
+{
+	bool found;
+
+	pthread_mutex_lock(&srv.mu);
+	found = strstr(srv.request, s) != NULL;
+	pthread_mutex_unlock(&srv.mu);
+	return found;
 }
 
 static void test_http(void **state)
@@ -256,8 +304,8 @@ static void test_http(void **state)
 	f.codec = PROTOCOL__COMPRESSION_CODEC__GZIP;
 	serve(200, "gzip", enc.data, enc.len);
 	assert_int_equal(read_all(&f, 5, url, &got, &st), GAZ_EOF);
-	assert_non_null(strstr(srv.request, "GET /frag?sig=1 HTTP/1.1\r\n"));
-	assert_non_null(strstr(srv.request, "Accept-Encoding: gzip\r\n"));
+	assert_true(requested("GET /frag?sig=1 HTTP/1.1\r\n"));
+	assert_true(requested("Accept-Encoding: gzip\r\n"));
 	assert_int_equal(got.len, CONTENT_LEN - 5);
 	assert_memory_equal(got.data, content + 5, got.len);
 	gaz_mem_sink_release(&got);
@@ -267,7 +315,7 @@ static void test_http(void **state)
 	f.codec = PROTOCOL__COMPRESSION_CODEC__GZIP_OFFLOAD_DECOMPRESSION;
 	serve(200, "gzip", enc.data, enc.len);
 	assert_int_equal(read_all(&f, 0, url, &got, &st), GAZ_EOF);
-	assert_non_null(strstr(srv.request, "Accept-Encoding: identity\r\n"));
+	assert_true(requested("Accept-Encoding: identity\r\n"));
 	assert_memory_equal(got.data, content, CONTENT_LEN);
 	gaz_mem_sink_release(&got);
 	serve(200, NULL, content, CONTENT_LEN);
@@ -279,7 +327,7 @@ static void test_http(void **state)
 	f.codec = PROTOCOL__COMPRESSION_CODEC__NONE;
 	serve(200, NULL, content, CONTENT_LEN);
 	assert_int_equal(read_all(&f, CONTENT_LEN - 1, url, &got, &st), GAZ_EOF);
-	assert_null(strstr(srv.request, "Accept-Encoding"));
+	assert_false(requested("Accept-Encoding"));
 	assert_int_equal(got.len, 1);
 	gaz_mem_sink_release(&got);
 

@@ -15,6 +15,12 @@
  * List continuation merging and its errors; Apply batching;
  * ListFragments paging. Real brokers are exercised by the integration
  * suite.
+ *
+ * Lock rule: S.mu guards all of S, what the broker saw and its script. The
+ * handlers (lib/rpc's handler threads) and the tests (the main thread)
+ * read and write S only under S.mu, the tests through seen() and the
+ * script setters: a call's path through grpc and the network orders them
+ * in fact, but ThreadSanitizer sees no order there.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,9 +47,8 @@ static struct gaz_rpc_server *g_srv;
 static struct gaz_client *g_client;
 static char g_root[] = "/tmp/gaz-crpc-XXXXXX";
 
-/* What the scripted broker saw, and how it answers. */
-static struct {
-	pthread_mutex_t mu;
+/* What the scripted broker saw. */
+struct seen {
 	int calls;
 	int64_t read_offsets[16];
 	bool read_dnp;
@@ -56,21 +61,87 @@ static struct {
 	int napply;
 	int64_t frag_tokens[8];
 	int nfrag;
-} S = {.mu = PTHREAD_MUTEX_INITIALIZER};
+};
 
 /* Per-test script: how the n-th call (0-based) of a method answers. */
-static void (*g_read)(struct gaz_rpc_call *call, const Protocol__ReadRequest *req, int n);
-static int (*g_append_status)(int n);
-static int g_list_mode, g_apply_status;
+struct script {
+	void (*read)(struct gaz_rpc_call *call, const Protocol__ReadRequest *req, int n);
+	int (*append_status)(int n);
+	int list_mode, apply_status;
+};
+
+static struct {
+	pthread_mutex_t mu;
+	struct seen saw;
+	struct script script;
+} S = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static int next_call(void)
 {
 	int n;
 
 	pthread_mutex_lock(&S.mu);
-	n = S.calls++;
+	n = S.saw.calls++;
 	pthread_mutex_unlock(&S.mu);
 	return n;
+}
+
+/* seen: a copy of what the broker saw so far. */
+static struct seen seen(void)
+{
+	struct seen v;
+
+	pthread_mutex_lock(&S.mu);
+	v = S.saw;
+	pthread_mutex_unlock(&S.mu);
+	return v;
+}
+
+/* seen_reset forgets what the broker saw. */
+static void seen_reset(void)
+{
+	pthread_mutex_lock(&S.mu);
+	memset(&S.saw, 0, sizeof(S.saw));
+	pthread_mutex_unlock(&S.mu);
+}
+
+/* script: a copy of the script, for a handler. */
+static struct script script(void)
+{
+	struct script v;
+
+	pthread_mutex_lock(&S.mu);
+	v = S.script;
+	pthread_mutex_unlock(&S.mu);
+	return v;
+}
+
+static void script_read(void (*fn)(struct gaz_rpc_call *, const Protocol__ReadRequest *, int))
+{
+	pthread_mutex_lock(&S.mu);
+	S.script.read = fn;
+	pthread_mutex_unlock(&S.mu);
+}
+
+static void script_append(int (*status)(int n))
+{
+	pthread_mutex_lock(&S.mu);
+	S.script.append_status = status;
+	pthread_mutex_unlock(&S.mu);
+}
+
+static void script_list(int mode)
+{
+	pthread_mutex_lock(&S.mu);
+	S.script.list_mode = mode;
+	pthread_mutex_unlock(&S.mu);
+}
+
+static void script_apply(int status)
+{
+	pthread_mutex_lock(&S.mu);
+	S.script.apply_status = status;
+	pthread_mutex_unlock(&S.mu);
 }
 
 /* ---- well-formed pieces ---------------------------------------------------- */
@@ -153,6 +224,7 @@ static void init_spec(Protocol__JournalSpec *s, const char *name, int32_t replic
 static void h_read(struct gaz_rpc_call *call, void *arg)
 {
 	ProtobufCMessage *m = NULL;
+	struct script sc = script();
 	int n = next_call();
 
 	(void)arg;
@@ -162,10 +234,10 @@ static void h_read(struct gaz_rpc_call *call, void *arg)
 	}
 	pthread_mutex_lock(&S.mu);
 	if (n < 16)
-		S.read_offsets[n] = ((Protocol__ReadRequest *)m)->offset;
-	S.read_dnp = ((Protocol__ReadRequest *)m)->do_not_proxy;
+		S.saw.read_offsets[n] = ((Protocol__ReadRequest *)m)->offset;
+	S.saw.read_dnp = ((Protocol__ReadRequest *)m)->do_not_proxy;
 	pthread_mutex_unlock(&S.mu);
-	g_read(call, (Protocol__ReadRequest *)m, n);
+	sc.read(call, (Protocol__ReadRequest *)m, n);
 	protobuf_c_message_free_unpacked(m, NULL);
 	gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
 }
@@ -181,10 +253,11 @@ static bool append_recv(struct gaz_rpc_call *call)
 			    GAZ_DEADLINE_NEVER) == 0) {
 		pthread_mutex_lock(&S.mu);
 		if (first)
-			snprintf(S.append_journal, sizeof(S.append_journal), "%s", m->journal);
-		else if (m->content.len && S.nchunks < 16)
-			S.chunks[S.nchunks++] = m->content.len;
-		S.total += first ? 0 : (int64_t)m->content.len;
+			snprintf(S.saw.append_journal, sizeof(S.saw.append_journal), "%s",
+				 m->journal);
+		else if (m->content.len && S.saw.nchunks < 16)
+			S.saw.chunks[S.saw.nchunks++] = m->content.len;
+		S.saw.total += first ? 0 : (int64_t)m->content.len;
 		commit = !first && m->content.len == 0;
 		pthread_mutex_unlock(&S.mu);
 		first = false;
@@ -198,21 +271,22 @@ static void h_append(struct gaz_rpc_call *call, void *arg)
 	Protocol__AppendResponse r = PROTOCOL__APPEND_RESPONSE__INIT;
 	Protocol__Fragment commit = PROTOCOL__FRAGMENT__INIT;
 	Protocol__LabelSet regs = PROTOCOL__LABEL_SET__INIT;
+	struct script sc = script();
 	int n = next_call();
 
 	(void)arg;
 	if (!append_recv(call)) {
 		pthread_mutex_lock(&S.mu);
-		S.aborted = true;
+		S.saw.aborted = true;
 		pthread_mutex_unlock(&S.mu);
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNKNOWN, "unexpected EOF");
 		return;
 	}
 	pthread_mutex_lock(&S.mu);
-	S.commit_seen = true;
-	commit.end = S.total;
+	S.saw.commit_seen = true;
+	commit.end = S.saw.total;
 	pthread_mutex_unlock(&S.mu);
-	r.status = (Protocol__Status)g_append_status(n);
+	r.status = (Protocol__Status)sc.append_status(n);
 	r.header = &g_hdr;
 	commit.journal = J;
 	commit.compression_codec = PROTOCOL__COMPRESSION_CODEC__NONE;
@@ -230,6 +304,7 @@ static void h_list(struct gaz_rpc_call *call, void *arg)
 	Protocol__JournalSpec specs[3];
 	Protocol__LabelSelector *sel = NULL;
 	static const char *const names[] = {"a/one", "a/three", "a/two"};
+	struct script sc = script();
 
 	(void)arg;
 	next_call();
@@ -238,7 +313,7 @@ static void h_list(struct gaz_rpc_call *call, void *arg)
 	protobuf_c_message_free_unpacked((ProtobufCMessage *)sel, NULL);
 	for (int i = 0; i < 3; i++) {
 		protocol__list_response__journal__init(&js[i]);
-		init_spec(&specs[i], names[i], g_list_mode == 2 && i == 1 ? 0 : 1);
+		init_spec(&specs[i], names[i], sc.list_mode == 2 && i == 1 ? 0 : 1);
 		js[i].spec = &specs[i];
 		js[i].mod_revision = 2;
 		js[i].route = &g_route;
@@ -246,7 +321,7 @@ static void h_list(struct gaz_rpc_call *call, void *arg)
 	first.header = &g_hdr;
 	first.n_journals = 2;
 	first.journals = p;
-	cont.n_journals = g_list_mode == 1 ? 0 : 1;
+	cont.n_journals = sc.list_mode == 1 ? 0 : 1;
 	cont.journals = p + 2;
 	gaz_rpc_send(call, &first.base);
 	gaz_rpc_send(call, &cont.base);
@@ -259,20 +334,21 @@ static void h_apply(struct gaz_rpc_call *call, void *arg)
 	Protocol__ApplyRequest *req = NULL;
 	Protocol__Header__Etcd etcd = g_etcd;
 	Protocol__Header hdr = g_hdr;
+	struct script sc = script();
 	int n = next_call();
 
 	(void)arg;
 	gaz_rpc_recv(call, &protocol__apply_request__descriptor, (ProtobufCMessage **)&req,
 		     GAZ_DEADLINE_NEVER);
 	pthread_mutex_lock(&S.mu);
-	if (S.napply < 8)
-		S.apply_sizes[S.napply++] = req->n_changes;
+	if (S.saw.napply < 8)
+		S.saw.apply_sizes[S.saw.napply++] = req->n_changes;
 	pthread_mutex_unlock(&S.mu);
 	protobuf_c_message_free_unpacked(&req->base, NULL);
 	etcd.revision = 10 + n;
 	hdr.etcd = &etcd;
 	r.header = &hdr;
-	r.status = (Protocol__Status)g_apply_status;
+	r.status = (Protocol__Status)sc.apply_status;
 	gaz_rpc_finish(call, &r.base, GAZ_GRPC_OK, NULL);
 }
 
@@ -291,8 +367,8 @@ static void h_fragments(struct gaz_rpc_call *call, void *arg)
 	token = req->next_page_token;
 	protobuf_c_message_free_unpacked(&req->base, NULL);
 	pthread_mutex_lock(&S.mu);
-	if (S.nfrag < 8)
-		S.frag_tokens[S.nfrag++] = token;
+	if (S.saw.nfrag < 8)
+		S.saw.frag_tokens[S.saw.nfrag++] = token;
 	pthread_mutex_unlock(&S.mu);
 	f.journal = J;
 	f.begin = token;
@@ -499,16 +575,16 @@ static void test_read_ahead_many(void **state)
 	int metas;
 
 	(void)state;
-	g_read = rs_many;
+	script_read(rs_many);
 	ra_files(-1, 0);
 	for (size_t k = 0; k < sizeof(rings) / sizeof(rings[0]); k++) {
-		S.calls = 0;
+		seen_reset();
 		assert_int_equal(ra_drain(rings[k], true, &got, &metas, &st), GAZ_READ_TAIL);
 		assert_int_equal(got, RA_HEAD);
 		assert_int_equal(metas, RA_NF + 1);
 		/* read-ahead: each fragment but the first, and the head, asked
 		 * ahead; the head asked again by the reader */
-		assert_int_equal(S.calls, rings[k] < 0 ? RA_NF + 1 : RA_NF + 2);
+		assert_int_equal(seen().calls, rings[k] < 0 ? RA_NF + 1 : RA_NF + 2);
 	}
 }
 
@@ -525,7 +601,7 @@ static void test_read_ahead_free(void **state)
 	size_t n;
 
 	(void)state;
-	g_read = rs_many;
+	script_read(rs_many);
 	ra_files(-1, 0);
 	assert_int_equal(gaz_reader_new(g_client, &o, &r, &st), 0);
 	assert_int_equal(gaz_reader_read(r, buf, sizeof(buf), &n, &st), GAZ_READ_META);
@@ -573,7 +649,7 @@ static void test_read_ahead_fetch_fails(void **state)
 	int metas;
 
 	(void)state;
-	g_read = rs_many;
+	script_read(rs_many);
 	for (int ring = 0; ring < 2; ring++) {
 		int64_t size = ring ? -1 : 7;
 		ra_files(3, -1); /* fragment 3 missing */
@@ -630,7 +706,7 @@ static void test_read_basic(void **state)
 	int metas;
 
 	(void)state;
-	g_read = rs_basic;
+	script_read(rs_basic);
 	assert_int_equal(drain(r, out, &len, &metas, &st), GAZ_EOF);
 	assert_string_equal(out, "0123456789");
 	assert_int_equal(metas, 1);
@@ -648,12 +724,12 @@ static void test_read_jump_tail(void **state)
 	size_t n;
 
 	(void)state;
-	g_read = rs_jump;
+	script_read(rs_jump);
 	assert_int_equal(gaz_reader_read(r, NULL, 0, &n, &st), GAZ_READ_JUMP);
 	assert_int_equal(gaz_reader_offset(r), 15);
 	gaz_reader_free(r);
 
-	g_read = rs_tail;
+	script_read(rs_tail);
 	r = reader(-1, 0, true, false);
 	assert_int_equal(gaz_reader_read(r, NULL, 0, &n, &st), GAZ_READ_TAIL);
 	assert_int_equal(gaz_reader_offset(r), 12);
@@ -669,13 +745,13 @@ static void test_read_invalid(void **state)
 	size_t n;
 
 	(void)state;
-	g_read = rs_bad_chunk;
+	script_read(rs_bad_chunk);
 	assert_int_equal(gaz_reader_read(r, buf, sizeof(buf), &n, &st), GAZ_EPROTO);
 	assert_string_equal(st.msg, "validating broker response: unexpected Header with Content");
 	gaz_reader_free(r);
 
 	gaz_status_clear(&st);
-	g_read = rs_below;
+	script_read(rs_below);
 	r = reader(5, 0, false, false);
 	assert_int_equal(gaz_reader_read(r, buf, sizeof(buf), &n, &st), GAZ_EPROTO);
 	assert_non_null(strstr(st.msg, "invalid ReadResponse offset (3; expected >= 5)"));
@@ -686,18 +762,20 @@ static void test_read_retry(void **state)
 {
 	struct gaz_reader *r = reader(0, 0, true, false);
 	struct gaz_status st = {0};
+	struct seen v;
 	char out[64];
 	size_t len;
 	int metas;
 
 	(void)state;
-	g_read = rs_retry;
+	script_read(rs_retry);
 	assert_int_equal(drain(r, out, &len, &metas, &st), GAZ_READ_TAIL);
 	assert_string_equal(out, "0123456789");
 	assert_int_equal(metas, 2);
-	assert_int_equal(S.calls, 3);
-	assert_int_equal(S.read_offsets[1], 5); /* resumed where the first left off */
-	assert_int_equal(S.read_offsets[2], 10);
+	v = seen();
+	assert_int_equal(v.calls, 3);
+	assert_int_equal(v.read_offsets[1], 5); /* resumed where the first left off */
+	assert_int_equal(v.read_offsets[2], 10);
 	gaz_reader_free(r);
 }
 
@@ -709,18 +787,18 @@ static void test_read_not_found(void **state)
 	size_t n;
 
 	(void)state;
-	g_read = rs_not_found;
+	script_read(rs_not_found);
 	assert_int_equal(gaz_reader_read(r, NULL, 0, &n, &st), GAZ_ENOTFOUND);
 	assert_string_equal(st.msg, "journal \"a/journal\": JOURNAL_NOT_FOUND");
 	gaz_reader_free(r);
 
 	/* RetryReader: attempts 0..4, backoffs 50+50+100+100 ms. */
 	gaz_status_clear(&st);
-	S.calls = 0;
+	seen_reset();
 	r = reader(0, 0, true, false);
 	t0 = gaz_mono_ns();
 	assert_int_equal(gaz_reader_read(r, NULL, 0, &n, &st), GAZ_ENOTFOUND);
-	assert_int_equal(S.calls, 5);
+	assert_int_equal(seen().calls, 5);
 	assert_true(gaz_mono_ns() - t0 >= 300 * GAZ_NS_PER_MS);
 	gaz_reader_free(r);
 }
@@ -734,10 +812,10 @@ static void test_read_end_offset(void **state)
 	int metas;
 
 	(void)state;
-	g_read = rs_retry; /* sends [0, 5) then ends the stream */
+	script_read(rs_retry); /* sends [0, 5) then ends the stream */
 	assert_int_equal(drain(r, out, &len, &metas, &st), GAZ_EOF);
 	assert_string_equal(out, "01234");
-	assert_int_equal(S.calls, 1);
+	assert_int_equal(seen().calls, 1);
 	gaz_reader_free(r);
 }
 
@@ -754,10 +832,10 @@ static void test_read_direct(void **state)
 	assert_true((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) >= 0);
 	assert_int_equal(write(fd, g_data, 20), 20);
 	close(fd);
-	g_read = rs_direct;
+	script_read(rs_direct);
 	assert_int_equal(drain(r, out, &len, &metas, &st), GAZ_EOF);
 	assert_string_equal(out, "456789abcdefghij");
-	assert_true(S.read_dnp);
+	assert_true(seen().read_dnp);
 	assert_string_equal(gaz_reader_meta(r)->fragment_url, "file:///frag.raw");
 	gaz_reader_free(r);
 }
@@ -773,10 +851,10 @@ static void test_read_not_member(void **state)
 	int metas;
 
 	(void)state;
-	g_read = rs_not_member;
+	script_read(rs_not_member);
 	assert_int_equal(drain(r, out, &len, &metas, &st), GAZ_READ_TAIL);
 	assert_string_equal(out, "0123456789");
-	assert_int_equal(S.calls, 3);
+	assert_int_equal(seen().calls, 3);
 	assert_non_null(g_client->peers[0].endpoint);
 	assert_string_equal(g_client->peers[0].endpoint, g_endpoint);
 	assert_null(g_client->peers[1].endpoint);
@@ -810,15 +888,17 @@ static void test_append_chunks(void **state)
 	struct gaz_append_src src = {.buf = buf, .len = len, .fd = -1};
 	Protocol__AppendResponse *resp = NULL;
 	struct gaz_status st = {0};
+	struct seen v;
 
 	(void)state;
-	g_append_status = as_ok;
+	script_append(as_ok);
 	assert_int_equal(gaz_client_append(g_client, &o, &src, &resp, &st), 0);
-	assert_string_equal(S.append_journal, J);
-	assert_int_equal(S.nchunks, 3);
-	assert_int_equal(S.chunks[0], GAZ_APPEND_CHUNK_MAX);
-	assert_int_equal(S.chunks[2], GAZ_APPEND_CHUNK_MAX / 2);
-	assert_true(S.commit_seen);
+	v = seen();
+	assert_string_equal(v.append_journal, J);
+	assert_int_equal(v.nchunks, 3);
+	assert_int_equal(v.chunks[0], GAZ_APPEND_CHUNK_MAX);
+	assert_int_equal(v.chunks[2], GAZ_APPEND_CHUNK_MAX / 2);
+	assert_true(v.commit_seen);
 	assert_int_equal(resp->commit->end, (int64_t)len);
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 	free(buf);
@@ -832,19 +912,19 @@ static void test_append_retry(void **state)
 	int p[2];
 
 	(void)state;
-	g_append_status = as_primary_then_ok;
+	script_append(as_primary_then_ok);
 	assert_int_equal(gaz_client_append(g_client, &o, &src, NULL, &st), 0);
-	assert_int_equal(S.calls, 2);
+	assert_int_equal(seen().calls, 2);
 
 	/* A pipe cannot be read again: no retry. */
-	S.calls = 0;
+	seen_reset();
 	assert_int_equal(pipe(p), 0);
 	assert_int_equal(write(p[1], "hello", 5), 5);
 	close(p[1]);
 	src.fd = p[0];
 	assert_int_equal(gaz_client_append(g_client, &o, &src, NULL, &st), GAZ_EUNAVAIL);
 	assert_string_equal(st.msg, "journal \"a/journal\": NOT_JOURNAL_PRIMARY_BROKER");
-	assert_int_equal(S.calls, 1);
+	assert_int_equal(seen().calls, 1);
 	close(p[0]);
 }
 
@@ -856,7 +936,7 @@ static void test_append_status_and_abort(void **state)
 	struct gaz_status st = {0};
 
 	(void)state;
-	g_append_status = as_wrong_offset;
+	script_append(as_wrong_offset);
 	assert_int_equal(gaz_appender_begin(g_client, &o, &a, &st), 0);
 	assert_int_equal(gaz_appender_write(a, "abc", 3, &st), 0);
 	assert_int_equal(gaz_appender_commit(a, &resp, &st), GAZ_ERANGE);
@@ -867,7 +947,7 @@ static void test_append_status_and_abort(void **state)
 	assert_int_equal(gaz_appender_begin(g_client, &o, &a, &st), 0);
 	assert_int_equal(gaz_appender_write(a, "abc", 3, &st), 0);
 	gaz_appender_abort(a);
-	assert_true(S.aborted);
+	assert_true(seen().aborted);
 
 	/* Invalid requests never reach the broker. */
 	gaz_status_clear(&st);
@@ -884,20 +964,20 @@ static void test_list(void **state)
 	struct gaz_status st = {0};
 
 	(void)state;
-	g_list_mode = 0;
+	script_list(0);
 	assert_int_equal(gaz_client_list(g_client, NULL, &resp, &st), 0);
 	assert_int_equal(resp->n_journals, 3);
 	assert_string_equal(resp->journals[2]->spec->name, "a/two");
 	assert_int_equal(resp->header->etcd->revision, 3);
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 
-	g_list_mode = 1;
+	script_list(1);
 	assert_int_equal(gaz_client_list(g_client, NULL, &resp, &st), GAZ_EPROTO);
 	assert_string_equal(st.msg, "unexpected empty ListResponse.Journals in unary listing");
 	assert_null(resp);
 
 	gaz_status_clear(&st);
-	g_list_mode = 2;
+	script_list(2);
 	assert_int_equal(gaz_client_list(g_client, NULL, &resp, &st), GAZ_EPROTO);
 	assert_non_null(strstr(st.msg, "validating broker response: Journals[1].Spec"));
 }
@@ -907,6 +987,7 @@ static void test_apply_batches(void **state)
 	Protocol__ApplyRequest req = PROTOCOL__APPLY_REQUEST__INIT;
 	Protocol__ApplyRequest__Change ch[5], *p[5];
 	struct gaz_status st = {0};
+	struct seen v;
 	int64_t rev = 0;
 	int status = -1;
 
@@ -919,14 +1000,15 @@ static void test_apply_batches(void **state)
 	}
 	req.n_changes = 5;
 	req.changes = p;
-	g_apply_status = 0;
+	script_apply(0);
 	assert_int_equal(gaz_client_apply(g_client, &req, 2, &rev, &status, &st), 0);
-	assert_int_equal(S.napply, 3);
-	assert_int_equal(S.apply_sizes[0], 2);
-	assert_int_equal(S.apply_sizes[2], 1);
+	v = seen();
+	assert_int_equal(v.napply, 3);
+	assert_int_equal(v.apply_sizes[0], 2);
+	assert_int_equal(v.apply_sizes[2], 1);
 	assert_int_equal(rev, 12);
 
-	g_apply_status = PROTOCOL__STATUS__ETCD_TRANSACTION_FAILED;
+	script_apply(PROTOCOL__STATUS__ETCD_TRANSACTION_FAILED);
 	assert_int_equal(gaz_client_apply(g_client, &req, 0, &rev, &status, &st), GAZ_EEXIST);
 	assert_string_equal(st.msg, "ETCD_TRANSACTION_FAILED");
 	assert_int_equal(status, PROTOCOL__STATUS__ETCD_TRANSACTION_FAILED);
@@ -937,14 +1019,16 @@ static void test_fragments_paging(void **state)
 	struct gaz_fragments_opts o = {.journal = J, .signature_ttl_ns = GAZ_NS_PER_S};
 	Protocol__FragmentsResponse *resp = NULL;
 	struct gaz_status st = {0};
+	struct seen v;
 
 	(void)state;
 	assert_int_equal(gaz_client_list_fragments(g_client, &o, &resp, &st), 0);
 	assert_int_equal(resp->n_fragments, 3);
 	assert_int_equal(resp->fragments[2]->spec->begin, 20);
-	assert_int_equal(S.nfrag, 3);
-	assert_int_equal(S.frag_tokens[1], 10);
-	assert_int_equal(S.frag_tokens[2], 20);
+	v = seen();
+	assert_int_equal(v.nfrag, 3);
+	assert_int_equal(v.frag_tokens[1], 10);
+	assert_int_equal(v.frag_tokens[2], 20);
 	assert_int_equal(resp->next_page_token, 0);
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 
@@ -958,12 +1042,7 @@ static void test_fragments_paging(void **state)
 static int reset(void **state)
 {
 	(void)state;
-	pthread_mutex_lock(&S.mu);
-	S.calls = S.nchunks = S.napply = S.nfrag = 0;
-	S.commit_seen = S.aborted = S.read_dnp = false;
-	S.total = 0;
-	S.append_journal[0] = '\0';
-	pthread_mutex_unlock(&S.mu);
+	seen_reset();
 	return 0;
 }
 

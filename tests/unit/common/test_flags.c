@@ -179,18 +179,31 @@ static const char *write_ini(const char *text)
 	return ini_path;
 }
 
+/* Collects the NULL-terminated arguments `ap` into `argv` (room for `cap`
+ * pointers, the NULL included); fails the test if they do not fit.
+ * Returns the count. */
+static int collect_argv(char **argv, int cap, va_list ap)
+{
+	int argc = 0;
+
+	for (char *a; (a = va_arg(ap, char *));) {
+		assert_true(argc < cap - 1);
+		argv[argc++] = a;
+	}
+	argv[argc] = NULL;
+	return argc;
+}
+
 /* Parses a NULL-terminated argv with `ini` text (or none). */
 static int parse(struct gaz_flags *f, const char *ini, struct gaz_status *st, ...)
 {
 	char *argv[32];
-	int argc = 0, rc;
+	int argc, rc;
 	va_list ap;
 
 	va_start(ap, st);
-	for (char *a; (a = va_arg(ap, char *));)
-		argv[argc++] = a;
+	argc = collect_argv(argv, 32, ap);
 	va_end(ap);
-	argv[argc] = NULL;
 	memset(f, 0, sizeof(*f));
 	f->prog = "gazette";
 	f->table = table;
@@ -492,6 +505,79 @@ static void test_help(void **state)
 	gaz_flags_release(&f);
 }
 
+static const struct gaz_flags_cmd cmds[] = {
+	{"print-config", "Print combined configuration and exit"},
+	{"serve", "Serve as Gazette broker"},
+	{0},
+};
+
+/* Picks the command from a NULL-terminated argv, as go-flags does. */
+static int find_cmd(int *at, struct gaz_status *st, ...)
+{
+	struct gaz_flags f = {.prog = "gazette", .table = table, .commands = cmds};
+	char *argv[16];
+	int argc;
+	va_list ap;
+
+	va_start(ap, st);
+	argc = collect_argv(argv, 16, ap);
+	va_end(ap);
+	gaz_status_clear(st);
+	*at = -1;
+	return gaz_flags_find_command(&f, argc, argv, at, st);
+}
+
+static void test_find_command(void **state)
+{
+	struct gaz_status st;
+	int at;
+	(void)state;
+
+	assert_int_equal(find_cmd(&at, &st, "serve", "--broker.port", "1", NULL), 1);
+	assert_int_equal(at, 0);
+	/* The group's options before the command, with their values. */
+	assert_int_equal(find_cmd(&at, &st, "--broker.zone", "serve", "print-config", NULL), 0);
+	assert_int_equal(at, 2);
+	assert_int_equal(find_cmd(&at, &st, "--broker.zone=z", "-l", "a=b", "-pr", "serve", NULL), 1);
+	assert_int_equal(at, 4);
+	assert_int_equal(find_cmd(&at, &st, "-lserve", "--broker.auto-suspend", "serve", NULL), 1);
+	assert_int_equal(at, 2);
+	/* Help before a command; none at all; an unknown one. */
+	assert_int_equal(find_cmd(&at, &st, "--help", NULL), GAZ_FLAGS_HELP);
+	assert_int_equal(find_cmd(&at, &st, "-ph", "serve", NULL), GAZ_FLAGS_HELP);
+	assert_int_equal(find_cmd(&at, &st, NULL), GAZ_ENOTFOUND);
+	assert_string_equal(st.msg, "Please specify one command of: print-config or serve");
+	assert_int_equal(find_cmd(&at, &st, "--broker.zone", "z", NULL), GAZ_ENOTFOUND);
+	assert_int_equal(find_cmd(&at, &st, "--", "serve", NULL), GAZ_ENOTFOUND);
+	assert_int_equal(find_cmd(&at, &st, "bogus", "serve", NULL), GAZ_EINVAL);
+	assert_string_equal(st.msg,
+			    "Unknown command `bogus'. Please specify one command of: print-config or serve");
+	assert_int_equal(find_cmd(&at, &st, "--bogus", "serve", NULL), GAZ_EINVAL);
+	assert_string_equal(st.msg, "unknown flag `bogus'");
+	assert_int_equal(find_cmd(&at, &st, "-x", NULL), GAZ_EINVAL);
+	assert_string_equal(st.msg, "unknown flag `x'");
+}
+
+static void test_help_lists_commands(void **state)
+{
+	struct gaz_flags f = {.prog = "gazette", .usage = "[OPTIONS] <print-config | serve>",
+			      .commands = cmds};
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	(void)state;
+
+	gaz_flags_print_help(&f, out);
+	gaz_flags_print_version(out);
+	fclose(out);
+	assert_non_null(strstr(text, "Usage:\n  gazette [OPTIONS] <print-config | serve>\n"));
+	assert_non_null(strstr(text, "\nAvailable commands:\n"
+				     "  print-config  Print combined configuration and exit\n"
+				     "  serve         Serve as Gazette broker\n"));
+	assert_non_null(strstr(text, "\nVersion development, built at unknown.\n"));
+	free(text);
+}
+
 static void test_print_ini(void **state)
 {
 	struct gaz_flags f;
@@ -566,6 +652,8 @@ int main(void)
 		cmocka_unit_test_setup(test_strlist, setup),
 		cmocka_unit_test_setup(test_required, setup),
 		cmocka_unit_test_setup(test_help, setup),
+		cmocka_unit_test_setup(test_find_command, setup),
+		cmocka_unit_test_setup(test_help_lists_commands, setup),
 		cmocka_unit_test_setup(test_print_ini, setup),
 		cmocka_unit_test_setup(test_find_ini, setup),
 	};

@@ -32,6 +32,7 @@
 
 #include "common/clock.h"
 #include "etcd/etcd.h"
+#include "keyspace/keyspace.h"
 #include "rpc/rpc.h"
 
 extern char **environ;
@@ -772,9 +773,10 @@ static void test_dead_watch(void **state)
 	gaz_etcd_free(e);
 }
 
-static struct etcd_proc g_priv;   /* test_watch_restart_compact's own */
+static struct etcd_proc g_priv;   /* the restart tests' own */
 static struct gaz_etcd *g_priv_e;
 static struct gaz_etcd_watch *g_priv_w; /* so a failed test still stops it */
+static struct gaz_etcd_keepalive *g_priv_ka;
 
 /* put_retry puts through an etcd that is coming back: GAZ_EUNAVAIL is
  * what callers retry on. */
@@ -888,6 +890,262 @@ static void watch_compacted(struct etcd_proc *p, struct gaz_etcd *e)
 	expect_event(&r, 0, ETCDSERVERPB__EVENT__EVENT_TYPE__PUT, "/c/d", 0);
 }
 
+/* A 5 s lease kept alive while etcd is SIGKILLed 0.1 s after the first
+ * answer and started again 2.3 s later (on the same data: etcd renews its
+ * leases' TTLs when it starts). The keep-alive must be answered again
+ * within the TTL: a back-off growing as the watch's (2 s, then 3 s)
+ * retried at 2.1 s and next at 5.1 s, and lost the lease at 5 s. */
+static void test_keepalive_across_restart(void **state)
+{
+	static struct lost l = {.mu = PTHREAD_MUTEX_INITIALIZER}; /* outlives a failed test */
+	struct gaz_status st = {0};
+	int64_t id = 0, t0;
+	int status;
+
+	(void)state;
+	if (etcd_new_proc(&g_priv) != 0)
+		fail_msg("cannot start a private etcd");
+	g_priv_e = gaz_etcd_new(g_priv.endpoint, 2000, NULL);
+	assert_non_null(g_priv_e);
+	assert_int_equal(gaz_etcd_lease_grant(g_priv_e, 5, &id, &st), 0);
+	put_lease(g_priv_e, "/ka/k", "v", id);
+	t0 = mono_ms();
+	g_priv_ka = gaz_etcd_keepalive_start(g_priv_e, id, 5, lost_fn, &l, &st);
+	assert_non_null(g_priv_ka);
+	usleep(100 * 1000);
+	kill(g_priv.pid, SIGKILL); /* SIGTERM would drain the stream for seconds */
+	waitpid(g_priv.pid, &status, 0);
+	g_priv.pid = 0;
+	usleep(2300 * 1000);
+	assert_int_equal(etcd_start(&g_priv, false), 0);
+	assert_true(mono_ms() - t0 < 4500); /* else the TTL leaves no time to reconnect */
+	while (mono_ms() - t0 < 7000)
+		usleep(50 * 1000);
+	assert_int_equal(lost_count(&l), 0);
+	assert_string_equal(get(g_priv_e, "/ka/k", NULL), "v");
+	gaz_etcd_keepalive_stop(g_priv_ka);
+	g_priv_ka = NULL;
+}
+
+/* ---- an idle channel's connection ------------------------------------ */
+
+/* Local ports of the established TCP connections to port `port`
+ * (/proc/net/tcp and tcp6: grpc's sockets are IPv6 with IPv4-mapped
+ * addresses). Both ends of a loopback connection are listed; the
+ * client's end is the one whose remote port is `port`. */
+static size_t conns_to(int port, int *out, size_t max)
+{
+	static const char *const tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+	char line[512];
+	size_t n = 0;
+
+	for (size_t t = 0; t < 2; t++) {
+		FILE *f = fopen(tables[t], "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			unsigned lport, rport, state;
+			if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%X %*[0-9A-Fa-f]:%X %X", &lport, &rport,
+				   &state) == 3 &&
+			    (int)rport == port && state == 1 && n < max)
+				out[n++] = (int)lport;
+		}
+		fclose(f);
+	}
+	return n;
+}
+
+static bool has_port(const int *v, size_t n, int port)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == port)
+			return true;
+	return false;
+}
+
+/* The connection a new channel opened: its one port not in before[]. */
+static int new_conn(int port, const int *before, size_t nb)
+{
+	int now[256], found = 0;
+	size_t n = conns_to(port, now, 256);
+
+	for (size_t i = 0; i < n; i++)
+		if (!has_port(before, nb, now[i])) {
+			assert_int_equal(found, 0);
+			found = now[i];
+		}
+	return found;
+}
+
+static void range_once(struct gaz_rpc_channel *ch)
+{
+	Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	ProtobufCMessage *resp = NULL;
+	struct gaz_status st = {0};
+
+	req.key.data = (uint8_t *)key("idle/k");
+	req.key.len = strlen((char *)req.key.data);
+	assert_int_equal(gaz_rpc_unary(ch, "/etcdserverpb.KV/Range", &req.base,
+				       &etcdserverpb__range_response__descriptor, &resp,
+				       gaz_deadline_in(5000), true, NULL, &st), 0);
+	protobuf_c_message_free_unpacked(resp, NULL);
+}
+
+/* Whether a channel of `peer` kind with keepalive every `keepalive_ms`
+ * still holds the connection of its first call after `idle_s` seconds
+ * without calls. */
+static bool idle_channel_kept(enum gaz_rpc_peer peer, int keepalive_ms, int idle_s)
+{
+	int port = 0, before[256], conn;
+	size_t nb;
+	struct gaz_rpc_channel *ch;
+	bool kept;
+
+	assert_int_equal(sscanf(g_endpoint, "http://127.0.0.1:%d", &port), 1);
+	nb = conns_to(port, before, 256);
+	ch = gaz_rpc_channel_new(g_endpoint, &(struct gaz_rpc_channel_opts){
+		.peer = peer, .keepalive_ms = keepalive_ms});
+	assert_non_null(ch);
+	range_once(ch);
+	conn = new_conn(port, before, nb);
+	assert_int_not_equal(conn, 0);
+	sleep((unsigned)idle_s);
+	range_once(ch);
+	{
+		int now[256];
+		size_t n = conns_to(port, now, 256);
+		kept = has_port(now, n, conn);
+	}
+	gaz_rpc_channel_free(ch);
+	return kept;
+}
+
+/* etcd answers keepalive pings on a connection with no open call with a
+ * GOAWAY "too_many_pings" after two of them (its PermitWithoutStream is
+ * false): an etcd channel pings only while a call is open and so keeps
+ * its connection across idle time (the operator lost it about 40 s after
+ * start, at 10 s pings). At 2 s pings the GOAWAY comes within 12 s; the
+ * control, a channel of the kind that pings without calls, shows that
+ * the test sees it. */
+static void test_idle_etcd_channel_keeps_its_connection(void **state)
+{
+	(void)state;
+	if (strncmp(g_endpoint, "http://127.0.0.1:", 17))
+		skip();
+	assert_true(idle_channel_kept(GAZ_RPC_PEER_ETCD, 2000, 12));
+	assert_false(idle_channel_kept(GAZ_RPC_PEER_BROKER, 2000, 12));
+}
+
+/* ---- the keyspace's watch delay --------------------------------------- */
+
+struct ks_obs {
+	pthread_mutex_t mu;
+	int calls;
+	int64_t first_ms;
+};
+
+static void *ks_decode(void *arg, const char *k, const uint8_t *val, size_t len,
+		       struct gaz_status *st)
+{
+	char *out = strndup((const char *)val, len);
+
+	(void)arg;
+	(void)k;
+	if (!out)
+		gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	return out;
+}
+
+static void ks_free(void *arg, void *decoded)
+{
+	(void)arg;
+	free(decoded);
+}
+
+static void ks_observe(void *arg)
+{
+	struct ks_obs *o = arg;
+
+	pthread_mutex_lock(&o->mu);
+	if (!o->calls++)
+		o->first_ms = mono_ms();
+	pthread_mutex_unlock(&o->mu);
+}
+
+/* ks_len: keys in the mirror. */
+static size_t ks_len(struct gaz_keyspace *ks)
+{
+	size_t len;
+
+	gaz_keyspace_rlock(ks);
+	len = gaz_keyspace_len(ks);
+	gaz_keyspace_runlock(ks);
+	return len;
+}
+
+/* ks_wait_len waits (up to 10 s from t0_ms) until the mirror holds `n`
+ * keys. */
+static void ks_wait_len(struct gaz_keyspace *ks, size_t n, int64_t t0_ms)
+{
+	while (ks_len(ks) < n && mono_ms() - t0_ms < 10000)
+		usleep(5 * 1000);
+	assert_int_equal(ks_len(ks), n);
+}
+
+/* Observer calls for `n` puts under a fresh prefix, with watch delay
+ * `delay_ms`; *first_ms: from before the first put to the first call.
+ * `one_by_one`: each put waits until the mirror has the one before it, so
+ * each comes in a watch response of its own (etcd puts events that
+ * arrive together into one response); else they go back to back. */
+static int observed_publishes(int64_t delay_ms, int n, bool one_by_one, int64_t *first_ms)
+{
+	struct ks_obs o = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct gaz_status st = {0};
+	char prefix[128];
+	struct gaz_keyspace *ks;
+	int64_t t0;
+	int calls;
+
+	snprintf(prefix, sizeof(prefix), "%s", key("wd%lld/", (long long)delay_ms));
+	ks = gaz_keyspace_new(g_e, prefix, ks_decode, ks_free, NULL);
+	assert_non_null(ks);
+	assert_int_equal(gaz_keyspace_load(ks, 0, &st), 0);
+	gaz_keyspace_set_observer(ks, ks_observe, &o);
+	gaz_keyspace_set_watch_delay(ks, delay_ms * GAZ_NS_PER_MS);
+	assert_int_equal(gaz_keyspace_watch(ks, &st), 0);
+	t0 = mono_ms();
+	for (int i = 0; i < n; i++) {
+		put(g_e, key("wd%lld/k%d", (long long)delay_ms, i), "v");
+		if (one_by_one)
+			ks_wait_len(ks, (size_t)i + 1, t0);
+	}
+	ks_wait_len(ks, (size_t)n, t0);
+	usleep((useconds_t)(delay_ms + 300) * 1000); /* the last window closes */
+	gaz_keyspace_free(ks);
+	pthread_mutex_lock(&o.mu);
+	calls = o.calls;
+	*first_ms = o.first_ms - t0;
+	pthread_mutex_unlock(&o.mu);
+	return calls;
+}
+
+/* --broker.watch-delay (Gazette's KeySpace.WatchApplyDelay): without a
+ * delay each watch response wakes the observer (ten responses, ten calls);
+ * with one, a burst of changes wakes it once the delay after the first has
+ * passed. The changes themselves are in the mirror as they arrive. */
+static void test_keyspace_watch_delay_coalesces(void **state)
+{
+	int64_t first = 0;
+	int undelayed, delayed;
+
+	(void)state;
+	undelayed = observed_publishes(0, 10, true, &first);
+	assert_int_equal(undelayed, 10);
+	delayed = observed_publishes(1000, 10, false, &first);
+	assert_true(delayed >= 1 && delayed <= 2);
+	assert_true(first >= 950);
+}
+
 /* Its own etcd: it restarts etcd and compacts the history. */
 static void test_watch_restart_compact(void **state)
 {
@@ -907,6 +1165,8 @@ static int drop_priv(void **state)
 	(void)state;
 	gaz_etcd_watch_stop(g_priv_w);
 	g_priv_w = NULL;
+	gaz_etcd_keepalive_stop(g_priv_ka);
+	g_priv_ka = NULL;
 	gaz_etcd_free(g_priv_e);
 	g_priv_e = NULL;
 	etcd_drop_proc(&g_priv);
@@ -941,6 +1201,9 @@ int main(void)
 		cmocka_unit_test(test_dead_unary),
 		cmocka_unit_test(test_dead_keepalive),
 		cmocka_unit_test(test_dead_watch),
+		cmocka_unit_test(test_idle_etcd_channel_keeps_its_connection),
+		cmocka_unit_test(test_keyspace_watch_delay_coalesces),
+		cmocka_unit_test_teardown(test_keepalive_across_restart, drop_priv),
 		cmocka_unit_test_teardown(test_watch_restart_compact, drop_priv),
 	};
 	int rc;

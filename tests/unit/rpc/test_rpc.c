@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/metrics.h"
 #include "protocol.pb-c.h"
 #include "rpc/rpc.h"
 
@@ -48,6 +50,8 @@ static struct {
 	int end_rc[4];
 	int each_n, each_on_poller; /* h_each: messages, and those run on a poller */
 	char http_peer[80];
+	int finished, fin_code, fin_outcome; /* the finish observer's last call */
+	void *fin_arg;
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static struct gaz_rpc_server *g_srv;
@@ -250,6 +254,32 @@ static void h_bidi(struct gaz_rpc_call *c, void *arg)
 	/* Once a response went out, a cancellation may first read as EOF;
 	 * finish reports it when the cancellation is known by then. */
 	s_ended(rc == GAZ_EOF && src != 0 ? src : rc);
+}
+
+/* h_outcome answers OK with an application outcome of 7 recorded. */
+static void h_outcome(struct gaz_rpc_call *c, void *arg)
+{
+	Protocol__ReadRequest *req = first_req(c);
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+
+	(void)arg;
+	if (!req)
+		return;
+	gaz_rpc_set_outcome(c, 7);
+	gaz_rpc_finish(c, &resp.base, GAZ_GRPC_OK, NULL);
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+}
+
+/* The server's finish observer: records its last call. */
+static void on_finish(void *arg, int code, int outcome)
+{
+	pthread_mutex_lock(&S.mu);
+	S.finished++;
+	S.fin_code = code;
+	S.fin_outcome = outcome;
+	S.fin_arg = arg;
+	pthread_cond_broadcast(&S.cv);
+	pthread_mutex_unlock(&S.mu);
 }
 
 static void h_fail(struct gaz_rpc_call *c, void *arg)
@@ -498,6 +528,57 @@ static void h_each(struct gaz_rpc_call *c, void *arg)
 	s_ended(rc);
 }
 
+/* h_each_race is h_each with a timed wait far shorter than its callback:
+ * the handler's wait in gaz_rpc_recv_each ends (and it takes the stream
+ * back) while a poller is inside the callback, over and over. The callback
+ * records, after its work, whether the handler's deadline had passed by
+ * then: the window in which the poller once read the callback's fields
+ * after the handler cleared them (a NULL call on a Replicate stream). */
+struct each_race {
+	struct each_ctx x;
+	_Atomic int64_t deadline_ns; /* the handler's current wait's end */
+	int expired_in_fn;           /* callbacks outlasting the handler's wait */
+	int timeouts;                /* GAZ_ETIMEDOUT returns seen by the handler */
+};
+
+#define EACH_RACE_WAIT_NS (50 * 1000)   /* the handler's timed wait */
+#define EACH_RACE_WORK_NS (300 * 1000)  /* each callback's work */
+
+static int each_race_fn(void *arg, ProtobufCMessage *m)
+{
+	struct each_race *r = arg;
+	struct timespec ts = {0, EACH_RACE_WORK_NS};
+
+	nanosleep(&ts, NULL);
+	r->expired_in_fn += gaz_mono_ns() > atomic_load(&r->deadline_ns);
+	return each_fn(&r->x, m);
+}
+
+static void h_each_race(struct gaz_rpc_call *c, void *arg)
+{
+	struct each_race r = {.x = {.c = c, .handler = pthread_self()}};
+	int rc;
+
+	(void)arg;
+	for (;;) {
+		int64_t dl = gaz_mono_ns() + EACH_RACE_WAIT_NS;
+
+		atomic_store(&r.deadline_ns, dl);
+		rc = gaz_rpc_recv_each(c, &protocol__read_request__descriptor, each_race_fn, &r, dl);
+		if (rc != GAZ_ETIMEDOUT)
+			break;
+		r.timeouts++;
+	}
+	pthread_mutex_lock(&S.mu);
+	S.each_n = r.x.n;
+	S.each_on_poller = r.x.on_poller;
+	S.rc[0] = r.expired_in_fn;
+	S.rc[1] = r.timeouts;
+	pthread_mutex_unlock(&S.mu);
+	gaz_rpc_finish(c, NULL, rc == GAZ_EOF ? GAZ_GRPC_OK : GAZ_GRPC_CANCELLED, NULL);
+	s_ended(rc);
+}
+
 /* fast_end, the fast path of SumFast, records on the poller whether the
  * request ended at a half-close (the message count) or not (-1), then
  * lets h_sum run as usual. */
@@ -522,12 +603,20 @@ static void register_all(struct gaz_rpc_server *srv)
 		{P("Park"), h_park},   {P("Wake"), h_wake},   {P("Slow"), h_slow},
 		{P("Proto"), h_proto}, {P("Bytes"), h_bytes}, {P("Sleep"), h_sleep},
 		{P("Tid"), h_tid},     {P("Then"), h_then},   {P("Each"), h_each},
+		{P("EachRace"), h_each_race},
 	};
 
 	for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
 		assert_int_equal(gaz_rpc_server_register(srv, hs[i].path, hs[i].fn, NULL), 0);
 	assert_int_equal(gaz_rpc_server_register_fast(srv, P("SumFast"), h_sum, fast_end, NULL,
 						      GAZ_RPC_DISPATCH_READ),
+			 0);
+	assert_int_equal(gaz_rpc_server_register(srv, P("Outcome"), h_outcome, &S), 0);
+	assert_int_equal(gaz_rpc_server_on_finish(srv, on_finish), 0);
+	assert_int_equal(gaz_rpc_server_metrics(srv), 0);
+	/* Registered after: counted as well, with its type. */
+	assert_int_equal(gaz_rpc_server_register_flags(srv, P("Stream2"), h_stream, NULL,
+						       GAZ_RPC_SERVER_STREAMS),
 			 0);
 }
 
@@ -1009,6 +1098,20 @@ static void test_buffered_queued_sends(void **state)
 	free(big);
 }
 
+/* each_lockstep sends offsets [from, to) on an Each stream one at a time,
+ * each answered with offset+1 before the next goes. */
+static void each_lockstep(struct gaz_rpc_stream *s, int from, int to)
+{
+	Protocol__ReadResponse *r;
+
+	for (int i = from; i < to; i++) {
+		assert_int_equal(stream_send_off(s, i), 0);
+		assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+		assert_int_equal(r->offset, i + 1);
+		free_resp(r);
+	}
+}
+
 /* gaz_rpc_recv_each runs every message, in order, answered from the
  * callback: in lock step (on the poller, the handler waiting) and
  * pipelined; the half-close ends it with EOF. */
@@ -1019,12 +1122,7 @@ static void test_recv_each(void **state)
 
 	(void)state;
 	s_reset();
-	for (int i = 0; i < 50; i++) {
-		assert_int_equal(stream_send_off(s, i), 0);
-		assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
-		assert_int_equal(r->offset, i + 1);
-		free_resp(r);
-	}
+	each_lockstep(s, 0, 50);
 	for (int i = 50; i < 100; i++)
 		assert_int_equal(stream_send_off(s, i), 0);
 	for (int i = 50; i < 100; i++) {
@@ -1038,6 +1136,31 @@ static void test_recv_each(void **state)
 	assert_int_equal(s_int(&S.end_rc[0]), GAZ_EOF);
 	assert_int_equal(s_int(&S.each_n), 100);
 	assert_true(s_int(&S.each_on_poller) > 0);
+}
+
+/* Regression (a broker's poller called a NULL function): the handler's
+ * timed wait in gaz_rpc_recv_each ends while a poller runs the callback,
+ * hundreds of times, and every message is still run exactly once, in
+ * order, on a poller. Without the callback copied under the call's lock
+ * the poller reads fields the handler is clearing: a data race under
+ * ThreadSanitizer, a crash when the poller loses it. */
+static void test_recv_each_timed_wait_race(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_oneport, P("EachRace"));
+	const int n = 400;
+
+	(void)state;
+	s_reset();
+	each_lockstep(s, 0, n);
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	end_ok(s);
+	assert_true(s_await(&S.ended, 1));
+	assert_int_equal(s_int(&S.end_rc[0]), GAZ_EOF);
+	assert_int_equal(s_int(&S.each_n), n);
+	assert_true(s_int(&S.each_on_poller) > 0);
+	/* The window was exercised: waits ended inside callbacks. */
+	assert_true(s_int(&S.rc[0]) > n / 4);
+	assert_true(s_int(&S.rc[1]) > n / 4);
 }
 
 /* A callback's error ends gaz_rpc_recv_each with it; nothing after it
@@ -1089,6 +1212,81 @@ static void test_error_status(void **state)
 	assert_string_equal(st.msg, "no such journal: ");
 	gaz_rpc_stream_free(s);
 	assert_true(ms_since(t0) < 5000);
+}
+
+/* The finish observer sees every finished call once, with the method's
+ * arg, the code sent and the outcome its handler recorded; unknown
+ * methods are not reported. */
+static void test_finish_observer(void **state)
+{
+	Protocol__ReadResponse *r;
+	struct gaz_status st;
+	int n = s_int(&S.finished);
+
+	(void)state;
+	assert_int_equal(unary(g_native, P("Outcome"), "a/b", 0, &r, gaz_deadline_in(10000), NULL,
+			       &st), 0);
+	free_resp(r);
+	assert_true(s_await(&S.finished, n + 1));
+	assert_int_equal(s_int(&S.fin_code), GAZ_GRPC_OK);
+	assert_int_equal(s_int(&S.fin_outcome), 7);
+	pthread_mutex_lock(&S.mu);
+	void *arg = S.fin_arg;
+	pthread_mutex_unlock(&S.mu);
+	assert_ptr_equal(arg, &S);
+
+	assert_int_equal(unary(g_oneport, P("Fail"), "x/y", 0, &r, gaz_deadline_in(10000), NULL,
+			       &st), GAZ_ERPC);
+	assert_true(s_await(&S.finished, n + 2));
+	assert_int_equal(s_int(&S.fin_code), GAZ_GRPC_NOT_FOUND);
+	assert_int_equal(s_int(&S.fin_outcome), 0);
+
+	assert_int_equal(unary(g_native, "/test.T/Nope", "", 0, &r, gaz_deadline_in(10000), NULL,
+			       &st), GAZ_ERPC);
+	assert_int_equal(unary(g_native, P("Echo"), "a/b", 1, &r, gaz_deadline_in(10000), NULL,
+			       &st), 0);
+	free_resp(r);
+	assert_true(s_await(&S.finished, n + 3));
+	assert_int_equal(s_int(&S.finished), n + 3); /* Nope was not reported */
+	assert_int_equal(s_int(&S.fin_outcome), 0);
+	/* Not after start. */
+	assert_int_equal(gaz_rpc_server_on_finish(g_srv, NULL), GAZ_EINVAL);
+}
+
+/* go-grpc-prometheus's server families, from the calls above and these. */
+static void test_server_metrics(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_native, P("Stream2"));
+	Protocol__ReadResponse *r;
+	struct gaz_status st = {0};
+	char *text = NULL;
+	size_t len = 0;
+
+	(void)state;
+	assert_int_equal(stream_send_off(s, 3), 0);
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+		free_resp(r);
+	}
+	end_ok(s);
+	assert_int_equal(unary(g_native, P("Fail"), "x/y", 0, &r, gaz_deadline_in(10000), NULL,
+			       &st), GAZ_ERPC);
+	assert_int_equal(gaz_metrics_render(NULL, &text, &len, &st), 0);
+	assert_non_null(strstr(text, "grpc_server_started_total{grpc_type=\"server_stream\","
+				     "grpc_service=\"test.T\",grpc_method=\"Stream2\"} 1\n"));
+	assert_non_null(strstr(text, "grpc_server_msg_received_total{grpc_type=\"server_stream\","
+				     "grpc_service=\"test.T\",grpc_method=\"Stream2\"} 1\n"));
+	assert_non_null(strstr(text, "grpc_server_msg_sent_total{grpc_type=\"server_stream\","
+				     "grpc_service=\"test.T\",grpc_method=\"Stream2\"} 3\n"));
+	assert_non_null(strstr(text, "grpc_server_handled_total{grpc_type=\"server_stream\","
+				     "grpc_service=\"test.T\",grpc_method=\"Stream2\",grpc_code=\"OK\"} 1\n"));
+	assert_non_null(strstr(text, "grpc_server_handled_total{grpc_type=\"unary\",grpc_service=\"test.T\","
+				     "grpc_method=\"Fail\",grpc_code=\"NotFound\"}"));
+	assert_non_null(strstr(text, "grpc_server_handling_seconds_count{grpc_type=\"server_stream\","
+				     "grpc_service=\"test.T\",grpc_method=\"Stream2\"} 1\n"));
+	assert_null(strstr(text, "grpc_method=\"Nope\"")); /* unknown methods are not counted */
+	free(text);
 }
 
 static void test_unknown_method(void **state)
@@ -1388,6 +1586,88 @@ static void test_one_port_slow_preface(void **state)
 	assert_int_equal(got, sizeof(frame));
 	assert_int_equal(frame[3], 0x4); /* SETTINGS */
 	close(fd);
+}
+
+/* A refused connection fails a wait for READY at once (it used to wait for
+ * the whole deadline); a malformed port is refused with its reason. */
+static void test_refused_and_bad_port(void **state)
+{
+	struct gaz_rpc_server *srv = gaz_rpc_server_new(NULL);
+	struct gaz_rpc_channel *ch;
+	enum gaz_rpc_conn_state last;
+	struct gaz_status st = {0};
+	char t[64];
+	int port = 0;
+	int64_t t0;
+
+	(void)state;
+	/* A port nothing listens on: one a server had, now closed. */
+	assert_int_equal(gaz_rpc_server_start(srv, "127.0.0.1:0", &port), 0);
+	gaz_rpc_server_free(srv);
+	snprintf(t, sizeof(t), "http://127.0.0.1:%d", port);
+	assert_non_null(ch = gaz_rpc_channel_new(t, NULL));
+	t0 = gaz_mono_ns();
+	assert_int_equal(gaz_rpc_channel_wait_ready(ch, gaz_deadline_in(5000), &last), GAZ_EUNAVAIL);
+	assert_int_equal(last, GAZ_RPC_CONN_TRANSIENT_FAILURE);
+	assert_true(ms_since(t0) < 2500);
+	gaz_rpc_channel_free(ch);
+
+	for (size_t i = 0; i < 4; i++) {
+		static const char *const bad[] = {"http://127.0.0.1:99999", "http://h:0", "h:80x",
+						  "http://[::1]:"};
+		memset(&st, 0, sizeof(st));
+		assert_null(gaz_rpc_channel_new(bad[i], NULL));
+		assert_int_equal(gaz_rpc_target_check(bad[i], &st), GAZ_EINVAL);
+		assert_non_null(strstr(st.msg, "invalid port"));
+	}
+	assert_int_equal(gaz_rpc_target_check("http://[::1]:8080", NULL), 0);
+	assert_int_equal(gaz_rpc_target_check("http://host", NULL), 0);
+	assert_int_equal(gaz_rpc_target_check("https://host:1", &st), GAZ_EINVAL);
+}
+
+/* reconnect_ms: a channel of `peer` kind is connected to a server, the
+ * server goes away for `down_ms` while the channel keeps trying, then a
+ * server comes back on the same port: how long until the channel is READY
+ * again (grpc's back-off decides). */
+static int64_t reconnect_ms(enum gaz_rpc_peer peer, int down_ms)
+{
+	struct gaz_rpc_channel_opts o = {.peer = peer};
+	struct gaz_rpc_server *srv = gaz_rpc_server_new(NULL);
+	struct gaz_rpc_channel *ch;
+	char addr[64];
+	int port = 0, again = 0;
+	int64_t t0;
+
+	assert_int_equal(gaz_rpc_server_start(srv, "127.0.0.1:0", &port), 0);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	assert_non_null(ch = gaz_rpc_channel_new(addr, &o));
+	assert_int_equal(gaz_rpc_channel_wait_ready(ch, gaz_deadline_in(5000), NULL), 0);
+	gaz_rpc_server_free(srv);
+	t0 = gaz_deadline_in(down_ms);
+	while (gaz_mono_ns() < t0) /* attempts fail; the back-off grows */
+		(void)gaz_rpc_channel_wait_ready(ch, t0, NULL);
+	srv = gaz_rpc_server_new(NULL);
+	assert_int_equal(gaz_rpc_server_start(srv, addr, &again), 0);
+	assert_int_equal(again, port);
+	t0 = gaz_mono_ns();
+	while (gaz_rpc_channel_wait_ready(ch, gaz_deadline_in(30000), NULL) != 0)
+		assert_true(ms_since(t0) < 30000);
+	t0 = ms_since(t0);
+	gaz_rpc_channel_free(ch);
+	gaz_rpc_server_free(srv);
+	return t0;
+}
+
+/* A restarted broker peer is used again within about a second however long
+ * it was down (back-off capped at 0.5 s, as Gazette's peer connections);
+ * grpc's default grows to seconds within these 6 s (1, 1.6, 2.56 s ...). */
+static void test_peer_reconnect_backoff(void **state)
+{
+	int64_t ms = reconnect_ms(GAZ_RPC_PEER_BROKER, 6000);
+
+	(void)state;
+	print_message("broker peer reconnected %lld ms after its restart\n", (long long)ms);
+	assert_true(ms < 1500);
 }
 
 static void test_unix_listener(void **state)
@@ -1801,8 +2081,11 @@ int main(void)
 		cmocka_unit_test(test_buffered_queued_sends),
 		cmocka_unit_test(test_recv_each),
 		cmocka_unit_test(test_recv_each_error),
+		cmocka_unit_test(test_recv_each_timed_wait_race),
 		cmocka_unit_test(test_error_status),
 		cmocka_unit_test(test_unknown_method),
+		cmocka_unit_test(test_finish_observer),
+		cmocka_unit_test(test_server_metrics),
 		cmocka_unit_test(test_oversized),
 		cmocka_unit_test(test_client_cancel),
 		cmocka_unit_test(test_cancel_is_not_eof),
@@ -1813,6 +2096,8 @@ int main(void)
 		cmocka_unit_test(test_one_port_http),
 		cmocka_unit_test(test_one_port_slow_preface),
 		cmocka_unit_test(test_unix_listener),
+		cmocka_unit_test(test_refused_and_bad_port),
+		cmocka_unit_test(test_peer_reconnect_backoff),
 		cmocka_unit_test(test_big_client_stream),
 		cmocka_unit_test(test_queued_sends),
 		cmocka_unit_test(test_queued_sends_cancelled),

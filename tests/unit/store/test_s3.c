@@ -432,7 +432,7 @@ static void test_error_mapping(void **state)
 	env_keys();
 	s = open_ok("s3://b/p/?endpoint=http://127.0.0.1:1&region=us-east-1");
 	s3 = s->impl;
-	call_init(&c, "PUT", "p/k");
+	call_init(&c, "PUT", "p/k", "put");
 	c.resp.max = 4096;
 	c.status = 403;
 	assert_int_equal(call_error(s3, &c, 0, &st), GAZ_EPERM);
