@@ -6,11 +6,19 @@
  * Each round reads the keyspace and, per journal, converges its
  * assignments toward a desired set in one etcd transaction guarded by
  * compares (so a stale leader or a racing change makes it fail harmlessly):
- *   - keep current assignments on members that still have capacity;
+ *   - keep current assignments on members that still have capacity (the
+ *     primary first, then the least loaded) up to the desired replication;
  *   - add members (least loaded first, preferring zones the journal does
  *     not use yet) until the desired replication is met;
  *   - remove surplus assignments (exiting members first) only while the
  *     consistent assignments that remain still meet the desired replication;
+ *   - exiting members shed their capacity oldest first, as Gazette's, and
+ *     never below the largest desired replication (shed_exiting);
+ *   - balance a stable route: a replica toward a member two or more
+ *     assignments lighter, or the primary toward a member primary of two
+ *     or more journals fewer (both in proportion to member limits, at most
+ *     ROUND_MOVES per round), each a synchronised hand-off that never drops
+ *     a route below its replication or below two zones;
  *   - promote a kept assignment to slot 0 when no primary remains;
  *   - delete assignments of journals that no longer exist.
  * An added assignment is put on the assigned member's lease, so it
@@ -19,6 +27,7 @@
  * part of compatibility (facts §4.7).
  */
 #include "broker/broker.h"
+#include "broker/metrics.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +39,8 @@
 struct alloc_member {
 	const char *zone, *suffix, *key;
 	int64_t lease, mod_revision, create_revision;
-	int64_t limit, load;
+	int64_t limit, load;            /* load: assignments, as planned so far */
+	int64_t primaries;              /* slot-0 assignments, as planned so far */
 	bool exiting;
 };
 
@@ -40,7 +50,15 @@ struct alloc_state {
 	bool leader;
 	int64_t leader_mod_revision;
 	const char *leader_key;
+	/* Planned this round, for Gazette's allocator metrics. */
+	int64_t added, packed, removed, slots;
+	int64_t moves;                  /* balancing moves planned this round */
 };
+
+/* Balancing moves (a replica added toward a less loaded member, or a
+ * primary moved to a consistent replica) planned per round at most: each
+ * is a synchronised hand-off, so a few at a time keep the cluster calm. */
+#define ROUND_MOVES 8
 
 /* Collects members and their loads; decides leadership. Read lock held. */
 static int collect_members(struct gaz_broker *b, struct alloc_state *s)
@@ -48,7 +66,6 @@ static int collect_members(struct gaz_broker *b, struct alloc_state *s)
 	char *prefix = NULL;
 	size_t lo, hi, alo, ahi;
 	int64_t min_create = INT64_MAX;
-	bool any_live = false;
 
 	if (asprintf(&prefix, "%s/members/", b->root) < 0)
 		return GAZ_ENOMEM;
@@ -69,7 +86,6 @@ static int collect_members(struct gaz_broker *b, struct alloc_state *s)
 		am->create_revision = e->create_revision;
 		am->limit = v->broker->journal_limit;
 		am->exiting = v->broker->exiting;
-		any_live |= !am->exiting && am->limit > 0;
 		if (e->create_revision < min_create) {
 			min_create = e->create_revision;
 			s->leader = !strcmp(e->key, b->member_key);
@@ -77,11 +93,6 @@ static int collect_members(struct gaz_broker *b, struct alloc_state *s)
 			s->leader_mod_revision = e->mod_revision;
 		}
 	}
-	/* Exiting members shed their capacity when someone else can take it;
-	 * a lone exiting broker releases its journals itself (maintain.c). */
-	for (size_t i = 0; i < s->n; i++)
-		if (s->m[i].exiting && any_live)
-			s->m[i].limit = 0;
 	if (asprintf(&prefix, "%s/assign/", b->root) < 0)
 		return GAZ_ENOMEM;
 	gaz_keyspace_prefix(b->ks, prefix, &alo, &ahi);
@@ -89,10 +100,47 @@ static int collect_members(struct gaz_broker *b, struct alloc_state *s)
 	for (size_t i = alo; i < ahi; i++) {
 		const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
 		for (size_t j = 0; j < s->n; j++)
-			if (!strcmp(s->m[j].zone, v->zone) && !strcmp(s->m[j].suffix, v->suffix))
+			if (!strcmp(s->m[j].zone, v->zone) && !strcmp(s->m[j].suffix, v->suffix)) {
 				s->m[j].load++;
+				s->m[j].primaries += v->slot == 0;
+			}
 	}
 	return 0;
+}
+
+/* Gazette's shedding of exiting members (allocator/alloc_state.go): the
+ * oldest exiting members (by CreateRevision) give up their capacity first,
+ * each at most what the cluster has in excess of the desired replication
+ * slots, and never so many that fewer than `max_replication` members keep
+ * theirs. A shed member (limit 0) keeps nothing it need not: its
+ * assignments go once the members that replace it are consistent. An
+ * exiting member not shed yet keeps serving, and may even take journals
+ * from an older one; it drains when members join or older ones leave. So
+ * a lone broker, or three brokers of which one exits under replication 3,
+ * sheds nothing and keeps every journal until a member joins or its exit
+ * timeout ends (main.c). */
+static void shed_exiting(struct alloc_state *s, int64_t slots, int64_t max_replication)
+{
+	int64_t excess = -slots, max_shed = (int64_t)s->n - max_replication, shed = 0;
+	size_t *order = calloc(s->n + 1, sizeof(size_t)), n_exiting = 0;
+
+	for (size_t i = 0; i < s->n; i++)
+		excess += s->m[i].limit;
+	for (size_t i = 0; order && i < s->n; i++) {
+		size_t j;
+		if (!s->m[i].exiting)
+			continue;
+		for (j = n_exiting++; j > 0 && s->m[order[j - 1]].create_revision > s->m[i].create_revision; j--)
+			order[j] = order[j - 1];
+		order[j] = i;
+	}
+	for (size_t k = 0; order && k < n_exiting && shed < max_shed && excess > 0; k++, shed++) {
+		struct alloc_member *m = &s->m[order[k]];
+		int64_t give = m->limit < excess ? m->limit : excess;
+		m->limit -= give;
+		excess -= give;
+	}
+	free(order);
 }
 
 static struct alloc_member *find_member(struct alloc_state *s, const char *zone, const char *suffix)
@@ -115,10 +163,12 @@ static int64_t desired_replication(struct gaz_broker *b, const Protocol__Journal
 	return r;
 }
 
-/* Picks the member to add: capacity left, not in the route, fewest
- * assignments, preferring a zone the route does not use. */
+/* Picks the member to add: capacity left, not in the route, a member not
+ * exiting before one that is (an exiting member has capacity only while
+ * it is not shed), then a zone the route does not use, then the fewest
+ * assignments. */
 static struct alloc_member *pick_add(struct alloc_state *s, const struct gaz_route *r,
-				     const bool *taken)
+				     const bool *taken, bool primary)
 {
 	struct alloc_member *best = NULL;
 	bool best_new_zone = false;
@@ -126,12 +176,18 @@ static struct alloc_member *pick_add(struct alloc_state *s, const struct gaz_rou
 	for (size_t i = 0; i < s->n; i++) {
 		struct alloc_member *m = &s->m[i];
 		bool new_zone = true;
-		if (taken[i] || m->exiting || m->load >= m->limit)
+		if (taken[i] || m->load >= m->limit)
 			continue;
 		for (size_t j = 0; j < r->n; j++)
 			new_zone &= strcmp(r->zone[j], m->zone) != 0;
-		if (!best || (new_zone && !best_new_zone) ||
-		    (new_zone == best_new_zone && m->load < best->load)) {
+		/* For slot 0 the fewest primaries come before the fewest
+		 * assignments, so new journals spread their primaries too. */
+		bool fewer = best && (primary ? m->primaries < best->primaries ||
+						(m->primaries == best->primaries && m->load < best->load)
+					      : m->load < best->load);
+		if (!best || (best->exiting && !m->exiting) ||
+		    (best->exiting == m->exiting &&
+		     ((new_zone && !best_new_zone) || (new_zone == best_new_zone && fewer)))) {
 			best = m;
 			best_new_zone = new_zone;
 		}
@@ -139,7 +195,93 @@ static struct alloc_member *pick_add(struct alloc_state *s, const struct gaz_rou
 	return best;
 }
 
-/* Plans one journal's changes into `t`. Returns true if any op was added. */
+/* heavier: whether moving one unit of `count` (a replica, or a primary)
+ * from member `a` (holding `ca`) to `b` (holding `cb`) evens them out in
+ * proportion to their limits: a ends no lighter than b. With equal limits
+ * that is ca - cb >= 2, so each move lowers the sum of squared loads and
+ * balancing ends. */
+static bool heavier(const struct alloc_member *a, int64_t ca, const struct alloc_member *b, int64_t cb)
+{
+	return a->limit > 0 && b->limit > 0 && (ca - 1) * b->limit >= (cb + 1) * a->limit;
+}
+
+/* Distinct zones of route `r` with member index `drop` replaced by
+ * `zone` (drop = r->n: nothing replaced, nothing added when zone NULL). */
+static size_t route_zones(const struct gaz_route *r, size_t drop, const char *zone)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i <= r->n; i++) {
+		const char *z = i < r->n ? (i == drop ? NULL : r->zone[i]) : zone;
+		bool seen = false;
+		if (!z)
+			continue;
+		for (size_t j = 0; j < i && !seen; j++) {
+			const char *y = j < r->n ? (j == drop ? NULL : r->zone[j]) : NULL;
+			seen = y && !strcmp(y, z);
+		}
+		n += !seen;
+	}
+	return n;
+}
+
+/* move_slot plans moving the assignment of route member `i` from its slot
+ * to `slot`, keeping its value (the stored Route) and lease. */
+static bool move_slot(struct gaz_broker *b, const char *journal, const struct gaz_route *r, size_t i,
+		      int64_t slot, struct gaz_txn *t)
+{
+	char *from = gaz_ks_assign_key(b->root, journal, r->zone[i], r->suffix[i], r->slot[i]);
+	char *to = gaz_ks_assign_key(b->root, journal, r->zone[i], r->suffix[i], slot);
+	const struct gaz_ks_entry *e = from ? gaz_keyspace_get(b->ks, from) : NULL;
+	bool ok = false;
+
+	if (e && to) {
+		const struct gaz_ks_value *v = e->decoded;
+		uint8_t *val = NULL;
+		size_t len = v->route ? protocol__route__get_packed_size(v->route) : 0;
+		if (len && (val = malloc(len)))
+			protocol__route__pack(v->route, val);
+		gaz_txn_compare_mod(t, from, e->mod_revision);
+		gaz_txn_delete(t, from);
+		gaz_txn_put(t, to, val, val ? len : 0, e->lease, false);
+		free(val);
+		ok = true;
+	}
+	free(from);
+	free(to);
+	return ok;
+}
+
+/* guard_kept adds to `t` a compare of each kept assignment's mod revision.
+ * Returns false if a key could not be built (out of memory). */
+static bool guard_kept(struct gaz_broker *b, const char *journal, const struct gaz_route *r,
+		       const bool *keep, struct gaz_txn *t)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		char *key;
+		if (!keep[i])
+			continue;
+		if (!(key = gaz_ks_assign_key(b->root, journal, r->zone[i], r->suffix[i], r->slot[i])))
+			return false;
+		gaz_txn_compare_mod(t, key, r->mod_revision[i]);
+		free(key);
+	}
+	return true;
+}
+
+/* Plans one journal's changes into `t`. Returns true if any op was added.
+ *
+ * Which assignments are kept: those of members with capacity, the
+ * primary first, then the least loaded (consistent ones first among
+ * equals), up to the desired replication. The rest are removed only
+ * while the consistent kept ones meet the desired replication. With the
+ * route stable (every member consistent, none surplus, none missing, none
+ * exiting) one balancing move may follow: a replica added on a member
+ * lighter by two or more than the heaviest non-primary member (which, now
+ * surplus and the heaviest, is removed once the newcomer is consistent),
+ * or, failing that, the primary moved to a consistent replica whose member
+ * is primary of two or more journals fewer. Neither takes a route that spans two
+ * zones or more down to one. */
 static bool plan_journal(struct gaz_broker *b, struct alloc_state *s, const char *journal,
 			 const struct gaz_ks_entry *item, struct gaz_txn *t)
 {
@@ -147,88 +289,161 @@ static bool plan_journal(struct gaz_broker *b, struct alloc_state *s, const char
 	int64_t desired = desired_replication(b, iv->spec), kept = 0, consistent_kept = 0;
 	int64_t max_slot = -1;
 	struct gaz_route r;
-	bool *keep = NULL, *taken = calloc(s->n + 1, sizeof(bool)), changed = false;
+	struct alloc_member **rm = NULL;
+	size_t *order = NULL, n_order = 0;
+	bool *keep = NULL, *taken = calloc(s->n + 1, sizeof(bool)), changed = false, stable;
 
 	if (!taken || gaz_route_build(b->ks, b->root, journal, &r)) {
 		free(taken);
 		return false;
 	}
 	keep = calloc(r.n + 1, sizeof(bool));
-	for (size_t i = 0; keep && i < r.n; i++) {
-		struct alloc_member *m = find_member(s, r.zone[i], r.suffix[i]);
-		if (m)
-			taken[m - s->m] = true;
+	rm = calloc(r.n + 1, sizeof(*rm));
+	order = calloc(r.n + 1, sizeof(size_t));
+	if (!keep || !rm || !order)
+		goto done;
+	for (size_t i = 0; i < r.n; i++) {
+		rm[i] = find_member(s, r.zone[i], r.suffix[i]);
+		if (rm[i])
+			taken[rm[i] - s->m] = true;
 		if (r.slot[i] > max_slot)
 			max_slot = r.slot[i];
-		keep[i] = m && m->limit > 0 && kept < desired;
-		if (keep[i]) {
-			kept++;
-			consistent_kept += r.consistent[i];
+		if (!rm[i] || rm[i]->limit <= 0)
+			continue;
+		/* Insertion by (primary first, load, consistent first, index). */
+		size_t j = n_order++;
+		for (; j > 0; j--) {
+			size_t o = order[j - 1];
+			bool before = r.slot[o] == 0 ? false
+				    : r.slot[i] == 0 ? true
+				    : rm[i]->load != rm[o]->load ? rm[i]->load < rm[o]->load
+				    : r.consistent[i] && !r.consistent[o];
+			if (!before)
+				break;
+			order[j] = o;
 		}
+		order[j] = i;
 	}
+	for (size_t k = 0; k < n_order && kept < desired; k++) {
+		keep[order[k]] = true;
+		kept++;
+		consistent_kept += r.consistent[order[k]];
+	}
+	stable = kept == desired && (int64_t)r.n == desired && consistent_kept == desired;
+	/* No balancing move while a member of the route is on its way out:
+	 * the drain moves this journal anyway, and two hand-offs at once on
+	 * one route are what balancing must never cause. */
+	for (size_t i = 0; stable && i < r.n; i++)
+		stable = !rm[i]->exiting;
 	/* Removals: only while the consistent assignments kept still meet the
-	 * desired replication, so no acknowledged byte loses its last copy. */
-	for (size_t i = 0; keep && i < r.n; i++) {
+	 * desired replication, so no acknowledged byte loses its last copy.
+	 * The transaction also requires each kept assignment unchanged: the
+	 * next round may plan from a view that lacks this one's writes, pick
+	 * other keepers (loads moved meanwhile) and remove one of these, and
+	 * the two removals together would leave the route short. */
+	bool guarded = false;
+	for (size_t i = 0; i < r.n; i++) {
 		char *key;
 		if (keep[i] || consistent_kept < desired)
 			continue;
+		if (!guarded && !guard_kept(b, journal, &r, keep, t))
+			break;
+		guarded = true;
 		if ((key = gaz_ks_assign_key(b->root, journal, r.zone[i], r.suffix[i], r.slot[i]))) {
 			gaz_txn_compare_mod(t, key, r.mod_revision[i]);
 			gaz_txn_delete(t, key);
 			free(key);
 			changed = true;
+			s->removed++;
+			if (rm[i]) {
+				rm[i]->load--;
+				rm[i]->primaries -= r.slot[i] == 0;
+			}
 		}
 	}
 	/* Adds. */
-	for (int64_t n = kept; keep && n < desired; n++) {
-		struct alloc_member *m = pick_add(s, &r, taken);
+	for (int64_t n = kept; n < desired; n++) {
+		struct alloc_member *m = pick_add(s, &r, taken, max_slot < 0);
 		char *key;
 		if (!m)
 			break;
 		taken[m - s->m] = true;
 		m->load++;
+		m->primaries += max_slot < 0;
 		key = gaz_ks_assign_key(b->root, journal, m->zone, m->suffix, ++max_slot);
 		if (key) {
 			gaz_txn_compare_mod(t, m->key, m->mod_revision);
 			gaz_txn_put(t, key, NULL, 0, m->lease, false);
 			free(key);
 			changed = true;
+			s->added++;
+		}
+	}
+	/* Balance: a replica toward a lighter member. */
+	if (stable && !changed && s->moves < ROUND_MOVES) {
+		size_t over = r.n;
+		for (size_t i = 0; i < r.n; i++)
+			if (r.slot[i] != 0 && (over == r.n || rm[i]->load > rm[over]->load))
+				over = i;
+		struct alloc_member *under = over < r.n ? pick_add(s, &r, taken, false) : NULL;
+		size_t zones = route_zones(&r, r.n, NULL);
+		char *key;
+		if (under && !under->exiting && heavier(rm[over], rm[over]->load, under, under->load) &&
+		    route_zones(&r, over, under->zone) >= (zones < 2 ? zones : 2) &&
+		    (key = gaz_ks_assign_key(b->root, journal, under->zone, under->suffix, ++max_slot))) {
+			gaz_txn_compare_mod(t, under->key, under->mod_revision);
+			gaz_txn_put(t, key, NULL, 0, under->lease, false);
+			free(key);
+			under->load++;
+			rm[over]->load--; /* as it will be once `under` is consistent */
+			changed = true;
+			s->added++;
+			s->moves++;
+		}
+	}
+	/* Balance: the primary toward a member primary of fewer journals. */
+	if (stable && !changed && s->moves < ROUND_MOVES && r.primary >= 0) {
+		struct alloc_member *p = rm[r.primary];
+		size_t to = r.n;
+		for (size_t i = 0; i < r.n; i++)
+			if ((int)i != r.primary && !rm[i]->exiting &&
+			    (to == r.n || rm[i]->primaries < rm[to]->primaries))
+				to = i;
+		if (to < r.n && heavier(p, p->primaries, rm[to], rm[to]->primaries) &&
+		    move_slot(b, journal, &r, (size_t)r.primary, ++max_slot, t) &&
+		    move_slot(b, journal, &r, to, 0, t)) {
+			p->primaries--;
+			rm[to]->primaries++;
+			changed = true;
+			s->packed++;
+			s->moves++;
 		}
 	}
 	/* Promotion: with no primary among the kept ones and nothing removed
 	 * or added this round, move the first kept (consistent preferred)
 	 * assignment to slot 0, keeping its value and lease. */
-	if (keep && !changed && r.primary < 0 && kept > 0) {
+	if (!changed && r.primary < 0 && kept > 0) {
 		size_t pick = r.n;
 		for (size_t i = 0; i < r.n; i++)
 			if (keep[i] && (pick == r.n || (r.consistent[i] && !r.consistent[pick])))
 				pick = i;
-		char *from = gaz_ks_assign_key(b->root, journal, r.zone[pick], r.suffix[pick], r.slot[pick]);
-		char *to = gaz_ks_assign_key(b->root, journal, r.zone[pick], r.suffix[pick], 0);
-		const struct gaz_ks_entry *e = from ? gaz_keyspace_get(b->ks, from) : NULL;
-		if (e && to) {
-			const struct gaz_ks_value *v = e->decoded;
-			uint8_t *val = NULL;
-			size_t len = v->route ? protocol__route__get_packed_size(v->route) : 0;
-			if (len && (val = malloc(len)))
-				protocol__route__pack(v->route, val);
-			gaz_txn_compare_mod(t, from, e->mod_revision);
-			gaz_txn_delete(t, from);
-			gaz_txn_put(t, to, val, val ? len : 0, e->lease, false);
-			free(val);
+		if (move_slot(b, journal, &r, pick, 0, t)) {
+			rm[pick]->primaries++;
 			changed = true;
+			s->packed++; /* Gazette counts a promotion as a pack */
 		}
-		free(from);
-		free(to);
 	}
+done:
 	gaz_route_release(&r);
+	free(order);
+	free(rm);
 	free(keep);
 	free(taken);
 	return changed;
 }
 
 /* Deletes assignments of journals that no longer exist. */
-static bool plan_orphans(struct gaz_broker *b, struct gaz_txn *t)
+static bool plan_orphans(struct gaz_broker *b, struct alloc_state *s, struct gaz_txn *t)
 {
 	char *prefix = NULL;
 	size_t lo, hi;
@@ -246,20 +461,25 @@ static bool plan_orphans(struct gaz_broker *b, struct gaz_txn *t)
 		gaz_txn_compare_mod(t, e->key, e->mod_revision);
 		gaz_txn_delete(t, e->key);
 		changed = true;
+		s->removed++;
 	}
 	return changed;
 }
 
-/* Commits one planned transaction (no keyspace lock held). */
-static void run_txn(struct gaz_broker *b, struct gaz_txn *t)
+/* Commits one planned transaction (no keyspace lock held). Returns false
+ * when etcd failed it (a lost race is no failure: the next round sees). */
+static bool run_txn(struct gaz_broker *b, struct gaz_txn *t)
 {
 	struct gaz_status st = {0};
 	bool ok = false;
 
-	if (gaz_txn_commit(b->etcd, t, &ok, NULL, &st))
-		gaz_warn("allocator transaction failed", "err=\"%s\"", st.msg);
-	else if (!ok)
-		gaz_debug("allocator transaction lost a race", "%s", "");
+	if (gaz_txn_commit(b->etcd, t, &ok, NULL, &st)) {
+		gaz_warn("allocator transaction failed", "err=%s", st.msg);
+		return false;
+	}
+	if (!ok)
+		gaz_debug("allocator transaction lost a race", NULL);
+	return true;
 }
 
 #define ROUND_TXNS 16
@@ -268,19 +488,30 @@ static void run_txn(struct gaz_broker *b, struct gaz_txn *t)
  * keyspace read lock (every pointer into the keyspace stays valid only
  * while it is held; the builders copy what they keep), then commits them
  * without it. Each also requires the leader's member key unchanged.
+ * A leader's round over a keyspace revision it has not converged on yet
+ * (`*converged_rev`) counts as one of Gazette's converge iterations when
+ * every transaction went through, as Gazette counts one per revision.
  * Returns the number of transactions issued. */
-static int allocate_round(struct gaz_broker *b)
+static int allocate_round(struct gaz_broker *b, int64_t rev, int64_t *converged_rev)
 {
 	struct alloc_state s = {0};
 	struct gaz_txn txns[ROUND_TXNS + 1];
 	char *prefix = NULL;
-	size_t lo, hi;
+	size_t lo = 0, hi = 0;
+	int64_t t0 = gaz_mono_ns(), solve_ns = 0, max_replication = 0;
+	bool ok = true;
 	int n = 0;
 
 	gaz_keyspace_rlock(b->ks);
 	if (collect_members(b, &s) || !s.leader || asprintf(&prefix, "%s/items/", b->root) < 0)
 		goto unlock;
 	gaz_keyspace_prefix(b->ks, prefix, &lo, &hi);
+	for (size_t i = lo; i < hi; i++) {
+		int64_t r = desired_replication(b, ((struct gaz_ks_value *)gaz_keyspace_at(b->ks, i)->decoded)->spec);
+		s.slots += r;
+		max_replication = r > max_replication ? r : max_replication;
+	}
+	shed_exiting(&s, s.slots, max_replication);
 	for (size_t i = lo; i < hi && n < ROUND_TXNS; i++) {
 		const struct gaz_ks_entry *e = gaz_keyspace_at(b->ks, i);
 		gaz_txn_init(&txns[n]);
@@ -290,15 +521,24 @@ static int allocate_round(struct gaz_broker *b)
 			gaz_txn_release(&txns[n]);
 	}
 	gaz_txn_init(&txns[n]);
-	if (n < ROUND_TXNS && plan_orphans(b, &txns[n]))
+	if (n < ROUND_TXNS && plan_orphans(b, &s, &txns[n]))
 		gaz_txn_compare_mod(&txns[n], s.leader_key, s.leader_mod_revision), n++;
 	else
 		gaz_txn_release(&txns[n]);
+	solve_ns = gaz_mono_ns() - t0;
 unlock:
 	gaz_keyspace_runlock(b->ks);
 	for (int i = 0; i < n; i++) {
-		run_txn(b, &txns[i]);
+		ok &= run_txn(b, &txns[i]);
 		gaz_txn_release(&txns[i]);
+	}
+	if (s.leader) {
+		gaz_metric_allocator_ops(s.added, s.packed, s.removed);
+		if (ok && rev != *converged_rev) {
+			*converged_rev = rev;
+			gaz_metric_allocator_converged((double)solve_ns / 1e9, (int64_t)s.n,
+						       (int64_t)(hi - lo), s.slots);
+		}
 	}
 	free(prefix);
 	free(s.m);
@@ -308,6 +548,7 @@ unlock:
 void *gaz_allocator_thread(void *arg)
 {
 	struct gaz_broker *b = arg;
+	int64_t converged_rev = 0, idle_rev = -1;
 
 	pthread_mutex_lock(&b->mu);
 	while (!atomic_load(&b->stopping)) {
@@ -319,10 +560,17 @@ void *gaz_allocator_thread(void *arg)
 				break;
 		b->alloc_wake = false;
 		pthread_mutex_unlock(&b->mu);
-		gaz_keyspace_rlock(b->ks);
-		rev = gaz_keyspace_revision(b->ks);
-		gaz_keyspace_runlock(b->ks);
-		txns = allocate_round(b);
+		rev = gaz_keyspace_revision_now(b->ks);
+		/* A round is a function of the keyspace alone: one that planned
+		 * nothing at this revision would plan nothing again, so an idle
+		 * cluster costs no scan of its journals. */
+		if (rev == idle_rev) {
+			pthread_mutex_lock(&b->mu);
+			continue;
+		}
+		txns = allocate_round(b, rev, &converged_rev);
+		if (!txns)
+			idle_rev = rev;
 		/* After writing, wait for our own writes before planning again,
 		 * so the next round does not repeat them. */
 		if (txns)

@@ -39,7 +39,7 @@ static void on_lease_lost(void *arg, const char *why)
 {
 	struct gaz_broker *b = arg;
 
-	gaz_error("unable to keep member lease alive", "err=\"%s\"", why);
+	gaz_error("unable to keep member lease alive", "err=%s", why);
 	atomic_store(&b->lease_lost, true);
 	kill(getpid(), SIGTERM);
 }

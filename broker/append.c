@@ -42,19 +42,16 @@ void gaz__append_respond_status(struct append_ctx *a, int status)
 		resp.registers = a->registers ? a->registers : &regs;
 	if (status == PROTOCOL__STATUS__FRAGMENT_STORE_UNHEALTHY)
 		resp.store_health_error = a->store_error;
+	gaz_rpc_set_outcome(a->call, status);
 	gaz_rpc_finish(a->call, &resp.base, GAZ_GRPC_OK, NULL);
 	gaz_header_free(h);
 	a->finished = true;
-	if (!gaz_rpc_is_local(a->call)) /* pulses are not client RPCs */
-		gaz_metric_rpc_completed("Append", gaz_status_label(status));
 }
 
 void gaz__append_respond_error(struct append_ctx *a, int code, const char *msg)
 {
 	gaz_rpc_finish(a->call, NULL, code, msg);
 	a->finished = true;
-	if (!gaz_rpc_is_local(a->call))
-		gaz_metric_rpc_completed("Append", "error");
 }
 
 /* ---- RESOLVE and the assignment writes ----------------------------------- */
@@ -101,6 +98,19 @@ static int64_t desired_replication(const struct append_ctx *a)
 	return gaz__append_desired_replication(a->b, a->res.spec);
 }
 
+/* read_through_txn sets where the next resolution reads through after a
+ * transaction guarded by the resolution's view (at res.etcd.revision):
+ * applied, its own revision, which is in our prefix; failed, one past the
+ * view. A compare failed because a compared key changed after the view,
+ * and the keyspace will hold that change; the response's revision is
+ * etcd's, which our watch of the prefix never reaches when other keys
+ * (another prefix, a consumer's) moved it last: waiting for it hung an
+ * append that lost the route write to a pulse (Gazette waits for it). */
+static void read_through_txn(struct append_ctx *a, bool applied, int64_t revision)
+{
+	a->read_through_rev = applied ? revision : a->res.etcd.revision + 1;
+}
+
 /* Appends to a txn: for every assignment compare its mod revision, and put
  * the derived route (no endpoints) into each inconsistent one (§4.6). */
 static int update_assignments(struct append_ctx *a, bool *wrote)
@@ -136,12 +146,16 @@ static int update_assignments(struct append_ctx *a, bool *wrote)
 		}
 		free(key);
 	}
-	if (!rc && *wrote)
-		rc = gaz_txn_commit(a->b->etcd, &t, NULL, &a->read_through_rev, &st);
+	if (!rc && *wrote) {
+		bool applied = false;
+		int64_t rev = 0;
+		if (!(rc = gaz_txn_commit(a->b->etcd, &t, &applied, &rev, &st)))
+			read_through_txn(a, applied, rev);
+	}
 	gaz_txn_release(&t);
 	free(val);
 	if (rc)
-		gaz_warn("route consistency write failed", "journal=%s err=\"%s\"", a->res.journal,
+		gaz_warn("route consistency write failed", "journal=%s err=%s", a->res.journal,
 			 st.msg);
 	return rc;
 }
@@ -211,13 +225,17 @@ int gaz__append_update_suspend(struct append_ctx *a, int level, int64_t offset)
 		free(key);
 	}
 	gaz_txn_put(&t, ikey, val, len, 0, false);
-	rc = gaz_txn_commit(a->b->etcd, &t, &ok, &a->read_through_rev, &st);
+	int64_t rev = 0;
+	rc = gaz_txn_commit(a->b->etcd, &t, &ok, &rev, &st);
 	gaz_txn_release(&t);
 	free(val);
 	free(ikey);
-	if (!rc)
-		gaz_info("journal suspension updated", "journal=%s level=%d offset=%lld ok=%d",
-			 a->res.journal, level, (long long)offset, ok);
+	if (!rc) {
+		read_through_txn(a, ok, rev);
+		gaz_info("journal suspension updated",
+			 "journal=%s suspend_level=%d offset=%lld ok=%d", a->res.journal, level,
+			 (long long)offset, ok);
+	}
 	return rc;
 }
 
@@ -254,8 +272,6 @@ void gaz__append_respond_commit(struct append_ctx *a)
 	gaz_rpc_finish(a->call, &resp.base, GAZ_GRPC_OK, NULL);
 	gaz_header_free(h);
 	a->finished = true;
-	if (!gaz_rpc_is_local(a->call))
-		gaz_metric_rpc_completed("Append", "OK");
 	gaz_metric_write_head(a->res.journal, a->commit_end);
 }
 

@@ -57,8 +57,9 @@ int gaz__append_roll(struct append_ctx *a, int64_t to)
 		return 0;
 	if (r->pipeline) /* peers roll with us */
 		return gaz__append_sync(a, to) == 0 ? 0 : GAZ_EUNAVAIL;
-	if ((rc = gaz_replica_roll(r, to, fs->compression_codec, true, &st)))
-		gaz_error("rolling the spool failed", "journal=%s err=\"%s\"", r->journal, st.msg);
+	/* No pipeline: a route of one, so no peer holds what completes. */
+	if ((rc = gaz_replica_roll(r, to, fs->compression_codec, true, true, &st)))
+		gaz_error("rolling the spool failed", "journal=%s err=%s", r->journal, st.msg);
 	return rc;
 }
 
@@ -285,7 +286,7 @@ static int spool_write(struct append_ctx *a, const uint8_t *data, size_t len)
 	int rc;
 
 	while ((rc = gaz_spool_append(&r->spool, data, len, &st)) == GAZ_EIO) {
-		gaz_error("spool write failed; retrying", "journal=%s err=\"%s\"", r->journal, st.msg);
+		gaz_error("spool write failed; retrying", "journal=%s err=%s", r->journal, st.msg);
 		gaz_status_clear(&st);
 		/* A leader committing a later group (its own call answered)
 		 * fails the group instead: its members' clients retry. */
@@ -425,7 +426,7 @@ static int commit_start(struct append_ctx *a, EVP_MD_CTX *sha, struct gaz_commit
 	pthread_mutex_unlock(&r->mu);
 	gaz_notifier_broadcast(&r->notifier);
 	if (rc)
-		gaz_error("commit failed", "journal=%s err=\"%s\"", r->journal, st.msg);
+		gaz_error("commit failed", "journal=%s err=%s", r->journal, st.msg);
 	return rc;
 }
 
@@ -813,8 +814,8 @@ static void poller_gathered(void *arg, int rc, Protocol__ReplicateResponse **res
 
 	for (size_t i = 0; !rc && i < gaz_pipeline_peers(pc->p); i++)
 		if (resp[i]->status != PROTOCOL__STATUS__OK) {
-			gaz_warn("replication pipeline failed", "journal=%s err=\"a peer did not "
-				 "acknowledge the commit\"", a->res.journal);
+			gaz_warn("replication pipeline failed", "journal=%s err=%s", a->res.journal,
+				 "a peer did not acknowledge the commit");
 			gaz_pipeline_abandon(pc->p); /* the next token holder rebuilds it */
 			rc = GAZ_EPROTO;
 		}
@@ -839,7 +840,7 @@ static void poller_failed(struct append_ctx *a, const char *why)
 {
 	struct gaz_replica *r = a->res.replica;
 
-	gaz_warn("append rolled back", "journal=%s err=\"%s\"", r->journal, why);
+	gaz_warn("append rolled back", "journal=%s err=%s", r->journal, why);
 	gaz_pipeline_abandon(r->pipeline);
 	pthread_mutex_lock(&r->mu);
 	gaz_metric_spool_rollback(r->spool.delta);
@@ -881,7 +882,7 @@ int gaz__append_poller_commit(struct append_ctx *a, struct gaz_batch_entry *e)
 	gaz_metric_spool_commit(r->spool.delta);
 	if (gaz__append_replicate_commit_propose(a, pc, &st)) {
 		free(pc);
-		gaz_warn("replication pipeline failed", "journal=%s err=\"%s\"", r->journal,
+		gaz_warn("replication pipeline failed", "journal=%s err=%s", r->journal,
 			 st.msg[0] ? st.msg : gaz_err_str(GAZ_EUNAVAIL));
 		poller_failed(a, "replication to a peer failed; the append may have committed");
 		gaz__append_poller_done(a);

@@ -29,9 +29,10 @@ void gaz__append_pipeline_fail(struct append_ctx *a, const char *why)
 {
 	struct gaz_replica *r = a->res.replica;
 
-	gaz_warn("replication pipeline failed", "journal=%s err=\"%s\"", r->journal, why);
+	gaz_warn("replication pipeline failed", "journal=%s err=%s", r->journal, why);
 	gaz_pipeline_close(r->pipeline);
 	r->pipeline = NULL;
+	atomic_store(&r->pipelined, false);
 	pthread_mutex_lock(&r->mu);
 	gaz_spool_rollback(&r->spool);
 	pthread_mutex_unlock(&r->mu);
@@ -160,6 +161,7 @@ int gaz__append_sync(struct append_ctx *a, int64_t roll_to)
 			a->read_through_rev = v.read_through;
 			gaz_pipeline_close(r->pipeline);
 			r->pipeline = NULL;
+			atomic_store(&r->pipelined, false);
 			return 1;
 		}
 		return 0;
@@ -178,13 +180,20 @@ int gaz__append_start_pipeline(struct append_ctx *a)
 		return 0;
 	gaz_pipeline_close(r->pipeline);
 	r->pipeline = NULL;
+	atomic_store(&r->pipelined, false);
 	if (a->res.route.n < 2)
 		return 0;
 	if (gaz_pipeline_open(a->b, &a->res, &r->pipeline, &st)) {
-		gaz_warn("opening the replication pipeline failed", "journal=%s err=\"%s\"", r->journal,
+		gaz_warn("opening the replication pipeline failed", "journal=%s err=%s", r->journal,
 			 st.msg);
 		return -1;
 	}
+	atomic_store(&r->pipelined, true);
+	/* Maintenance has not seen this broker made primary yet: have it look
+	 * at the assignments again, so that if the primacy is already gone it
+	 * closes this pipeline rather than wait for the next keyspace change. */
+	if (!atomic_load(&r->primary))
+		gaz_maintain_reconcile_soon(a->b);
 	return gaz__append_sync(a, -1);
 }
 
@@ -253,7 +262,7 @@ int gaz__append_replicate_commit_finish(struct append_ctx *a, struct gaz_commit_
 	if (rc && a->token)
 		gaz__append_pipeline_fail(a, st.msg[0] ? st.msg : gaz_err_str(rc));
 	else if (rc) /* the next token holder rebuilds the failed pipeline */
-		gaz_warn("replication pipeline failed", "journal=%s err=\"%s\"", a->res.replica->journal,
+		gaz_warn("replication pipeline failed", "journal=%s err=%s", a->res.replica->journal,
 			 st.msg);
 	else
 		gaz_labelset_copy(a->registers, pc->regs);

@@ -76,15 +76,39 @@ struct gaz_broker {
 	struct gaz_replica **replicas; /* sorted by journal name */
 	size_t n_replicas, cap_replicas;
 	bool maintain_wake, alloc_wake;
+	/* Set by gaz_maintain_reconcile_soon, taken by maintenance's next pass. */
+	atomic_bool reconcile_asked;
 
+	/* The bound TCP port (0 while unbound, and for a unix socket): set
+	 * once by start_serving, read by HTTP handlers calling this broker's
+	 * own gRPC service, which may run as soon as the listener accepts. */
+	atomic_int listen_port;
 	atomic_bool announced;         /* member key written */
 	atomic_bool exiting;           /* SIGTERM seen; member marked exiting */
 	atomic_bool stopping;          /* replicas are being shut down */
 	atomic_bool lease_lost;
 	atomic_llong append_prefetched; /* content bytes appends read ahead (append_batch.c) */
+	/* Bumped when a replica's spool gets its first content after a roll or
+	 * its index its first listing: what may make a pulse due that neither
+	 * the keyspace nor a timer announces (pulse.c sleeps through idle
+	 * ticks otherwise). */
+	atomic_llong pulse_gen;
+	atomic_bool refresh_hurried;   /* a reader waits at a hole (maintain.c) */
 	pthread_t maintain_thread, alloc_thread, pulse_thread;
 	bool threads_started;
+	size_t unpersisted;            /* fragments left unpersisted at exit (main thread) */
+
+	/* What an exiting broker still waits for, as /debug/ready's body says
+	 * it: written by the main thread during the exit, read by HTTP
+	 * handlers, under exit_mu. NULL while serving. */
+	pthread_mutex_t exit_mu;
+	char *exit_report;
 };
+
+/* gaz_broker_exit_report copies what an exiting broker still waits for
+ * (one line of text, malloc'd: the caller frees it), or returns NULL while
+ * it is not exiting or when out of memory. Thread-safe (exit_mu). */
+char *gaz_broker_exit_report(struct gaz_broker *b);
 
 /* ---- resolution (resolver.c) ------------------------------------------- */
 
@@ -160,6 +184,10 @@ void *gaz_pulse_thread(void *arg);
 /* gaz_broker_kick wakes the maintenance and allocator threads (after a
  * keyspace change). Thread-safe. */
 void gaz_broker_kick(struct gaz_broker *b);
+/* gaz_maintain_reconcile_soon has maintenance compare the local replicas
+ * with the assignments again at its next pass (within 250 ms) even if the
+ * keyspace has not moved since its last one. Thread-safe. */
+void gaz_maintain_reconcile_soon(struct gaz_broker *b);
 /* gaz_broker_is_local: (zone, suffix) names this broker. */
 bool gaz_broker_is_local(const struct gaz_broker *b, const char *zone, const char *suffix);
 
@@ -209,5 +237,10 @@ int gaz_http_v1(struct gaz_http_req *req, struct gaz_http_resp *resp, void *arg)
  * lives until gaz_peers_close). NULL on a bad endpoint. */
 struct gaz_rpc_channel *gaz_peer_channel(struct gaz_broker *b, const char *endpoint);
 void gaz_peers_close(void);
+
+/* gaz_self_channel returns the cached channel to this broker's own gRPC
+ * service over its listener (borrowed, as gaz_peer_channel), for the HTTP
+ * gateways; NULL before the listener is bound. Thread-safe. */
+struct gaz_rpc_channel *gaz_self_channel(struct gaz_broker *b);
 
 #endif

@@ -196,17 +196,19 @@ void gaz_handle_list_fragments(struct gaz_rpc_call *call, void *arg)
 	}
 	struct gaz_resolve_opts o = {.may_proxy = !q->do_not_proxy, .proxy_header = q->header,
 				     .call = call};
-	if ((rc = gaz_resolve(b, q->journal, &o, &res, &st)))
+	if ((rc = gaz_resolve(b, q->journal, &o, &res, &st))) {
 		gaz_rpc_finish(call, NULL, rc == GAZ_ECANCELLED ? GAZ_GRPC_CANCELLED : rc == GAZ_EUNAVAIL ? GAZ_GRPC_UNAVAILABLE : GAZ_GRPC_UNKNOWN,
 			       st.msg);
-	else if (res.status != PROTOCOL__STATUS__OK)
+	} else if (res.status != PROTOCOL__STATUS__OK) {
+		gaz_rpc_set_outcome(call, res.status); /* Gazette's RPC label */
 		respond(call, b, &res, res.status, NULL);
-	else if (!gaz_journal_may_read(res.spec->flags))
+	} else if (!gaz_journal_may_read(res.spec->flags)) {
 		respond(call, b, &res, PROTOCOL__STATUS__NOT_ALLOWED, NULL);
-	else if (!res.replica)
+	} else if (!res.replica) {
 		proxy_fragments(b, call, q, &res);
-	else
+	} else {
 		serve_fragments(b, call, q, &res);
+	}
 out:
 	gaz_resolution_release(&res);
 	protobuf_c_message_free_unpacked(&q->base, NULL);

@@ -1,12 +1,14 @@
 /*
  * http.c - HTTP/1.1 on the broker's service port (facts §8.3):
- * /debug/ready (200 only while announced and not exiting), /debug/metrics
+ * /debug/ready (200 only while announced and not exiting; an exiting
+ * broker's 503 says what it still waits for), /debug/metrics
  * (Prometheus text), and the journal gateway: GET/HEAD /<journal>?offset=&block=
  * as a Read, PUT /<journal> as one Append. The gateway calls this broker's
  * own gRPC service over loopback, as Gazette's does. /v1/ (the REST gateway)
  * is in http_v1.c.
  */
 #include "broker/broker.h"
+#include "broker/metrics.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +27,12 @@ static int ready(struct gaz_http_req *req, struct gaz_http_resp *resp, void *arg
 	bool ok = atomic_load(&b->announced) && !atomic_load(&b->exiting);
 
 	(void)req;
-	if (!ok)
-		return gaz_http_resp_error(resp, 503, "not ready");
+	if (!ok) {
+		char *why = gaz_broker_exit_report(b);
+		int rc = gaz_http_resp_error(resp, 503, "%s", why ? why : "not ready");
+		free(why);
+		return rc;
+	}
 	gaz_http_resp_status(resp, 200);
 	return gaz_http_resp_send(resp, "", 0);
 }
@@ -40,21 +46,17 @@ static int metrics(struct gaz_http_req *req, struct gaz_http_resp *resp, void *a
 
 	(void)req;
 	(void)arg;
-	if (gaz_metrics_render(gaz_metrics_default(), &out, &len, &st))
+	gaz_metric_scrape_begin();
+	if (gaz_metrics_render(gaz_metrics_default(), &out, &len, &st)) {
+		gaz_metric_scrape_end(500);
 		return gaz_http_resp_error(resp, 500, "%s", st.msg);
+	}
 	gaz_http_resp_status(resp, 200);
 	gaz_http_resp_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
 	rc = gaz_http_resp_send(resp, out, len);
 	free(out);
+	gaz_metric_scrape_end(200);
 	return rc;
-}
-
-static struct gaz_rpc_channel *loopback(struct gaz_broker *b)
-{
-	char target[64];
-
-	snprintf(target, sizeof(target), "http://127.0.0.1:%s", b->cfg.port);
-	return gaz_peer_channel(b, target);
 }
 
 static int status_http_code(int status)
@@ -115,7 +117,8 @@ static int gateway_get(struct gaz_http_req *req, struct gaz_http_resp *resp, str
 	rr.metadata_only = head;
 	if (gaz_validate_read_request(&rr, &st)) /* Gazette: 400 with the reason */
 		return gaz_http_resp_error(resp, 400, "%s", st.msg);
-	s = gaz_rpc_stream_open(loopback(b), "/protocol.Journal/Read", GAZ_DEADLINE_NEVER, true, NULL,
+	gaz_metric_read_bytes(rr.journal, 0); /* as Gazette's client Reader, made here */
+	s = gaz_rpc_stream_open(gaz_self_channel(b), "/protocol.Journal/Read", GAZ_DEADLINE_NEVER, true, NULL,
 				&st);
 	if (!s || gaz_rpc_stream_send(s, &rr.base) || gaz_rpc_stream_close_send(s)) {
 		gaz_rpc_stream_free(s);
@@ -146,6 +149,8 @@ static int gateway_get(struct gaz_http_req *req, struct gaz_http_resp *resp, str
 			   gaz_http_resp_write(resp, m->content.data, m->content.len)) {
 			protobuf_c_message_free_unpacked(&m->base, NULL);
 			break;
+		} else {
+			gaz_metric_read_bytes(rr.journal, (int64_t)m->content.len);
 		}
 		protobuf_c_message_free_unpacked(&m->base, NULL);
 		if (close_err[0])
@@ -162,7 +167,7 @@ static int gateway_get(struct gaz_http_req *req, struct gaz_http_resp *resp, str
 }
 
 /* Sends the request body as content chunks of at most 1 MiB. */
-static int put_body(struct gaz_http_req *req, struct gaz_rpc_stream *s)
+static int put_body(struct gaz_http_req *req, const char *journal, struct gaz_rpc_stream *s)
 {
 	size_t cap = 1 << 20;
 	uint8_t *buf = malloc(cap);
@@ -181,6 +186,7 @@ static int put_body(struct gaz_http_req *req, struct gaz_rpc_stream *s)
 			break;
 		c.content.data = buf;
 		c.content.len = (size_t)n;
+		gaz_metric_append_bytes(journal, n); /* Gazette's Appender counts writes */
 		if ((rc = gaz_rpc_stream_send(s, &c.base)))
 			break;
 	}
@@ -197,12 +203,15 @@ static int gateway_put(struct gaz_http_req *req, struct gaz_http_resp *resp, str
 	int rc;
 
 	first.journal = (char *)req->path + 1;
-	s = gaz_rpc_stream_open(loopback(b), "/protocol.Journal/Append", GAZ_DEADLINE_NEVER, true, NULL,
+	if (gaz_validate_append_request(&first, &st)) /* Gazette: 400 with the reason */
+		return gaz_http_resp_error(resp, 400, "%s", st.msg);
+	gaz_metric_append_bytes(first.journal, 0);
+	s = gaz_rpc_stream_open(gaz_self_channel(b), "/protocol.Journal/Append", GAZ_DEADLINE_NEVER, true, NULL,
 				&st);
 	if (!s)
 		return gaz_http_resp_error(resp, 500, "append failed: %s", st.msg);
 	rc = gaz_rpc_stream_send(s, &first.base);
-	if (!rc && (rc = put_body(req, s)) == 0)
+	if (!rc && (rc = put_body(req, first.journal, s)) == 0)
 		rc = gaz_rpc_stream_send(s, &end.base);
 	if (rc) {
 		gaz_rpc_stream_cancel(s); /* rolls the append back */

@@ -222,13 +222,11 @@ static int call(struct gaz_http_req *req, struct gaz_http_resp *resp, struct gaz
 	ProtobufCMessage *rq = NULL;
 	struct gaz_status st = {0};
 	struct gaz_rpc_stream *s;
-	char target[64];
 	int rc = 0;
 
 	if (read_request(req, resp, req_desc, &rq, &rc))
 		return rc;
-	snprintf(target, sizeof(target), "http://127.0.0.1:%s", b->cfg.port);
-	s = gaz_rpc_stream_open(gaz_peer_channel(b, target), method, GAZ_DEADLINE_NEVER, true,
+	s = gaz_rpc_stream_open(gaz_self_channel(b), method, GAZ_DEADLINE_NEVER, true,
 				gaz_http_req_header(req, "Authorization"), &st);
 	if (!s || gaz_rpc_stream_send(s, rq) || gaz_rpc_stream_close_send(s)) {
 		protobuf_c_message_free_unpacked(rq, NULL);

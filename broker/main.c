@@ -9,17 +9,24 @@
  * maintenance, allocator and persister threads.
  *
  * Exit on SIGTERM/SIGINT: mark the member exiting so the allocator moves
- * our journals; wait until we hold none, or no other broker can take
- * them, bounded by --broker.exit-timeout; then tear down the replicas
+ * our journals; keep serving until we hold none (the allocator removes us
+ * from a route only once enough others are synchronised members of it),
+ * bounded by --broker.exit-timeout; then tear down the replicas
  * (their spools roll and are persisted), drain the persister, stop
  * serving, and revoke the lease (etcd drops our member and assignment
- * keys). Exit 0.
+ * keys). Exit 0, or 1 when acknowledged bytes were left unpersisted.
+ * Fragments that no peer holds (a route of one) are waited for past the
+ * exit timeout, reported every 30 s, until they are persisted or a second
+ * SIGTERM/SIGINT ends the wait: dropping the only copy is the operator's
+ * call, never the broker's.
  */
 #include <malloc.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "broker/broker.h"
@@ -116,6 +123,13 @@ static int configure(struct gaz_broker *b, struct gaz_status *st)
 					      "random) or unix:///path",
 					      b->cfg.port);
 	}
+	/* As Gazette (it stats the root at start), and usable by us. */
+	struct stat sb;
+	if (b->cfg.file_root[0] && stat(b->cfg.file_root, &sb))
+		return gaz_status_set(st, GAZ_EINVAL, "--broker.file-root %s: %m", b->cfg.file_root);
+	if (b->cfg.file_root[0] && !S_ISDIR(sb.st_mode))
+		return gaz_status_set(st, GAZ_EINVAL, "--broker.file-root %s: not a directory",
+				      b->cfg.file_root);
 	if (b->cfg.file_root[0] && access(b->cfg.file_root, R_OK | W_OK | X_OK))
 		return gaz_status_set(st, GAZ_EINVAL, "--broker.file-root %s: %m", b->cfg.file_root);
 	b->root = b->cfg.etcd_prefix;
@@ -124,24 +138,28 @@ static int configure(struct gaz_broker *b, struct gaz_status *st)
 	return b->spool_dir && b->member_key ? 0 : GAZ_ENOMEM;
 }
 
-/* Counts every RPC as Gazette's gazette_journal_server_*_totals do. Append
- * and Read record their own completion status (a Gazette status name). */
+/* Counts every RPC as Gazette's gazette_journal_server_*_totals do: started
+ * when its handler (or Append's fast path) takes it, completed when it is
+ * finished, wherever that happens (a parked append is answered by another
+ * call's handler), through the server's finish observer. */
 struct counted {
 	const char *op;
 	gaz_rpc_handler_fn fn;
-	bool self_completes;
-	unsigned flags; /* GAZ_RPC_*: Append starts with its small request whole */
+	unsigned flags; /* GAZ_RPC_*: its streams; Append starts with its small request whole */
 	bool fast;      /* Append's fast path (append_batch.c) */
+	/* A client's cancellation is no error: Gazette's Append returns nil
+	 * for it (append_api.go), so it counts "ok". */
+	bool cancel_ok;
 };
 
 static struct counted counted_methods[] = {
-	{"List", gaz_handle_list, false},
-	{"Apply", gaz_handle_apply, false},
-	{"Read", gaz_handle_read, true},
-	{"Append", gaz_handle_append, true, GAZ_RPC_DISPATCH_READ, true},
-	{"ListFragments", gaz_handle_list_fragments, false},
-	{"FragmentStoreHealth", gaz_handle_store_health, false},
-	{"Replicate", gaz_handle_replicate, false},
+	{"List", gaz_handle_list, GAZ_RPC_SERVER_STREAMS},
+	{"Apply", gaz_handle_apply},
+	{"Read", gaz_handle_read, GAZ_RPC_SERVER_STREAMS},
+	{"Append", gaz_handle_append, GAZ_RPC_DISPATCH_READ | GAZ_RPC_CLIENT_STREAMS, true, true},
+	{"ListFragments", gaz_handle_list_fragments},
+	{"FragmentStoreHealth", gaz_handle_store_health},
+	{"Replicate", gaz_handle_replicate, GAZ_RPC_CLIENT_STREAMS | GAZ_RPC_SERVER_STREAMS},
 };
 
 static void counted_handler(struct gaz_rpc_call *call, void *arg)
@@ -150,8 +168,15 @@ static void counted_handler(struct gaz_rpc_call *call, void *arg)
 
 	gaz_metric_rpc_started(c->op);
 	c->fn(call, &broker);
-	if (!c->self_completes)
-		gaz_metric_rpc_completed(c->op, "ok");
+}
+
+static void counted_finished(void *arg, int code, int outcome)
+{
+	struct counted *c = arg;
+
+	if (code == GAZ_GRPC_CANCELLED && c->cancel_ok)
+		code = GAZ_GRPC_OK;
+	gaz_metric_rpc_completed(c->op, gaz_metric_completed_label(code, outcome));
 }
 
 static bool counted_fast(struct gaz_rpc_call *call, void *arg)
@@ -168,6 +193,8 @@ static int start_serving(struct gaz_broker *b, struct gaz_status *st)
 
 	if (!(b->srv = gaz_rpc_server_new(&o)))
 		return gaz_status_set(st, GAZ_ENOMEM, "creating the gRPC server");
+	gaz_rpc_server_on_finish(b->srv, counted_finished);
+	gaz_rpc_server_metrics(b->srv); /* go-grpc-prometheus's, as Gazette's server */
 	for (size_t i = 0; i < sizeof(counted_methods) / sizeof(counted_methods[0]); i++) {
 		snprintf(path, sizeof(path), "/protocol.Journal/%s", counted_methods[i].op);
 		gaz_rpc_server_register_fast(b->srv, path, counted_handler,
@@ -180,14 +207,16 @@ static int start_serving(struct gaz_broker *b, struct gaz_status *st)
 		snprintf(addr, sizeof(addr), "%s", b->cfg.port);
 	else
 		snprintf(addr, sizeof(addr), "0.0.0.0:%s", b->cfg.port[0] ? b->cfg.port : "0");
+	/* HTTP connections are served from the moment the listener exists, so
+	 * what their handlers read is set before (a fixed port) or atomically
+	 * (a port chosen at bind), and cfg is not changed after. */
+	if (strncmp(b->cfg.port, "unix://", 7))
+		atomic_store(&b->listen_port, atoi(b->cfg.port));
 	b->listener = gaz_rpc_listen(addr, b->srv, gaz_http_conn, b, &port, st);
 	if (!b->listener)
 		return st->code ? st->code : GAZ_EIO;
 	if (strncmp(b->cfg.port, "unix://", 7)) {
-		char p[16];
-		snprintf(p, sizeof(p), "%d", port);
-		free(b->cfg.port);
-		b->cfg.port = strdup(p);
+		atomic_store(&b->listen_port, port);
 		if (asprintf(&b->endpoint, "http://%s:%d", b->cfg.host, port) < 0)
 			return GAZ_ENOMEM;
 	} else if (asprintf(&b->endpoint, "unix://%s%s", b->cfg.host, b->cfg.port + 7) < 0) {
@@ -211,13 +240,16 @@ static int start_keyspace(struct gaz_broker *b, sigset_t *sigs, struct gaz_statu
 	if (!b->ks)
 		return gaz_status_set(st, GAZ_ENOMEM, "creating the keyspace");
 	while ((rc = gaz_keyspace_load(b->ks, 0, st)) == GAZ_EUNAVAIL) {
-		gaz_error("etcd is unavailable; retrying", "address=%s err=\"%s\"", b->cfg.etcd_address,
+		gaz_error("etcd is unavailable; retrying", "address=%s err=%s", b->cfg.etcd_address,
 			  st->msg);
 		gaz_status_clear(st);
 		if (sigtimedwait(sigs, NULL, &zero) > 0)
 			return gaz_status_set(st, GAZ_ECANCELLED, "signalled while waiting for etcd");
 		sleep(1);
 	}
+	/* --broker.watch-delay: a burst of changes wakes the broker's threads
+	 * once (Gazette's KeySpace.WatchApplyDelay). */
+	gaz_keyspace_set_watch_delay(b->ks, b->cfg.watch_delay_ns);
 	if (!rc)
 		rc = gaz_keyspace_watch(b->ks, st);
 	return rc;
@@ -247,80 +279,162 @@ static void on_keyspace(void *arg)
 	gaz_broker_kick(b);
 }
 
-/* Whether a live member outside `journal`'s route could take our place
- * (read lock held; `live` lists live members' "zone#suffix"). */
-static bool movable(struct gaz_broker *b, const char *journal, char **live, size_t n_live)
+/* held_assignments counts the journals this broker holds an assignment
+ * of, and `*primaries` those it is primary of, and names the first of
+ * them in `names` (comma-separated, truncated to `cap`). */
+static int64_t held_assignments(struct gaz_broker *b, int64_t *primaries, char *names, size_t cap)
 {
-	struct gaz_route r;
-	bool any = false;
+	char *prefix = NULL;
+	size_t lo, hi, used = 0;
+	int64_t held = 0;
 
-	if (gaz_route_build(b->ks, b->root, journal, &r))
-		return false;
-	for (size_t i = 0; i < n_live && !any; i++) {
-		bool in_route = false;
-		for (size_t j = 0; j < r.n; j++) {
-			char id[300];
-			snprintf(id, sizeof(id), "%s#%s", r.zone[j], r.suffix[j]);
-			in_route |= !strcmp(id, live[i]);
-		}
-		any = !in_route;
-	}
-	gaz_route_release(&r);
-	return any;
-}
-
-/* Whether this broker still holds an assignment that another member could
- * take. Where none can (a lone broker, or every live broker already holds
- * a replica), waiting would only delay the exit: the other replicas keep
- * every acknowledged byte, and a lone broker releases through the store. */
-static bool must_hand_off(struct gaz_broker *b)
-{
-	char *prefix = NULL, **live = NULL;
-	size_t lo, hi, n_live = 0;
-	bool wait = false;
-
+	*primaries = 0;
+	names[0] = '\0';
+	if (asprintf(&prefix, "%s/assign/", b->root) < 0)
+		return -1;
 	gaz_keyspace_rlock(b->ks);
-	if (asprintf(&prefix, "%s/members/", b->root) >= 0) {
-		gaz_keyspace_prefix(b->ks, prefix, &lo, &hi);
-		live = calloc(hi - lo + 1, sizeof(char *));
-		for (size_t i = lo; live && i < hi; i++) {
-			const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
-			if (!v->broker->exiting && v->broker->journal_limit > 0 &&
-			    asprintf(&live[n_live], "%s#%s", v->zone, v->suffix) >= 0)
-				n_live++;
-		}
-	}
-	free(prefix);
-	prefix = NULL;
-	if (n_live && asprintf(&prefix, "%s/assign/", b->root) >= 0) {
-		gaz_keyspace_prefix(b->ks, prefix, &lo, &hi);
-		for (size_t i = lo; i < hi && !wait; i++) {
-			const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
-			wait = gaz_broker_is_local(b, v->zone, v->suffix) &&
-			       movable(b, v->journal, live, n_live);
-		}
+	gaz_keyspace_prefix(b->ks, prefix, &lo, &hi);
+	for (size_t i = lo; i < hi; i++) {
+		const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
+		if (!gaz_broker_is_local(b, v->zone, v->suffix))
+			continue;
+		held++;
+		*primaries += v->slot == 0;
+		if (used + strlen(v->journal) + 8 < cap)
+			used += (size_t)snprintf(names + used, cap - used, "%s%s", used ? ", " : "",
+						 v->journal);
+		else if (used + 5 < cap && !strstr(names, "..."))
+			used += (size_t)snprintf(names + used, cap - used, ", ...");
 	}
 	gaz_keyspace_runlock(b->ks);
-	for (size_t i = 0; i < n_live; i++)
-		free(live[i]);
-	free(live);
 	free(prefix);
-	return wait;
+	return held;
 }
 
-static void graceful_exit(struct gaz_broker *b)
+char *gaz_broker_exit_report(struct gaz_broker *b)
+{
+	char *out = NULL;
+
+	pthread_mutex_lock(&b->exit_mu);
+	if (b->exit_report)
+		out = strdup(b->exit_report);
+	pthread_mutex_unlock(&b->exit_mu);
+	return out;
+}
+
+/* set_exit_report replaces what /debug/ready says of the exit. */
+static void set_exit_report(struct gaz_broker *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void set_exit_report(struct gaz_broker *b, const char *fmt, ...)
+{
+	char *text = NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&text, fmt, ap) < 0)
+		text = NULL;
+	va_end(ap);
+	pthread_mutex_lock(&b->exit_mu);
+	free(b->exit_report);
+	b->exit_report = text;
+	pthread_mutex_unlock(&b->exit_mu);
+}
+
+/* hand_off waits, bounded by `deadline`, until this broker holds no
+ * assignment: the allocator removes an exiting member from a route only
+ * once enough other members are consistent (synchronised by the
+ * primary's pulse) to meet the journal's replication, and sheds exiting
+ * members oldest first and never below the largest replication
+ * (allocator.c), so until then the broker keeps serving appends, reads
+ * and replication of what it holds. A journal no other broker can take
+ * (a lone broker, or no member to replace this one) is held until one
+ * joins or the deadline passes. Says what it waits for in the log (every
+ * 10 s), the metrics and /debug/ready. Returns the journals still held
+ * (-1: not known, the keyspace could not be read for want of memory). */
+static int64_t hand_off(struct gaz_broker *b, int64_t deadline)
+{
+	int64_t held = 0, primaries = 0, next_log = 0;
+	char names[256];
+
+	while (atomic_load(&b->announced) && !atomic_load(&b->lease_lost)) {
+		int64_t now = gaz_mono_ns(), left_s = (deadline - now) / GAZ_NS_PER_S;
+		if ((held = held_assignments(b, &primaries, names, sizeof(names))) == 0)
+			break;
+		if (held < 0) { /* out of memory: not known to be handed off */
+			if (now >= deadline)
+				break;
+			gaz_keyspace_wait_revision(b->ks, INT64_MAX, gaz_deadline_in(250));
+			continue;
+		}
+		gaz_metric_exit_held(held, primaries);
+		set_exit_report(b, "exiting: handing off %lld journals (%lld as primary), exit timeout in "
+			       "%lld s: %s", (long long)held, (long long)primaries, (long long)left_s, names);
+		if (now >= deadline)
+			break;
+		if (now >= next_log) {
+			gaz_info("exiting: waiting for journals to be taken over",
+				 "journals=%lld primary=%lld timeout_in=%llds held=%s", (long long)held,
+				 (long long)primaries, (long long)left_s, names);
+			next_log = now + 10 * GAZ_NS_PER_S;
+		}
+		gaz_keyspace_wait_revision(b->ks, INT64_MAX, gaz_deadline_in(250));
+	}
+	gaz_metric_exit_held(held > 0 ? held : 0, held > 0 ? primaries : 0);
+	return held;
+}
+
+/* drain_persister persists what the replicas left, bounded by `deadline`
+ * (and at least 30 s), then past it while fragments no peer holds remain
+ * and no second signal of `sigs` (NULL: none awaited) came. Returns the
+ * fragments left unpersisted. */
+static size_t drain_persister(struct gaz_broker *b, int64_t deadline, const sigset_t *sigs)
+{
+	int64_t until = deadline > gaz_deadline_in(30000) ? deadline : gaz_deadline_in(30000);
+	int64_t next_report = 0;
+	size_t sole = 0, left;
+
+	left = gaz_persister_pending(b->persister);
+	set_exit_report(b, "exiting: persisting %zu fragments", left);
+	gaz_metric_exit_unpersisted((int64_t)left, 0);
+	left = gaz_persister_drain(b->persister, until, &sole);
+	while (sole && sigs) {
+		set_exit_report(b, "exiting: exit timeout passed with %zu fragments unpersisted, %zu of them "
+			       "held by no peer; still persisting", left, sole);
+		gaz_metric_exit_unpersisted((int64_t)left, (int64_t)sole);
+		struct timespec one_s = {1, 0};
+		int sig;
+		if (gaz_mono_ns() >= next_report) {
+			gaz_error("exit timeout passed with acknowledged bytes no peer holds; still persisting "
+				  "(a second SIGTERM or SIGINT exits without them)",
+				  "fragments=%zu sole_copies=%zu", left, sole);
+			gaz_persister_report(b->persister);
+			next_report = gaz_deadline_in(30000);
+		}
+		if ((sig = sigtimedwait(sigs, NULL, &one_s)) > 0) {
+			gaz_error("signalled again; exiting without persisting", "signal=%d", sig);
+			break;
+		}
+		left = gaz_persister_drain(b->persister, 0, &sole);
+	}
+	return gaz_persister_stop(b->persister);
+}
+
+static void graceful_exit(struct gaz_broker *b, const sigset_t *sigs)
 {
 	struct gaz_status st = {0};
 	int64_t deadline = gaz_mono_ns() + b->cfg.exit_timeout_ns;
 
 	atomic_store(&b->exiting, true);
 	if (atomic_load(&b->announced) && gaz_announce_exiting(b, &st))
-		gaz_warn("marking member exiting failed", "err=\"%s\"", st.msg);
+		gaz_warn("marking member exiting failed", "err=%s", st.msg);
 	gaz_broker_kick(b);
-	while (atomic_load(&b->announced) && must_hand_off(b) && gaz_mono_ns() < deadline &&
-	       !atomic_load(&b->lease_lost))
-		gaz_keyspace_wait_revision(b->ks, INT64_MAX, gaz_deadline_in(250));
-	gaz_info("handed off; stopping replicas", "%s", "");
+	set_exit_report(b, "exiting");
+	int64_t held = hand_off(b, deadline);
+	if (held)
+		gaz_warn("exit timeout: releasing journals no other broker took over", "journals=%lld",
+			 (long long)held);
+	else
+		gaz_info("handed off; stopping replicas", NULL);
 	atomic_store(&b->stopping, true);
 	gaz_broker_kick(b);
 	if (b->threads_started) {
@@ -350,9 +464,9 @@ static void graceful_exit(struct gaz_broker *b)
 		gaz_replica_unref(r);
 	}
 	if (b->persister)
-		left = gaz_persister_stop(b->persister, deadline > gaz_mono_ns() + 30 * GAZ_NS_PER_S
-								? deadline : gaz_deadline_in(30000));
+		left = drain_persister(b, deadline, sigs);
 	b->persister = NULL;
+	b->unpersisted = left;
 	/* Only when everything committed is in the store may the next primary
 	 * continue from the recorded head. */
 	if (!left && atomic_load(&b->announced) && !atomic_load(&b->lease_lost))
@@ -373,7 +487,7 @@ static void shutdown_all(struct gaz_broker *b)
 	if (b->keepalive)
 		gaz_etcd_keepalive_stop(b->keepalive);
 	if (b->lease_id && gaz_etcd_lease_revoke(b->etcd, b->lease_id, &st))
-		gaz_warn("revoking the member lease failed", "err=\"%s\"", st.msg);
+		gaz_warn("revoking the member lease failed", "err=%s", st.msg);
 	gaz_keyspace_free(b->ks);
 	gaz_peers_close();
 	gaz_stores_close_all();
@@ -388,6 +502,7 @@ static int serve(struct gaz_broker *b, sigset_t *sigs)
 	int sig = 0, rc;
 
 	pthread_mutex_init(&b->mu, NULL);
+	pthread_mutex_init(&b->exit_mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -408,29 +523,75 @@ static int serve(struct gaz_broker *b, sigset_t *sigs)
 	fprintf(stderr, "gazette: serving %s as %s#%s\n", b->endpoint, b->cfg.zone, b->cfg.id);
 	sigwait(sigs, &sig);
 	gaz_info("signalled; exiting gracefully", "signal=%d", sig);
-	graceful_exit(b);
+	graceful_exit(b, sigs);
 	shutdown_all(b);
-	gaz_info("goodbye", "%s", "");
-	return atomic_load(&b->lease_lost) ? 1 : 0;
+	gaz_info("goodbye", NULL);
+	return atomic_load(&b->lease_lost) || b->unpersisted ? 1 : 0;
 fail:
-	gaz_log_emit(GAZ_LOG_FATAL, "broker failed to start", "err=\"%s\"", st.msg[0] ? st.msg : gaz_err_str(rc));
+	gaz_log_emit(GAZ_LOG_FATAL, "broker failed to start", "err=%s", st.msg[0] ? st.msg : gaz_err_str(rc));
 	FILE *tl = fopen("/dev/termination-log", "w");
 	if (tl) {
 		fprintf(tl, "%s\n", st.msg);
 		fclose(tl);
 	}
-	graceful_exit(b);
+	graceful_exit(b, NULL);
 	shutdown_all(b);
 	return 1;
 }
 
+static const struct gaz_flags_cmd commands[] = {
+	{"print-config", "Print combined configuration and exit"},
+	{"serve", "Serve as Gazette broker"},
+	{0},
+};
+
+static const char serve_description[] =
+	"Serve a Gazette broker with the provided configuration, until signaled to\n"
+	"exit (via SIGTERM). Upon receiving a signal, the broker will seek to discharge\n"
+	"its responsible journals and will exit only when it can safely do so.\n";
+
+static const char print_config_description[] =
+	"print-config parses the combined configuration from gazette.ini, flags,\n"
+	"and environment variables, and then writes the configuration to stdout in INI\n"
+	"format.\n";
+
+/* Picks the command as Gazette's go-flags parser does (mainboilerplate
+ * MustParseArgs): help goes to stdout and exits 1 with the version on
+ * stderr; a missing command says so, with the full help, on stderr;
+ * an unknown one or a bad flag is one line on stderr. Returns the index
+ * in `commands` with argv[*at] the command, or -1 to exit 1. */
+static int pick_command(int argc, char **argv, int *at)
+{
+	struct gaz_flags top = {.prog = "gazette", .usage = "[OPTIONS] <print-config | serve>",
+				.table = flag_table, .commands = commands};
+	struct gaz_status st = {0};
+	int rc = gaz_flags_find_command(&top, argc - 1, argv + 1, at, &st);
+
+	if (rc >= 0 && rc != GAZ_FLAGS_HELP) {
+		(*at)++;
+		return rc;
+	}
+	if (rc == GAZ_FLAGS_HELP) {
+		gaz_flags_print_help(&top, stdout);
+		fflush(stdout);
+		gaz_flags_print_version(stderr);
+	} else if (rc == GAZ_ENOTFOUND) {
+		fprintf(stderr, "%s\n\n", st.msg);
+		gaz_flags_print_help(&top, stderr);
+		gaz_flags_print_version(stderr);
+	} else {
+		fprintf(stderr, "%s\n", st.msg);
+	}
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
-	struct gaz_flags f = {.prog = "gazette", .usage = "serve [OPTIONS]", .table = flag_table};
+	struct gaz_flags f = {.prog = "gazette", .table = flag_table};
 	struct gaz_status st = {0};
 	char ini[4096];
 	sigset_t sigs;
-	int rc;
+	int rc, at = 0, cmd;
 
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
@@ -441,28 +602,35 @@ int main(int argc, char **argv)
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 512 << 20);
 
-	if (argc < 2 || (strcmp(argv[1], "serve") && strcmp(argv[1], "print-config"))) {
-		fprintf(stderr, "Usage: gazette <serve|print-config> [OPTIONS]\n"
-				"gazette-c broker, wire-compatible with Gazette.\n");
+	if ((cmd = pick_command(argc, argv, &at)) < 0)
 		return 1;
-	}
+	/* Options may come before the command, as go-flags takes them. */
+	memmove(argv + at, argv + at + 1, (size_t)(argc - at - 1) * sizeof(*argv));
+	argc--;
+	f.usage = cmd == 0 ? "[OPTIONS] print-config" : "[OPTIONS] serve";
+	f.description = cmd == 0 ? print_config_description : serve_description;
 	if (gaz_flags_find_ini("gazette.ini", ini, sizeof(ini)) == 0)
 		f.ini_path = ini;
-	rc = gaz_flags_parse(&f, argc - 2, argv + 2, &st);
+	rc = gaz_flags_parse(&f, argc - 1, argv + 1, &st);
 	if (rc == GAZ_FLAGS_HELP) {
+		fflush(stdout);
+		gaz_flags_print_version(stderr);
 		gaz_flags_release(&f); /* the help was printed; leak nothing */
-		return 0;
-	}
-	if (rc) {
-		fprintf(stderr, "gazette: %s\n", st.msg);
 		return 1;
 	}
-	if (!strcmp(argv[1], "print-config")) {
+	if (rc) {
+		fprintf(stderr, "%s\n", st.msg);
+		gaz_flags_release(&f);
+		return 1;
+	}
+	if (cmd == 0) {
 		gaz_flags_print_ini(&f, stdout);
+		gaz_flags_release(&f);
 		return 0;
 	}
 	gaz_log_setup(broker.cfg.log_level, broker.cfg.log_format);
 	gaz_broker_metrics_init();
+	gaz_stores_metrics_init();
 	rc = serve(&broker, &sigs);
 	gaz_flags_release(&f);
 	return rc;

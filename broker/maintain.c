@@ -17,13 +17,25 @@
 
 #define MAINTAIN_TICK_MS 250
 
-void gaz_broker_kick(struct gaz_broker *b)
+/* Wakes the maintenance thread, and the allocator too with `alloc`. */
+static void wake(struct gaz_broker *b, bool alloc)
 {
 	pthread_mutex_lock(&b->mu);
 	b->maintain_wake = true;
-	b->alloc_wake = true;
+	b->alloc_wake = b->alloc_wake || alloc;
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&b->mu);
+}
+
+void gaz_broker_kick(struct gaz_broker *b)
+{
+	wake(b, true);
+}
+
+void gaz_maintain_reconcile_soon(struct gaz_broker *b)
+{
+	atomic_store(&b->reconcile_asked, true);
+	wake(b, false);
 }
 
 /* A local assignment: journal, the item's create revision, and the
@@ -92,12 +104,17 @@ static size_t local_assignments(struct gaz_broker *b, struct local_assign **out)
 	return n;
 }
 
+static int assign_cmp(const void *x, const void *y)
+{
+	return strcmp(((const struct local_assign *)x)->journal, ((const struct local_assign *)y)->journal);
+}
+
+/* find_assign: `a` is sorted by journal (reconcile sorts it). */
 static struct local_assign *find_assign(struct local_assign *a, size_t n, const char *journal)
 {
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(a[i].journal, journal))
-			return &a[i];
-	return NULL;
+	struct local_assign key = {.journal = (char *)journal};
+
+	return n ? bsearch(&key, a, n, sizeof(*a), assign_cmp) : NULL;
 }
 
 /* note_route_primary records the route's primary as this replica last
@@ -120,9 +137,17 @@ static void reconcile(struct gaz_broker *b)
 	struct gaz_replica **rs = NULL;
 	size_t na = local_assignments(b, &as), nr = gaz_replicas_snapshot(b, &rs);
 
+	if (na)
+		qsort(as, na, sizeof(*as), assign_cmp);
+
 	for (size_t i = 0; i < nr; i++) {
 		struct local_assign *a = find_assign(as, na, rs[i]->journal);
-		bool demoted = a && rs[i]->primary && !a->primary;
+		/* Not primary any more, or never seen primary here but holding
+		 * a pipeline an append opened while it briefly was. */
+		bool demoted = a && !a->primary && (rs[i]->primary || atomic_load(&rs[i]->pipelined));
+		if (demoted && !rs[i]->primary)
+			gaz_info("closing a pipeline opened while briefly primary", "journal=%s",
+				 rs[i]->journal);
 		if (!a || a->create_revision != rs[i]->create_revision || demoted) {
 			gaz_replica_teardown(rs[i]);
 			gaz_replica_unref(rs[i]);
@@ -134,11 +159,20 @@ static void reconcile(struct gaz_broker *b)
 			 * rather than at the next refresh interval. */
 			rs[i]->primary = true;
 			rs[i]->next_refresh_ns = 0;
+			/* The pulse thread may have scanned this revision while
+			 * the replica was not primary yet; it rescans on a new
+			 * pulse_gen, so the route the allocator changed gets its
+			 * consistency write now (else only at the periodic
+			 * pulse, leaving the journal under-replicated to the
+			 * operator until then). */
+			atomic_fetch_add(&b->pulse_gen, 1);
 		}
 		note_route_primary(b, rs[i], a->route_primary);
 		gaz_replica_unref(rs[i]);
 	}
-	for (size_t i = 0; i < na && !atomic_load(&b->exiting); i++) {
+	/* An exiting broker still takes up what the allocator gives it: a
+	 * member not yet shed may take journals of an older exiting one. */
+	for (size_t i = 0; i < na && !atomic_load(&b->stopping); i++) {
 		struct gaz_replica *r = gaz_replica_get(b, as[i].journal);
 		if (!r && (r = gaz_replica_new(b, as[i].journal, as[i].create_revision))) {
 			r->primary = as[i].primary;
@@ -155,39 +189,99 @@ static void reconcile(struct gaz_broker *b)
 	free(rs);
 }
 
-static void refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec)
+/* refresh_due: whether `r`'s listing is due at `now`: its refresh
+ * interval has passed, or a reader waiting at a hole hurries listings
+ * (unless the store just failed: then the failure's pace holds). */
+static bool refresh_due(struct gaz_replica *r, int64_t now)
+{
+	bool hurry = now < atomic_load(&r->hole_refresh_until_ns) && !r->last_refresh_failed &&
+		     now >= r->last_refresh_ns + GAZ_HOLE_REFRESH_MS * GAZ_NS_PER_MS;
+
+	return now >= r->next_refresh_ns || hurry;
+}
+
+/* refresh lists `r`'s stores (it is due) and schedules the next listing. */
+static void refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec, int64_t now)
 {
 	struct gaz_status st = {0};
-	int64_t now = gaz_mono_ns();
 	int64_t every = spec->fragment && spec->fragment->refresh_interval
 				? spec->fragment->refresh_interval->seconds * GAZ_NS_PER_S
 				: 60 * GAZ_NS_PER_S;
 
-	if (now < r->next_refresh_ns)
-		return;
 	r->next_refresh_ns = now + (every > 0 ? every : GAZ_NS_PER_S);
-	if (gaz_replica_refresh(r, spec, &st)) {
+	r->last_refresh_ns = now;
+	r->last_refresh_failed = gaz_replica_refresh(r, spec, &st) != 0;
+	if (r->last_refresh_failed) {
 		/* Retry no faster than every 5 s, and say so once per failure. */
 		if (every < 5 * GAZ_NS_PER_S)
 			r->next_refresh_ns = now + 5 * GAZ_NS_PER_S;
-		gaz_warn("fragment index refresh failed", "journal=%s err=\"%s\"", r->journal, st.msg);
+		gaz_warn("fragment index refresh failed", "journal=%s err=%s", r->journal, st.msg);
 	}
 }
 
-static void tick(struct gaz_broker *b)
+void gaz_replica_hurry_refresh(struct gaz_replica *r, int64_t until_ns)
+{
+	long long was = atomic_load(&r->hole_refresh_until_ns);
+
+	while (was < until_ns &&
+	       !atomic_compare_exchange_weak(&r->hole_refresh_until_ns, &was, (long long)until_ns))
+		;
+	if (was < until_ns) {
+		atomic_store(&r->b->refresh_hurried, true);
+		wake(r->b, false);
+	}
+}
+
+/* What the maintenance thread remembers between passes. */
+struct maintain_state {
+	int64_t reconciled_rev;   /* keyspace revision of the last reconcile */
+	size_t reconciled_n;      /* replicas after it */
+	int64_t refresh_due_ns;   /* earliest next listing of any replica */
+};
+
+/* One pass: reconcile the replicas with our assignments when the keyspace
+ * or the replica table moved since the last pass (an idle broker scans
+ * no assignments), then, once the earliest listing is due (or a reader
+ * waiting at a hole hurries one), list the stores of each replica that is
+ * due. */
+static void tick(struct gaz_broker *b, struct maintain_state *ms)
 {
 	struct gaz_replica **rs = NULL;
 	size_t n;
+	int64_t rev, now;
+	bool reconciled = false;
 
-	if (!atomic_load(&b->stopping))
+	rev = gaz_keyspace_revision_now(b->ks);
+	pthread_mutex_lock(&b->mu);
+	n = b->n_replicas;
+	pthread_mutex_unlock(&b->mu);
+	if (!atomic_load(&b->stopping) && (atomic_exchange(&b->reconcile_asked, false) ||
+					    rev != ms->reconciled_rev || n != ms->reconciled_n)) {
 		reconcile(b);
+		pthread_mutex_lock(&b->mu);
+		ms->reconciled_n = b->n_replicas;
+		pthread_mutex_unlock(&b->mu);
+		ms->reconciled_rev = rev;
+		reconciled = true;
+	}
+	now = gaz_mono_ns();
+	if (!reconciled && now < ms->refresh_due_ns && !atomic_exchange(&b->refresh_hurried, false))
+		return;
 	n = gaz_replicas_snapshot(b, &rs);
+	ms->refresh_due_ns = now + 60 * GAZ_NS_PER_S;
 	for (size_t i = 0; i < n; i++) {
-		Protocol__JournalSpec *spec = gaz_ks_spec_copy(b->ks, b->root, rs[i]->journal);
-		if (spec && !atomic_load(&b->stopping))
-			refresh(rs[i], spec);
+		Protocol__JournalSpec *spec = NULL;
+		if (!atomic_load(&b->stopping) && refresh_due(rs[i], now) &&
+		    (spec = gaz_ks_spec_copy(b->ks, b->root, rs[i]->journal)))
+			refresh(rs[i], spec, gaz_mono_ns());
 		if (spec)
 			protobuf_c_message_free_unpacked(&spec->base, NULL);
+		/* A reader's hurry lasts past this listing: keep coming back. */
+		int64_t due = now < atomic_load(&rs[i]->hole_refresh_until_ns)
+				      ? now + GAZ_HOLE_REFRESH_MS * GAZ_NS_PER_MS
+				      : rs[i]->next_refresh_ns;
+		if (due < ms->refresh_due_ns)
+			ms->refresh_due_ns = due;
 		gaz_replica_unref(rs[i]);
 	}
 	free(rs);
@@ -196,10 +290,11 @@ static void tick(struct gaz_broker *b)
 void *gaz_maintain_thread(void *arg)
 {
 	struct gaz_broker *b = arg;
+	struct maintain_state ms = {.reconciled_rev = -1};
 
 	while (!atomic_load(&b->stopping)) {
 		struct timespec ts = gaz_abstime_of(gaz_deadline_in(MAINTAIN_TICK_MS));
-		tick(b);
+		tick(b, &ms);
 		pthread_mutex_lock(&b->mu);
 		while (!b->maintain_wake && !atomic_load(&b->stopping))
 			if (pthread_cond_timedwait(&b->cond, &b->mu, &ts))

@@ -7,23 +7,63 @@
 #ifndef GAZ_BROKER_METRICS_H
 #define GAZ_BROKER_METRICS_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+struct gaz_metric_child;
 
 /* gaz_broker_metrics_init registers every family (and the process
  * collector) in the default registry. Call once at start-up. */
 int gaz_broker_metrics_init(void);
 
-/* An RPC of `op` ("Append", "Read", ...) started / completed with `status`
- * ("ok", a Gazette status name, or an error word). */
+/* An RPC of `op` ("Append", "Read", ...) started / completed with
+ * `status`, a label of gaz_metric_completed_label. */
 void gaz_metric_rpc_started(const char *op);
 void gaz_metric_rpc_completed(const char *op, const char *status);
+
+/* gaz_metric_completed_label is Gazette's status label of a completed RPC
+ * (broker/service.go, instrumentJournalServerRPC): "<error>" when it
+ * ended with gRPC `code` != OK, else "ok" for Protocol__Status `status`
+ * OK and otherwise the status's name ("JOURNAL_NOT_FOUND"). Static. */
+const char *gaz_metric_completed_label(int code, int status);
 
 void gaz_metric_write_head(const char *journal, int64_t head);
 void gaz_metric_spool_commit(int64_t bytes);
 void gaz_metric_spool_rollback(int64_t bytes);
 void gaz_metric_spool_completed(void);
 void gaz_metric_spool_persisted(void);
-void gaz_metric_allocator_txn(const char *kind, int64_t n);
+
+/* The allocator's planned assignment changes (Gazette's
+ * gazette_allocator_assignment_{added,packed,removed}_total; a promotion
+ * to primary is a pack, as in allocator/item_state.go). */
+void gaz_metric_allocator_ops(int64_t added, int64_t packed, int64_t removed);
+/* One converge iteration of the leader over a new keyspace revision:
+ * `solve_s` is what the assignment pass took (ours is greedy; Gazette
+ * times its max-flow solve), with the member and item counts and the
+ * desired replication slots summed over items. */
+void gaz_metric_allocator_converged(double solve_s, int64_t members, int64_t items, int64_t slots);
+
+/* An exiting broker's wait (gazette-c's own gauges): journals it still
+ * holds an assignment of (and of those, as primary), and fragments still
+ * to persist (and of those, the ones no peer holds a copy of). */
+void gaz_metric_exit_held(int64_t journals, int64_t primaries);
+void gaz_metric_exit_unpersisted(int64_t fragments, int64_t sole);
+
+/* A scrape of /debug/metrics begins / ended with HTTP `code`
+ * (promhttp_metric_handler_requests_in_flight and _total{code}). */
+void gaz_metric_scrape_begin(void);
+void gaz_metric_scrape_end(int code);
+
+/* Bytes the journal gateway appended / read (Gazette's client Appender and
+ * Reader count them in its gateway: gazette_append_bytes_total and
+ * gazette_read_bytes_total{journal}). */
+void gaz_metric_append_bytes(const char *journal, int64_t n);
+void gaz_metric_read_bytes(const char *journal, int64_t n);
+/* The counter of uncompressed bytes of persisted fragments of `journal`
+ * with Protocol__CompressionCodec `codec` read (or, `discarded`, skipped
+ * to reach the offset): gazette_{read,discard}_fragment_bytes_total. A
+ * borrowed child, valid for the process. */
+struct gaz_metric_child *gaz_metric_fragment_bytes(bool discarded, const char *journal, int codec);
 
 /* A commit of `members` appends together (append_batch.c); counted when
  * more than one (ours: Gazette commits each append alone). */

@@ -17,6 +17,18 @@
  * swap the index entry for the persisted one. Failures
  * are retried with backoff (1 s doubling to 60 s), never dropped: the
  * local file keeps serving reads until the upload succeeds.
+ *
+ * The journal's first store is the one written. While the broker exits
+ * (gaz_persister_drain), a store that refuses us (GAZ_EPERM: the
+ * authorisation class, NoSuchBucket among it) is passed over for the
+ * journal's next stores, as Gazette's exiting persister does
+ * (fragment.Persist); delays end at once, failures keep their back-off
+ * (capped at DRAIN_BACKOFF_MAX_MS).
+ *
+ * Locks: mu guards the queue, the in-flight list, pending, stop, draining
+ * and every job field a worker does not own. A worker owns the job it
+ * took (done, checks) until it puts it back under mu; attempts, store
+ * and err change only under mu, so reports read them there.
  */
 #include "broker/persister.h"
 
@@ -35,6 +47,10 @@
 /* A replica's first check for the primary's upload; later ones double,
  * up to 32 times this. */
 #define REPLICA_CHECK_FIRST_MS 1000
+/* Bytes of a job's last failed store kept for reports. */
+#define JOB_STORE_MAX 256
+/* Bound on a failed upload's back-off while exiting. */
+#define DRAIN_BACKOFF_MAX_MS 8000
 
 struct job {
 	struct gaz_replica *r;
@@ -47,7 +63,11 @@ struct job {
 	 * the attempt it hands out. */
 	int64_t upload_by_ns;
 	bool check_only;
+	bool exiting;                /* this attempt may fall back to later stores */
+	bool sole;                   /* committed with no peer holding it */
 	int checks;                  /* existence checks that found nothing */
+	char store[JOB_STORE_MAX];   /* the store of the last failed attempt */
+	char err[256];               /* its error */
 	struct job *next;
 };
 
@@ -71,7 +91,7 @@ static void job_free(struct job *j)
 }
 
 void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
-			   struct gaz_spool_done *done, bool at_once)
+			   struct gaz_spool_done *done, bool at_once, bool sole)
 {
 	struct job *j = p ? calloc(1, sizeof(*j)) : NULL;
 
@@ -81,6 +101,7 @@ void gaz_persister_enqueue(struct gaz_persister *p, struct gaz_replica *r,
 	}
 	atomic_fetch_add(&r->refs, 1);
 	j->r = r;
+	j->sole = sole;
 	j->done = *done;
 	memset(done, 0, sizeof(*done));
 	if (!at_once) {
@@ -184,19 +205,19 @@ static int set_postfix(struct job *j, const Protocol__JournalSpec *spec, struct 
 		gaz_status_set(&why, GAZ_EINVAL, "path_postfix_template gave \"%s\", not a valid path postfix",
 			       postfix);
 	if (why.code) {
-		gaz_warn("persisting fragment without a path postfix", "journal=%s begin=%lld err=\"%s\"",
+		gaz_warn("persisting fragment without a path postfix", "journal=%s begin=%lld err=%s",
 			 j->r->journal, (long long)f->begin, why.msg);
 		postfix[0] = 0;
 	}
 	return gaz_fragment_set_str(&f->path_postfix, postfix, st);
 }
 
-/* One upload attempt. Returns 0 when persisted (or nothing to do), or
- * GAZ_ENOTFOUND when a replica's check found no upload yet and its delay
- * runs on. */
-static int persist(struct gaz_persister *p, struct job *j, struct gaz_status *st)
+/* Whether the fragment is in, or now put to, `store`. Returns 0 when
+ * persisted there (*uploaded says whether we put it), GAZ_ENOTFOUND when
+ * a check-only attempt found nothing, or the store's error. */
+static int persist_to(struct gaz_persister *p, struct job *j, const char *store, bool *uploaded,
+		      struct gaz_status *st)
 {
-	Protocol__JournalSpec *spec = gaz_ks_spec_copy(p->b->ks, p->b->root, j->r->journal);
 	struct gaz_fragment *f = &j->done.fragment;
 	struct gaz_store *s = NULL;
 	char path[GAZ_FRAGMENT_PATH_MAX];
@@ -204,15 +225,8 @@ static int persist(struct gaz_persister *p, struct job *j, struct gaz_status *st
 	int fd = -1, rc;
 	int64_t len = 0;
 
-	if (!spec || !spec->fragment || !spec->fragment->n_stores) {
-		gaz_info("not persisting fragment: journal has no stores", "journal=%s begin=%lld end=%lld",
-			 j->r->journal, (long long)f->begin, (long long)f->end);
-		rc = 0;
-		goto out;
-	}
-	if ((rc = set_postfix(j, spec, st)))
-		goto out;
-	if ((rc = gaz_stores_get(p->b, spec->fragment->stores[0], &s, st)) ||
+	*uploaded = false;
+	if ((rc = gaz_stores_get(p->b, store, &s, st)) ||
 	    (rc = gaz_fragment_content_path(f, path, sizeof(path), st)) ||
 	    (rc = gaz_store_exists(s, path, &exists, st)))
 		goto out;
@@ -228,18 +242,59 @@ static int persist(struct gaz_persister *p, struct job *j, struct gaz_status *st
 					   ? "gzip" : NULL, st);
 		if (fd != j->done.file->fd)
 			close(fd);
-		if (rc)
-			goto out;
+		*uploaded = !rc;
 	}
-	gaz_fragment_set_str(&f->backing_store, spec->fragment->stores[0], NULL);
+out:
+	gaz_store_unref(s);
+	return rc;
+}
+
+/* One upload attempt. Returns 0 when persisted (or nothing to do), or
+ * GAZ_ENOTFOUND when a replica's check found no upload yet and its delay
+ * runs on. On a failure `failed_store` (JOB_STORE_MAX bytes) names
+ * the store of the last attempt and st says why. */
+static int persist(struct gaz_persister *p, struct job *j, char *failed_store,
+		   struct gaz_status *st)
+{
+	Protocol__JournalSpec *spec = gaz_ks_spec_copy(p->b->ks, p->b->root, j->r->journal);
+	struct gaz_fragment *f = &j->done.fragment;
+	bool uploaded = false;
+	size_t i = 0;
+	int rc;
+
+	if (!spec || !spec->fragment || !spec->fragment->n_stores) {
+		gaz_info("not persisting fragment: journal has no stores", "journal=%s begin=%lld end=%lld",
+			 j->r->journal, (long long)f->begin, (long long)f->end);
+		rc = 0;
+		goto out;
+	}
+	if ((rc = set_postfix(j, spec, st)))
+		goto out;
+	for (;;) {
+		const char *store = spec->fragment->stores[i];
+		rc = persist_to(p, j, store, &uploaded, st);
+		if (rc && rc != GAZ_ENOTFOUND)
+			snprintf(failed_store, JOB_STORE_MAX, "%s", store);
+		if (rc == GAZ_EPERM && j->exiting && i + 1 < spec->fragment->n_stores) {
+			gaz_warn("fragment store refuses us while exiting; trying the journal's next store",
+				 "journal=%s begin=%lld end=%lld store=%s next=%s err=%s", j->r->journal,
+				 (long long)f->begin, (long long)f->end, store,
+				 spec->fragment->stores[i + 1], st->msg);
+			i++;
+			continue;
+		}
+		break;
+	}
+	if (rc)
+		goto out;
+	gaz_fragment_set_str(&f->backing_store, spec->fragment->stores[i], NULL);
 	f->mod_time = gaz_wall_ns() / GAZ_NS_PER_S;
 	gaz_replica_persisted(j->r, f);
 	gaz_metric_spool_persisted();
 	gaz_info("persisted fragment", "journal=%s begin=%lld end=%lld store=%s uploaded=%s",
-		 j->r->journal, (long long)f->begin, (long long)f->end, spec->fragment->stores[0],
-		 exists ? "false" : "true");
+		 j->r->journal, (long long)f->begin, (long long)f->end, spec->fragment->stores[i],
+		 uploaded ? "true" : "false");
 out:
-	gaz_store_unref(s);
 	if (spec)
 		protobuf_c_message_free_unpacked(&spec->base, NULL);
 	return rc;
@@ -257,9 +312,10 @@ static struct job *next_job(struct gaz_persister *p)
 		}
 		struct job **pp = &p->head, *prev = NULL;
 		for (; *pp; prev = *pp, pp = &(*pp)->next) {
-			if ((*pp)->not_before_ns <= now || p->draining) {
+			if ((*pp)->not_before_ns <= now) {
 				struct job *j = *pp;
 				j->check_only = !p->draining && j->upload_by_ns > now;
+				j->exiting = p->draining;
 				*pp = j->next;
 				if (p->tail == j)
 					p->tail = prev;
@@ -308,8 +364,9 @@ static void *worker(void *arg)
 
 	while ((j = next_job(p))) {
 		struct gaz_status st = {0};
+		char failed_store[JOB_STORE_MAX] = "";
 		bool draining;
-		int rc = persist(p, j, &st);
+		int rc = persist(p, j, failed_store, &st);
 		if (rc == 0) {
 			pthread_mutex_lock(&p->mu);
 			inflight_remove(p, j);
@@ -319,16 +376,26 @@ static void *worker(void *arg)
 			pthread_mutex_unlock(&p->mu);
 			continue;
 		}
-		if (rc != GAZ_ENOTFOUND) {
-			j->attempts++;
-			gaz_warn("persisting fragment failed; will retry",
-				 "journal=%s begin=%lld attempt=%d err=\"%s\"", j->r->journal,
-				 (long long)j->done.fragment.begin, j->attempts, st.msg);
-			int64_t backoff_ms = j->attempts > 6 ? 60000 : 1000 << (j->attempts - 1);
-			j->not_before_ns = gaz_deadline_in(backoff_ms);
-		}
 		pthread_mutex_lock(&p->mu);
-		if (rc == GAZ_ENOTFOUND) {
+		draining = p->draining; /* read under mu: the stop sets it */
+		if (rc != GAZ_ENOTFOUND) {
+			int64_t backoff_ms = j->attempts >= 6 ? 60000 : 1000 << j->attempts;
+			if (draining && backoff_ms > DRAIN_BACKOFF_MAX_MS)
+				backoff_ms = DRAIN_BACKOFF_MAX_MS;
+			j->attempts++;
+			j->not_before_ns = gaz_deadline_in(backoff_ms);
+			snprintf(j->store, sizeof(j->store), "%s", failed_store);
+			snprintf(j->err, sizeof(j->err), "%.255s", st.msg);
+			gaz_warn("persisting fragment failed; will retry",
+				 "journal=%s begin=%lld end=%lld store=%s attempt=%d retry_in_ms=%lld err=%s",
+				 j->r->journal, (long long)j->done.fragment.begin,
+				 (long long)j->done.fragment.end, j->store, j->attempts,
+				 (long long)backoff_ms, st.msg);
+		} else if (draining) {
+			/* No longer delayed: upload now. */
+			j->not_before_ns = 0;
+			j->upload_by_ns = 0;
+		} else {
 			/* Not uploaded yet: check again later, and upload at
 			 * upload_by_ns at the latest (at once if expedited). */
 			int64_t next = gaz_deadline_in((int64_t)REPLICA_CHECK_FIRST_MS
@@ -336,9 +403,6 @@ static void *worker(void *arg)
 			j->not_before_ns = next < j->upload_by_ns ? next : j->upload_by_ns;
 		}
 		inflight_remove(p, j);
-		draining = p->draining; /* read under mu: the stop sets it */
-		if (draining)
-			j->not_before_ns = gaz_deadline_in(200);
 		if (p->tail)
 			p->tail->next = j;
 		else
@@ -346,8 +410,6 @@ static void *worker(void *arg)
 		p->tail = j;
 		pthread_cond_broadcast(&p->cond);
 		pthread_mutex_unlock(&p->mu);
-		if (draining)
-			usleep(200 * 1000);
 	}
 	return NULL;
 }
@@ -373,23 +435,72 @@ struct gaz_persister *gaz_persister_start(struct gaz_broker *b, int workers)
 	return p;
 }
 
-size_t gaz_persister_stop(struct gaz_persister *p, int64_t deadline_ns)
+size_t gaz_persister_drain(struct gaz_persister *p, int64_t deadline_ns, size_t *sole)
 {
 	struct timespec ts = gaz_abstime_of(deadline_ns);
-	size_t left;
+	size_t left, n_sole = 0;
 
 	pthread_mutex_lock(&p->mu);
-	p->draining = true;
-	pthread_cond_broadcast(&p->cond);
+	if (!p->draining) {
+		/* Delays end: every queued job is uploaded from here, at once
+		 * unless a failure's back-off runs. In-flight jobs are requeued
+		 * by their workers, which see draining. */
+		p->draining = true;
+		for (struct job *j = p->head; j; j = j->next) {
+			j->upload_by_ns = 0;
+			if (j->attempts == 0)
+				j->not_before_ns = 0;
+		}
+		pthread_cond_broadcast(&p->cond);
+	}
 	while (p->pending && gaz_mono_ns() < deadline_ns)
 		if (pthread_cond_timedwait(&p->cond, &p->mu, &ts))
 			break;
-	if (p->pending)
-		gaz_error("exiting with fragments not persisted", "count=%zu", p->pending);
+	left = p->pending;
+	for (struct job *j = p->head; j; j = j->next)
+		n_sole += j->sole;
+	for (struct job *j = p->inflight; j; j = j->next)
+		n_sole += j->sole;
+	pthread_mutex_unlock(&p->mu);
+	if (sole)
+		*sole = n_sole;
+	return left;
+}
+
+/* Logs one queued or in-flight job (mu held: its fields are copied by
+ * the log call before the unlock). */
+static void report_job(const struct job *j)
+{
+	gaz_error("fragment not persisted",
+		  "journal=%s begin=%lld end=%lld sole_copy=%s attempts=%d store=%s err=%s",
+		  j->r->journal, (long long)j->done.fragment.begin, (long long)j->done.fragment.end,
+		  j->sole ? "true" : "false", j->attempts, j->store[0] ? j->store : "(none tried)",
+		  j->err[0] ? j->err : "(no attempt ended yet)");
+}
+
+void gaz_persister_report(struct gaz_persister *p)
+{
+	pthread_mutex_lock(&p->mu);
+	for (const struct job *j = p->head; j; j = j->next)
+		report_job(j);
+	for (const struct job *j = p->inflight; j; j = j->next)
+		report_job(j);
+	pthread_mutex_unlock(&p->mu);
+}
+
+size_t gaz_persister_stop(struct gaz_persister *p)
+{
+	size_t left;
+
+	pthread_mutex_lock(&p->mu);
 	left = p->pending;
 	p->stop = true;
 	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->mu);
+	if (left) {
+		gaz_persister_report(p);
+		gaz_error("exiting with fragments not persisted", "count=%zu", left);
+	}
 	for (int i = 0; i < p->n_workers; i++)
 		pthread_join(p->workers[i], NULL);
 	while (p->head) {

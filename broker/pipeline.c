@@ -338,7 +338,7 @@ static void async_done(struct gaz_pipeline *p)
 	pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 	if (rc)
-		gaz_warn("replication pipeline failed", "journal=%s err=\"%s\"", p->journal, st.msg);
+		gaz_warn("replication pipeline failed", "journal=%s err=%s", p->journal, st.msg);
 	fn(arg, rc, rc ? NULL : resp);
 	for (size_t i = 0; resp && i < p->n; i++)
 		if (resp[i])

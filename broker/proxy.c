@@ -22,7 +22,8 @@ static size_t n_peers;
 
 struct gaz_rpc_channel *gaz_peer_channel(struct gaz_broker *b, const char *endpoint)
 {
-	struct gaz_rpc_channel_opts o = {.max_recv_bytes = (int)b->cfg.max_grpc_recv_size * 4};
+	struct gaz_rpc_channel_opts o = {.max_recv_bytes = (int)b->cfg.max_grpc_recv_size * 4,
+					 .peer = GAZ_RPC_PEER_BROKER};
 	struct gaz_rpc_channel *ch = NULL;
 	struct peer *np;
 
@@ -39,6 +40,21 @@ struct gaz_rpc_channel *gaz_peer_channel(struct gaz_broker *b, const char *endpo
 	}
 	pthread_mutex_unlock(&peers_mu);
 	return ch;
+}
+
+struct gaz_rpc_channel *gaz_self_channel(struct gaz_broker *b)
+{
+	int port = atomic_load(&b->listen_port);
+	char target[300];
+
+	/* cfg.port is not changed once serving starts: the unix path is it. */
+	if (!strncmp(b->cfg.port, "unix://", 7))
+		snprintf(target, sizeof(target), "%s", b->cfg.port);
+	else if (port > 0)
+		snprintf(target, sizeof(target), "http://127.0.0.1:%d", port);
+	else
+		return NULL;
+	return gaz_peer_channel(b, target);
 }
 
 void gaz_peers_close(void)

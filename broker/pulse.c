@@ -64,16 +64,22 @@ static bool route_inconsistent(struct gaz_broker *b, const char *journal, int64_
 	return bad;
 }
 
-/* Whether the spool holds content from an earlier flush interval. */
-static bool flush_due(struct gaz_replica *r, int64_t interval_s)
+/* Whether the spool holds content from an earlier flush interval. If it
+ * holds content of the current one, *due_ns (monotonic) is lowered to
+ * when that interval ends. */
+static bool flush_due(struct gaz_replica *r, int64_t interval_s, int64_t now, int64_t *due_ns)
 {
 	bool due = false;
 
 	if (interval_s > 0) {
+		int64_t wall = gaz_wall_ns(), iv = interval_s * GAZ_NS_PER_S;
 		pthread_mutex_lock(&r->mu);
-		due = r->spool.first_append_ns && r->spool.fragment.end > r->spool.fragment.begin &&
-		      r->spool.first_append_ns / GAZ_NS_PER_S / interval_s !=
-			      gaz_wall_ns() / GAZ_NS_PER_S / interval_s;
+		if (r->spool.first_append_ns && r->spool.fragment.end > r->spool.fragment.begin) {
+			due = r->spool.first_append_ns / iv != wall / iv;
+			int64_t at = now + ((r->spool.first_append_ns / iv + 1) * iv - wall);
+			if (!due && at < *due_ns)
+				*due_ns = at;
+		}
 		pthread_mutex_unlock(&r->mu);
 	}
 	return due;
@@ -120,7 +126,7 @@ static bool pulse(struct gaz_broker *b, struct gaz_replica *r, bool auto_suspend
 	if (resp)
 		status = resp->status;
 	if (code != GAZ_GRPC_OK)
-		gaz_warn("journal pulse failed", "journal=%s code=%d err=\"%s\"", r->journal, code,
+		gaz_warn("journal pulse failed", "journal=%s code=%d err=%s", r->journal, code,
 			 msg ? msg : "");
 	else if (status != PROTOCOL__STATUS__OK && status != PROTOCOL__STATUS__SUSPENDED)
 		gaz_info("journal pulse not committed", "journal=%s status=%s", r->journal,
@@ -133,18 +139,37 @@ static bool pulse(struct gaz_broker *b, struct gaz_replica *r, bool auto_suspend
 	return code == GAZ_GRPC_OK && status == PROTOCOL__STATUS__OK;
 }
 
-/* Decides whether `r` pulses now, and runs it. */
-static void maybe_pulse(struct gaz_broker *b, struct gaz_replica *r, int64_t now)
+/* Decides whether `r` pulses now (`rev`: the keyspace revision the scan
+ * began at), and runs it; lowers *due_ns (monotonic) to when it is due
+ * next as far as timers tell. */
+static void maybe_pulse(struct gaz_broker *b, struct gaz_replica *r, int64_t rev, int64_t now,
+			int64_t *due_ns)
 {
 	bool periodic, changed, ok, auto_suspend;
 	int64_t flush_s;
 
-	if (!r->primary || r->dead || now < r->pulse_retry_ns)
+	if (!r->primary || r->dead)
 		return;
+	if (now < r->pulse_retry_ns) {
+		*due_ns = r->pulse_retry_ns < *due_ns ? r->pulse_retry_ns : *due_ns;
+		return;
+	}
 	periodic = now >= r->pulse_next_ns;
-	changed = route_inconsistent(b, r->journal, &flush_s);
-	if (!periodic && !changed && !flush_due(r, flush_s) && !first_write_due(r))
+	/* The route is rebuilt only when the keyspace moved since it was
+	 * last found consistent: an idle journal costs no route build. `rev`
+	 * is the scan's, read before it: a later change makes another scan. */
+	if (rev != r->pulse_checked_rev) {
+		changed = route_inconsistent(b, r->journal, &flush_s);
+		r->pulse_checked_rev = changed ? 0 : rev;
+		r->pulse_flush_s = flush_s;
+	} else {
+		changed = false;
+		flush_s = r->pulse_flush_s;
+	}
+	if (!periodic && !changed && !flush_due(r, flush_s, now, due_ns) && !first_write_due(r)) {
+		*due_ns = r->pulse_next_ns < *due_ns ? r->pulse_next_ns : *due_ns;
 		return;
+	}
 	if (changed)
 		r->pulse_stable_ticks = 0;
 	else if (periodic && r->pulse_next_ns)
@@ -155,21 +180,38 @@ static void maybe_pulse(struct gaz_broker *b, struct gaz_replica *r, int64_t now
 	r->pulse_retry_ns = ok ? 0 : now + PULSE_RETRY;
 	if (ok || periodic)
 		r->pulse_next_ns = now + PULSE_PERIOD;
+	/* Due again at once if the route is still to be written (the retry
+	 * time holds it back), else at the period. */
+	int64_t next = ok ? (changed ? now : r->pulse_next_ns) : r->pulse_retry_ns;
+	*due_ns = next < *due_ns ? next : *due_ns;
 }
 
+/* The thread scans the replicas only when a pulse may be due: the
+ * keyspace moved (a route change), a spool got its first content or an
+ * index its first listing (b->pulse_gen), or a timer of the last scan
+ * (periodic pulse, retry, flush interval) came. An idle broker's tick
+ * reads two counters. */
 void *gaz_pulse_thread(void *arg)
 {
 	struct gaz_broker *b = arg;
+	int64_t scanned_rev = -1, scanned_gen = -1, due_ns = 0;
 
 	while (!atomic_load(&b->stopping)) {
-		struct gaz_replica **rs = NULL;
-		size_t n = gaz_replicas_snapshot(b, &rs);
-		for (size_t i = 0; i < n; i++) {
-			if (!atomic_load(&b->stopping))
-				maybe_pulse(b, rs[i], gaz_mono_ns());
-			gaz_replica_unref(rs[i]);
+		int64_t now = gaz_mono_ns(), gen = atomic_load(&b->pulse_gen);
+		int64_t rev = gaz_keyspace_revision_now(b->ks);
+		if (rev != scanned_rev || gen != scanned_gen || now >= due_ns) {
+			struct gaz_replica **rs = NULL;
+			size_t n = gaz_replicas_snapshot(b, &rs);
+			scanned_rev = rev;
+			scanned_gen = gen;
+			due_ns = now + PULSE_PERIOD;
+			for (size_t i = 0; i < n; i++) {
+				if (!atomic_load(&b->stopping))
+					maybe_pulse(b, rs[i], rev, gaz_mono_ns(), &due_ns);
+				gaz_replica_unref(rs[i]);
+			}
+			free(rs);
 		}
-		free(rs);
 		usleep(PULSE_TICK_MS * 1000);
 	}
 	return NULL;

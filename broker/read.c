@@ -7,6 +7,15 @@
  * read waits on the replica's notifier, so a commit wakes it at once; a
  * non-blocking read ends with OFFSET_NOT_YET_AVAILABLE. Only committed
  * bytes are ever visible: the index holds committed fragments only.
+ *
+ * A hole of the index below its write head (no fragment at an offset
+ * that was committed) is a listing that has not yet seen fragments
+ * another broker is persisting: a replica that joined a route holds the
+ * route's history only from its store listings and its own spool. A read
+ * there waits up to HOLE_WAIT_MS while maintenance lists the stores every
+ * GAZ_HOLE_REFRESH_MS, and answers as before only if the hole stays.
+ * Gazette answers such a read at once (OFFSET_NOT_YET_AVAILABLE, or a
+ * blocking wait for the next listing); docs/decisions.md says why we wait.
  */
 #include "broker/broker.h"
 
@@ -28,6 +37,7 @@
 #define READ_CHUNK 32736           /* 32 KiB - 32, as Gazette */
 #define OFFSET_JUMP_AGE_S (6 * 3600)
 #define SIGNED_URL_TTL_S 60
+#define HOLE_WAIT_MS 5000
 
 struct read_ctx {
 	struct gaz_broker *b;
@@ -111,7 +121,7 @@ static int send_metadata(struct read_ctx *c, int status, const struct read_targe
 			if (gaz_stores_sign(c->b, &t->frag, SIGNED_URL_TTL_S, &url, &st) == 0)
 				resp.fragment_url = url;
 			else
-				gaz_warn("signing fragment URL failed", "journal=%s err=\"%s\"",
+				gaz_warn("signing fragment URL failed", "journal=%s err=%s",
 					 c->res.journal, st.msg);
 		}
 	}
@@ -145,7 +155,7 @@ static int stream_content(struct read_ctx *c, const struct read_target *t, int64
 	if (!buf)
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 	if (!t->file && (rc = gaz_stores_open_fragment(c->b, &t->frag, from, &fr, st)))
-		gaz_error("opening persisted fragment failed", "journal=%s err=\"%s\"", c->res.journal,
+		gaz_error("opening persisted fragment failed", "journal=%s err=%s", c->res.journal,
 			  st->msg);
 	while (!rc && from < to) {
 		size_t want = to - from < READ_CHUNK ? (size_t)(to - from) : READ_CHUNK, n = 0;
@@ -165,7 +175,7 @@ static int stream_content(struct read_ctx *c, const struct read_target *t, int64
 	if (!rc && fr && from == t->frag.end)
 		rc = gaz_fragment_reader_finish(fr, st);
 	if (rc && fr)
-		gaz_error("reading persisted fragment failed", "journal=%s fragment=%s err=\"%s\"",
+		gaz_error("reading persisted fragment failed", "journal=%s fragment=%s err=%s",
 			  c->res.journal, t->frag.backing_store, st->msg);
 	gaz_fragment_reader_close(fr);
 	free(buf);
@@ -220,7 +230,7 @@ static int serve_local(struct read_ctx *c)
 	struct gaz_replica *r = c->res.replica;
 	const Protocol__ReadRequest *q = c->req;
 	struct gaz_waiter w = {.wake = wake_call, .arg = c->call};
-	int64_t offset = q->offset;
+	int64_t offset = q->offset, hole_deadline = 0;
 	int rc = 0;
 
 	/* Like appends, reads answer only from an index that has seen the
@@ -237,6 +247,19 @@ static int serve_local(struct read_ctx *c)
 		query(r, offset, q->begin_mod_time, &t);
 		dead = r->dead;
 		pthread_mutex_unlock(&r->mu);
+		if (t.found || dead || t.offset >= t.write_head) {
+			hole_deadline = 0;
+		} else if (!hole_deadline || gaz_mono_ns() < hole_deadline) {
+			if (!hole_deadline)
+				hole_deadline = gaz_deadline_in(HOLE_WAIT_MS);
+			gaz_replica_hurry_refresh(r, hole_deadline);
+			offset = t.offset;
+			target_release(&t);
+			rc = gaz_rpc_wait(c->call, hole_deadline);
+			if (rc == GAZ_ETIMEDOUT)
+				rc = 0;
+			continue;
+		}
 		if (!t.found && (!q->block || dead)) {
 			if (!dead)
 				rc = send_metadata(c, PROTOCOL__STATUS__OFFSET_NOT_YET_AVAILABLE, &t);
@@ -270,7 +293,6 @@ static void send_status_only(struct read_ctx *c, int status)
 
 	send_metadata(c, status, &t);
 	gaz_rpc_finish(c->call, NULL, GAZ_GRPC_OK, NULL);
-	gaz_metric_rpc_completed("Read", gaz_status_label(status));
 }
 
 void gaz_handle_read(struct gaz_rpc_call *call, void *arg)
@@ -295,6 +317,9 @@ void gaz_handle_read(struct gaz_rpc_call *call, void *arg)
 		gaz_rpc_finish(call, NULL, rc == GAZ_ECANCELLED ? GAZ_GRPC_CANCELLED : rc == GAZ_EUNAVAIL ? GAZ_GRPC_UNAVAILABLE : GAZ_GRPC_UNKNOWN,
 			       st.msg);
 	} else if (c.res.status != PROTOCOL__STATUS__OK) {
+		/* Gazette labels the RPC with the resolution's status only
+		 * (NOT_ALLOWED below counts "ok", as in read_api.go). */
+		gaz_rpc_set_outcome(call, c.res.status);
 		send_status_only(&c, c.res.status);
 	} else if (!gaz_journal_may_read(c.res.spec->flags)) {
 		send_status_only(&c, PROTOCOL__STATUS__NOT_ALLOWED);
@@ -307,7 +332,6 @@ void gaz_handle_read(struct gaz_rpc_call *call, void *arg)
 				       c.err.code ? c.err.msg : gaz_err_str(rc));
 		else
 			gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
-		gaz_metric_rpc_completed("Read", rc && rc != GAZ_ECANCELLED ? "error" : "OK");
 	}
 out:
 	gaz_resolution_release(&c.res);

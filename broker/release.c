@@ -79,7 +79,7 @@ void gaz_release_record_heads(struct gaz_broker *b, const struct gaz_release_hea
 		gaz_keyspace_runlock(b->ks);
 		if (val && gaz_txn_commit(b->etcd, &t, NULL, NULL, &st))
 			gaz_warn("recording the write head of a released journal failed",
-				 "journal=%s head=%lld err=\"%s\"", heads[i].journal,
+				 "journal=%s head=%lld err=%s", heads[i].journal,
 				 (long long)heads[i].head, st.msg);
 		else if (val)
 			gaz_info("released journal", "journal=%s head=%lld", heads[i].journal,

@@ -91,7 +91,7 @@ struct gaz_replica *gaz_replica_new(struct gaz_broker *b, const char *journal,
 	if (!r || !(r->journal = strdup(journal)) ||
 	    gaz_spool_init(&r->spool, journal, b->spool_dir, &st) ||
 	    !(r->registers = gaz_labelset_new())) {
-		gaz_error("creating replica failed", "journal=%s err=\"%s\"", journal, st.msg);
+		gaz_error("creating replica failed", "journal=%s err=%s", journal, st.msg);
 		if (r) {
 			free(r->journal);
 			free(r);
@@ -99,6 +99,7 @@ struct gaz_replica *gaz_replica_new(struct gaz_broker *b, const char *journal,
 		return NULL;
 	}
 	r->b = b;
+	r->published_begin = -1;
 	r->create_revision = create_revision;
 	atomic_init(&r->refs, 1);
 	pthread_mutex_init(&r->mu, NULL);
@@ -389,10 +390,16 @@ int gaz_replica_publish_spool(struct gaz_replica *r, struct gaz_status *st)
 
 	if (r->spool.fragment.begin == r->spool.fragment.end)
 		return 0;
+	if (r->published_begin != r->spool.fragment.begin) {
+		/* The spool's first content: a flush interval or the first-write
+		 * roll may now fall due (pulse.c). */
+		r->published_begin = r->spool.fragment.begin;
+		atomic_fetch_add(&r->b->pulse_gen, 1);
+	}
 	return gaz_coverset_add(&r->index, &r->spool.fragment, f, NULL, st);
 }
 
-int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool at_once,
+int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool at_once, bool sole,
 		     struct gaz_status *st)
 {
 	struct gaz_spool_done done = {0};
@@ -405,7 +412,7 @@ int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool at_o
 		return rc;
 	if (done.file) {
 		gaz_metric_spool_completed();
-		gaz_persister_enqueue(r->b->persister, r, &done, at_once);
+		gaz_persister_enqueue(r->b->persister, r, &done, at_once, sole);
 	}
 	gaz_spool_done_release(&done);
 	gaz_notifier_broadcast(&r->notifier);
@@ -416,7 +423,7 @@ void gaz_replica_teardown(struct gaz_replica *r)
 {
 	struct gaz_broker *b = r->b;
 	struct gaz_status st = {0};
-	bool found;
+	bool found, sole;
 	int i;
 
 	struct gaz_batch_link *parked;
@@ -436,12 +443,16 @@ void gaz_replica_teardown(struct gaz_replica *r)
 	}
 	r->token_held = true;
 	pthread_mutex_unlock(&r->mu);
+	/* teardown runs on maintenance, or at exit after it stopped: r->primary
+	 * is maintenance's. A primary without a pipeline had a route of one. */
+	sole = r->primary && !r->pipeline;
 	gaz_pipeline_close(r->pipeline);
 	r->pipeline = NULL;
+	atomic_store(&r->pipelined, false);
 	/* Persisted at once: whoever leads the route now may not hold these
 	 * bytes (with replication 1, nobody else does). */
-	if (gaz_replica_roll(r, r->spool.fragment.end, r->spool.fragment.codec, true, &st))
-		gaz_error("rolling spool at teardown failed", "journal=%s err=\"%s\"", r->journal,
+	if (gaz_replica_roll(r, r->spool.fragment.end, r->spool.fragment.codec, true, sole, &st))
+		gaz_error("rolling spool at teardown failed", "journal=%s err=%s", r->journal,
 			  st.msg);
 	pthread_mutex_lock(&b->mu);
 	i = find_index(b, r->journal, &found);
@@ -495,8 +506,10 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 		 * hanging, as Gazette's append does once its store health check
 		 * fails. A later successful refresh installs the store's index and
 		 * clears the error before any append is accepted. */
-		if (rc == GAZ_EINVAL || rc == GAZ_EPERM)
+		if ((rc == GAZ_EINVAL || rc == GAZ_EPERM) && !r->index_ready) {
 			r->index_ready = true;
+			atomic_fetch_add(&r->b->pulse_gen, 1);
+		}
 		refresh_done_locked(r);
 		pthread_mutex_unlock(&r->mu);
 		gaz_notifier_broadcast(&r->notifier);
@@ -516,7 +529,10 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 		rc = gaz_coverset_add(&remote, &r->persisted_during.v[i].frag, NULL, NULL, st);
 	if (!rc)
 		rc = gaz_coverset_replace_remote(&r->index, &local, &remote, st);
-	r->index_ready = r->index_ready || !rc;
+	if (!rc && !r->index_ready) {
+		r->index_ready = true;
+		atomic_fetch_add(&r->b->pulse_gen, 1); /* the first-write roll may be due */
+	}
 	refresh_done_locked(r);
 	pthread_mutex_unlock(&r->mu);
 	gaz_coverset_release(&local);
@@ -534,7 +550,7 @@ void gaz_replica_persisted(struct gaz_replica *r, const struct gaz_fragment *fra
 	 * file reference is dropped once no reader holds it. */
 	if (gaz_coverset_add(&r->index, frag, NULL, NULL, &st) ||
 	    (r->refreshing && gaz_coverset_add(&r->persisted_during, frag, NULL, NULL, &st)))
-		gaz_warn("index update after persist failed", "journal=%s err=\"%s\"", r->journal,
+		gaz_warn("index update after persist failed", "journal=%s err=%s", r->journal,
 			 st.msg);
 	pthread_mutex_unlock(&r->mu);
 	gaz_notifier_broadcast(&r->notifier);

@@ -58,20 +58,41 @@ struct gaz_replica {
 	struct gaz_coverset persisted_during; /* persisted while a listing ran */
 	bool index_ready;              /* first store listing done (or no stores) */
 	char store_error[256];         /* why the last listing failed; "" when it worked */
-	int64_t next_refresh_ns;       /* monotonic */
+	int64_t next_refresh_ns;       /* monotonic; maintenance thread only */
 	int64_t refresh_interval_ns;
+	int64_t last_refresh_ns;       /* monotonic start of the last listing; maintenance only */
+	bool last_refresh_failed;      /* maintenance thread only */
+	/* Until this monotonic time a reader waits at a hole of the index
+	 * below its write head (read.c): maintenance lists the stores every
+	 * GAZ_HOLE_REFRESH_MS instead of every refresh interval. Written by
+	 * readers, read by maintenance, so atomic. */
+	atomic_llong hole_refresh_until_ns;
 	bool token_held;
 	struct gaz_token_waiter *token_queue; /* FIFO of appends waiting for the token */
 	struct gaz_batch_link *batch_queue;   /* FIFO of appends queued for group commit */
-	bool primary;                  /* per the last resolution by maintenance */
+	/* Per the last resolution by maintenance, which writes it; the pulse
+	 * thread reads it without a lock, so atomic. */
+	atomic_bool primary;
 	char *route_primary;           /* the route's primary ("zone#suffix") as
 					* maintenance last saw it; NULL for none.
 					* Owned; maintenance thread only. */
-	bool dead;                     /* torn down: holders must let go */
+	/* Torn down: holders must let go. Set once, under mu, by teardown;
+	 * atomic because stream handlers and pulses also poll it without mu
+	 * (replicate.c's timed waits, pulse.c) to let go of a dying replica. */
+	atomic_bool dead;
 	int64_t fc_balance;            /* append flow-control balance, bytes */
 	int64_t last_pulse_ns;
 	struct gaz_notifier notifier;
 	struct gaz_pipeline *pipeline; /* primary only; owned by the token holder */
+	/* Whether `pipeline` is set: written by the token holder as it sets
+	 * or clears it, read by maintenance, which tears down a replica whose
+	 * assignment is no longer primary while it still has one. An append
+	 * may open a pipeline under a resolution that made this broker the
+	 * primary at a revision maintenance never reconciled (the primacy
+	 * came and went between two of its passes); its Replicate streams
+	 * would hold the peers' replicas, and the next primary's proposals
+	 * would wait on them forever. */
+	atomic_bool pipelined;
 	/* The keyspace revision at which a full resolution found this
 	 * replica fit for the append fast path (append_batch.c): primary,
 	 * full route, writable, not suspended. Any later change under the
@@ -87,6 +108,11 @@ struct gaz_replica {
 	int64_t pulse_next_ns;         /* monotonic; 0 = pulse at once */
 	int64_t pulse_retry_ns;        /* monotonic; after a failed pulse */
 	int pulse_stable_ticks;        /* periodic pulses with no route change */
+	int64_t pulse_checked_rev;     /* keyspace revision whose route was found
+					* consistent (0: none), so an idle
+					* journal's route is not rebuilt every tick */
+	int64_t pulse_flush_s;         /* the flush interval seen then */
+	int64_t published_begin;       /* spool begin at the last publish (mu) */
 };
 
 /* gaz_replica_get returns a new reference to the local replica of `journal`
@@ -156,8 +182,10 @@ int gaz_replica_wait_ready(struct gaz_replica *r, struct gaz_rpc_call *call);
 /* With the token held: roll the spool to `offset` (an empty fragment with
  * `codec`), handing any completed content to the persister: at once with
  * `at_once`, else after its delay (gaz_persister_enqueue: only for content
- * the primary confirmed holding). mu not held. */
-int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool at_once,
+ * the primary confirmed holding). `sole`: the content was committed with
+ * no peer holding it (a primary's route of one), so an exit waits for its
+ * upload past the exit timeout. mu not held. */
+int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool at_once, bool sole,
 		     struct gaz_status *st);
 
 /* With the token held and mu held: publish the spool's committed fragment
@@ -168,6 +196,18 @@ int gaz_replica_publish_spool(struct gaz_replica *r, struct gaz_status *st);
  * content, removes it from the broker's table and drops the table's
  * reference. Used on unassignment and at exit. */
 void gaz_replica_teardown(struct gaz_replica *r);
+
+/* Listing pace while a reader waits at a hole (maintain.c). */
+#define GAZ_HOLE_REFRESH_MS 250
+
+/* gaz_replica_hurry_refresh: a reader found no fragment at an offset
+ * below the index's write head, a hole that fragments persisted by
+ * another broker fill at its next listing (a new replica's index between
+ * its first listing and the start of its spool, while the route's former
+ * members persist what they hold). Maintenance lists the journal's
+ * stores every GAZ_HOLE_REFRESH_MS until `until_ns` (monotonic) instead
+ * of waiting for the refresh interval; it is woken at once. Thread-safe. */
+void gaz_replica_hurry_refresh(struct gaz_replica *r, int64_t until_ns);
 
 /* gaz_replica_refresh lists the journal's stores and replaces the remote
  * part of the index (facts §5.3), keeping the local part and every

@@ -83,7 +83,8 @@ int gaz_replica_apply_proposal(struct gaz_replica *r, const Protocol__Fragment *
 	if (gaz_fragment_from_proto(&p, proposal, st))
 		return -1;
 	if (p.end > end + r->spool.delta || (p.end == end && p.begin == p.end)) {
-		if (gaz_replica_roll(r, p.end, p.codec, at_once, st)) {
+		/* A proposal: the content is held across the route. */
+		if (gaz_replica_roll(r, p.end, p.codec, at_once, false, st)) {
 			gaz_fragment_release(&p);
 			return -1;
 		}
@@ -175,7 +176,7 @@ static int stream(struct repl_ctx *c, Protocol__ReplicateRequest *first)
 	if (rc == GAZ_EOF)
 		return 0;
 	if (rc != GAZ_ECANCELLED)
-		gaz_warn("replication stream failed", "journal=%s err=\"%s\"", c->res.journal,
+		gaz_warn("replication stream failed", "journal=%s err=%s", c->res.journal,
 			 c->st.msg[0] ? c->st.msg : gaz_err_str(rc));
 	return rc;
 }
@@ -217,6 +218,7 @@ void gaz_handle_replicate(struct gaz_rpc_call *call, void *arg)
 		gaz_rpc_finish(call, NULL, gaz_err_grpc_code(rc), st.msg);
 		protobuf_c_message_free_unpacked(&m->base, NULL);
 	} else if (c.res.status != PROTOCOL__STATUS__OK) {
+		gaz_rpc_set_outcome(call, c.res.status);
 		respond(&c, c.res.status, false);
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
 		protobuf_c_message_free_unpacked(&m->base, NULL);

@@ -19,6 +19,7 @@
  * holds no lock while it checks; stores_mu is a leaf lock.
  */
 #include "broker/stores.h"
+#include "broker/metrics.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,12 @@ static void metrics_init(void)
 	m_health_checks = gaz_metrics_counter(r, "gazette_store_health_check_total",
 					      "Total number of health checks performed", "store,status");
 	m_active = gaz_metrics_gauge(r, "gazette_store_active", "Number of active fragment stores", NULL);
+}
+
+void gaz_stores_metrics_init(void)
+{
+	pthread_once(&metrics_once, metrics_init);
+	(void)gaz_metric_with(m_active);
 }
 
 /* Finds the slot of `url`, adding an empty one; NULL when out of memory.
@@ -139,7 +146,7 @@ static void record_check(const char *url, int rc, const struct gaz_status *st, i
 	if (!sl)
 		return;
 	if (rc)
-		gaz_warn("store health check failed", "store=%s attempt=%d err=\"%s\"", url,
+		gaz_warn("store health check failed", "store=%s attempt=%d err=%s", url,
 			 sl->attempt, st->msg);
 	else if (!sl->checked || sl->health_rc)
 		gaz_info("store health check succeeded", "store=%s attempt=%d", url, sl->attempt);
@@ -305,6 +312,10 @@ struct gaz_fragment_reader {
 	struct gaz_store_reader *raw;
 	struct gaz_decoder *dec;
 	int64_t remaining;     /* decompressed bytes left to the fragment end */
+	/* Counts what is read: discarded bytes while seeking to the offset,
+	 * then read bytes, as Gazette's FragmentReader (borrowed; NULL when
+	 * metrics are not set up). */
+	struct gaz_metric_child *counter;
 };
 
 void gaz_fragment_reader_close(struct gaz_fragment_reader *r)
@@ -329,8 +340,10 @@ int gaz_fragment_reader_read(struct gaz_fragment_reader *r, void *buf, size_t ca
 	if (rc == GAZ_EOF)
 		return gaz_status_set(st, GAZ_EIO, "fragment ended %lld bytes early",
 				      (long long)r->remaining);
-	if (!rc)
+	if (!rc) {
 		r->remaining -= (int64_t)*n;
+		gaz_metric_add(r->counter, (int64_t)*n);
+	}
 	return rc;
 }
 
@@ -396,8 +409,10 @@ int gaz_stores_open_fragment(struct gaz_broker *b, const struct gaz_fragment *f,
 	if ((rc = gaz_decoder_new(codec, gaz_store_reader_read, r->raw, &r->dec, st)))
 		goto fail;
 	r->remaining = f->end - f->begin;
+	r->counter = gaz_metric_fragment_bytes(true, f->journal, f->codec);
 	if ((rc = skip(r, offset - f->begin, st)))
 		goto fail;
+	r->counter = gaz_metric_fragment_bytes(false, f->journal, f->codec);
 	*out = r;
 	return 0;
 fail:

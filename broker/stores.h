@@ -59,6 +59,10 @@ int gaz_stores_sign(struct gaz_broker *b, const struct gaz_fragment *f, int64_t 
 int gaz_stores_health(struct gaz_broker *b, const char *url, int64_t wait_ms,
 		      struct gaz_status *st);
 
+/* gaz_stores_metrics_init registers the health metrics, so that
+ * gazette_store_active reads 0 from the start as Gazette's does. */
+void gaz_stores_metrics_init(void);
+
 /* gaz_stores_close_all stops health checks and drops every store. */
 void gaz_stores_close_all(void);
 
