@@ -43,7 +43,7 @@ int gaz_crr_load(struct gaz_crr *r, const char *key)
 		return 0;
 	if (rc) {
 		snprintf(msg, sizeof(msg), "reading %s failed", r->k->kind);
-		gaz_warn(msg, "key=%s err=\"%s\"", key, st.msg);
+		gaz_warn(msg, "key=%s err=%s", key, st.msg);
 		return rc;
 	}
 	r->spec = json_object_get(r->obj, "spec");
@@ -143,11 +143,8 @@ void gaz_crr_event(struct gaz_crr *r, const char *type, const char *reason, cons
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	gaz_kube_event_post(r->op->kube, r->obj, type, reason, GAZ_OP_COMPONENT, "%s", msg);
-	for (char *q = msg; *q; q++) /* keep the log line's quoting intact */
-		if (*q == '"')
-			*q = '\'';
 	snprintf(log, sizeof(log), "%s spec event", r->k->noun);
-	gaz_info(log, "key=%s %s=%s reason=%s msg=\"%s\"", r->key, r->k->noun, r->name, reason, msg);
+	gaz_info(log, "key=%s %s=%s reason=%s message=%s", r->key, r->k->noun, r->name, reason, msg);
 }
 
 void gaz_crr_condition(struct gaz_crr *r, const char *type, bool on, const char *reason,
@@ -184,7 +181,7 @@ int gaz_crr_write_status(struct gaz_crr *r)
 	bool written;
 
 	if (gaz_cr_patch_status(r->op, r->obj, r->status, &written, &st)) {
-		gaz_warn("writing status failed", "key=%s err=\"%s\"", r->key, st.msg);
+		gaz_warn("writing status failed", "key=%s err=%s", r->key, st.msg);
 		return st.code;
 	}
 	if (written)
@@ -213,7 +210,7 @@ int gaz_crr_etcd_fail(struct gaz_crr *r, const char *what, const struct gaz_stat
 
 	snprintf(msg, sizeof(msg), "%s %s in etcd at %s failed: %s", what, r->item_key,
 		 r->op->cfg.etcd_address, st->msg);
-	gaz_warn("etcd unavailable", "key=%s %s=%s endpoint=%s err=\"%s\"", r->key, r->k->noun,
+	gaz_warn("etcd unavailable", "key=%s %s=%s endpoint=%s err=%s", r->key, r->k->noun,
 		 r->name, r->op->cfg.etcd_address, st->msg);
 	return gaz_crr_fail(r, "EtcdUnavailable", msg, GAZ_CRR_REQUEUE_ERROR_MS, requeue);
 }
@@ -315,7 +312,7 @@ bool gaz_crr_add_finalizer(struct gaz_crr *r, int64_t *requeue)
 
 	if (gaz_cr_has_finalizer(r->obj) || !gaz_cr_set_finalizer(r->op, r->obj, true, &st))
 		return true;
-	gaz_debug("adding finalizer failed", "key=%s err=\"%s\"", r->key, st.msg);
+	gaz_debug("adding finalizer failed", "key=%s err=%s", r->key, st.msg);
 	*requeue = st.code == GAZ_EEXIST ? GAZ_CRR_REQUEUE_RACE_MS : GAZ_CRR_REQUEUE_ERROR_MS;
 	return false;
 }
@@ -327,7 +324,7 @@ int gaz_crr_drop_finalizer(struct gaz_crr *r, int64_t *requeue)
 	struct gaz_status st = {0};
 
 	if (gaz_cr_set_finalizer(r->op, r->obj, false, &st)) {
-		gaz_debug("removing finalizer failed", "key=%s err=\"%s\"", r->key, st.msg);
+		gaz_debug("removing finalizer failed", "key=%s err=%s", r->key, st.msg);
 		*requeue = st.code == GAZ_EEXIST ? GAZ_CRR_REQUEUE_RACE_MS : GAZ_CRR_REQUEUE_ERROR_MS;
 	}
 	return 0;

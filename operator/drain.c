@@ -398,7 +398,7 @@ static void start_drain(struct gaz_drain *d, const json_t *pod, const char *name
 	char msg[512];
 
 	if (mark_exiting(d, m, &applied, &st))
-		gaz_warn("marking member exiting failed", "pod=%s key=%s err=\"%s\"", name, m->key, st.msg);
+		gaz_warn("marking member exiting failed", "pod=%s key=%s err=%s", name, m->key, st.msg);
 	if (!applied)
 		return; /* lost a race with the broker's own write: next pass */
 	m->exiting = true;
@@ -449,7 +449,7 @@ static void report_drain(struct gaz_drain *d, const json_t *pod, const char *nam
 	phase = drain_phase(pod, m, msg, sizeof(msg));
 	gaz_metric_set(gaz_metric_with(d->m_assign, name), (int64_t)(m ? m->assignments : 0));
 	if (annotate(d, pod, phase, m ? m->assignments : 0, id, msg, &updated, &st)) {
-		gaz_warn("annotating pod failed", "pod=%s err=\"%s\"", name, st.msg);
+		gaz_warn("annotating pod failed", "pod=%s err=%s", name, st.msg);
 		gaz_status_clear(&st);
 	} else if (!strcmp(phase, "Drained") && strcmp(was ? was : "", "Drained")) {
 		gaz_info("drain complete", "pod=%s", name);
@@ -458,7 +458,7 @@ static void report_drain(struct gaz_drain *d, const json_t *pod, const char *nam
 	}
 	/* The annotation patch changed the resourceVersion: guard with the new one. */
 	if (!m && has_finalizer(pod) && set_finalizer(d, updated ? updated : pod, false, &st))
-		gaz_warn("removing the drain finalizer failed", "pod=%s err=\"%s\"", name, st.msg);
+		gaz_warn("removing the drain finalizer failed", "pod=%s err=%s", name, st.msg);
 	json_decref(updated);
 }
 
@@ -471,7 +471,7 @@ static void keep_finalizer(struct gaz_drain *d, const json_t *pod, const char *n
 	if (d->cfg.finalizer == has_finalizer(pod))
 		return;
 	if (set_finalizer(d, pod, d->cfg.finalizer, &st))
-		gaz_warn("updating the drain finalizer failed", "pod=%s add=%d err=\"%s\"", name,
+		gaz_warn("updating the drain finalizer failed", "pod=%s add=%d err=%s", name,
 			 (int)d->cfg.finalizer, st.msg);
 }
 
@@ -537,7 +537,7 @@ static void evaluate(struct gaz_drain *d)
 
 	if (summarise(d, &v)) {
 		view_release(&v);
-		gaz_warn("summarising the keyspace failed", "err=\"out of memory\"");
+		gaz_warn("summarising the keyspace failed", "err=%s", "out of memory");
 		return;
 	}
 	/* Three steps, in this order so that the budget is lowered before a
@@ -566,7 +566,7 @@ static void evaluate(struct gaz_drain *d)
 		d->pdb_checked_ns = gaz_mono_ns();
 		if (ensure_pdb(d, max_unavailable, &st)) {
 			d->pdb_max_unavailable = -1;
-			gaz_warn("updating the PodDisruptionBudget failed", "name=%s err=\"%s\"",
+			gaz_warn("updating the PodDisruptionBudget failed", "name=%s err=%s",
 				 d->cfg.pdb_name, st.msg);
 		} else {
 			if (d->pdb_max_unavailable != max_unavailable)
@@ -639,7 +639,7 @@ static void *run(void *arg)
 		}
 		next = gaz_mono_ns() + d->cfg.interval_ns;
 		if (gaz_keyspace_watch_failed(d->ks) && open_keyspace(d, &st)) {
-			gaz_warn("re-reading the brokers' keyspace failed", "err=\"%s\"", st.msg);
+			gaz_warn("re-reading the brokers' keyspace failed", "err=%s", st.msg);
 			gaz_status_clear(&st);
 			continue;
 		}

@@ -112,7 +112,7 @@ static bool try_hold(struct campaign *c)
 			held = update_lease(c, cur, false, &st) == 0;
 	}
 	if (!held && st.code && st.code != GAZ_EEXIST)
-		gaz_debug("lease attempt failed", "lease=%s err=\"%s\"", c->path, st.msg);
+		gaz_debug("lease attempt failed", "lease=%s err=%s", c->path, st.msg);
 	json_decref(cur);
 	return held;
 }

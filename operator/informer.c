@@ -180,7 +180,7 @@ static int on_event(void *arg, const struct gaz_kube_event *ev)
 			inf->expired = true;
 			return GAZ_ERANGE;
 		}
-		gaz_warn("watch error event", "resource=%s code=%ld message=\"%s\"", inf->plural,
+		gaz_warn("watch error event", "resource=%s code=%ld message=%s", inf->plural,
 			 ev->code, msg ? msg : "");
 		return GAZ_EPROTO;
 	}
@@ -238,12 +238,12 @@ static void watch_loop(struct gaz_informer *inf)
 			return;
 		}
 		if (++fails >= FAILS_BEFORE_RELIST) {
-			gaz_warn("watch failed; relisting", "resource=%s err=\"%s\" attempt=%d",
+			gaz_warn("watch failed; relisting", "resource=%s err=%s attempt=%d",
 				 inf->plural, st.msg, fails);
 			return;
 		}
 		int64_t ms = backoff_ms(fails);
-		gaz_warn("watch failed", "resource=%s err=\"%s\" attempt=%d retry_in_ms=%lld",
+		gaz_warn("watch failed", "resource=%s err=%s attempt=%d retry_in_ms=%lld",
 			 inf->plural, st.msg, fails, (long long)ms);
 		nap(inf, ms);
 	}
@@ -260,7 +260,7 @@ static void *run(void *arg)
 		if (relist(inf, &st)) {
 			int64_t ms = backoff_ms(++fails);
 			if (st.code != GAZ_ECANCELLED)
-				gaz_warn("list failed", "resource=%s err=\"%s\" attempt=%d retry_in_ms=%lld",
+				gaz_warn("list failed", "resource=%s err=%s attempt=%d retry_in_ms=%lld",
 					 inf->plural, st.msg, fails, (long long)ms);
 			nap(inf, ms);
 			continue;

@@ -92,7 +92,7 @@ static void observe(struct gaz_crr *r, const Protocol__JournalSpec *spec)
 		return;
 	gaz_status_clear(&st);
 	if (gaz_broker_fragments(r->op, r->name, &fs, &st)) {
-		gaz_debug("fragment summary unavailable", "journal=%s err=\"%s\"", r->name, st.msg);
+		gaz_debug("fragment summary unavailable", "journal=%s err=%s", r->name, st.msg);
 		return;
 	}
 	if (fs.suspended && spec && spec->suspend)
@@ -154,7 +154,7 @@ static int lifecycle(struct gaz_crr *r, const Protocol__JournalSpec *d, char *wh
 	    !(rc = gaz_lifecycle_sync(d, r->old_status, r->status, r->generation, &st)))
 		return 0;
 	snprintf(why, cap, "%s", st.msg);
-	gaz_warn("bucket lifecycle failed", "key=%s journal=%s err=\"%s\"", r->key, r->name, st.msg);
+	gaz_warn("bucket lifecycle failed", "key=%s journal=%s err=%s", r->key, r->name, st.msg);
 	if (!old_msg || strcmp(old_msg, st.msg))
 		gaz_crr_event(r, "Warning", "LifecycleFailed", "%s", st.msg);
 	return rc;
@@ -316,12 +316,12 @@ static int finalize(struct gaz_crr *r, int64_t *requeue)
 	if (gaz_crr_let_go(r, gaz_journal_cr_policy(r->spec) == GAZ_DELETION_RETAIN, requeue))
 		return 0;
 	if (delete_item(r, &done, why, blocked, sizeof(blocked), &st)) {
-		gaz_warn("deleting journal failed", "key=%s journal=%s err=\"%s\"", r->key, r->name,
+		gaz_warn("deleting journal failed", "key=%s journal=%s err=%s", r->key, r->name,
 			 st.msg);
 		return gaz_crr_fail(r, "DeleteFailed", st.msg, GAZ_CRR_REQUEUE_ERROR_MS, requeue);
 	}
 	if (!done) {
-		gaz_info("deleting journal", "key=%s journal=%s state=\"%s\"", r->key, r->name, why);
+		gaz_info("deleting journal", "key=%s journal=%s state=%s", r->key, r->name, why);
 		if (blocked[0] && strcmp(json_string_value(json_object_get(r->old_status,
 									   "lastError")) ?: "", why))
 			gaz_crr_event(r, "Warning", "PersistenceBlocked", "deleting %s waits: its "

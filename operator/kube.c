@@ -137,7 +137,7 @@ static void token_refresh(struct gaz_kube *k)
 	size_t n;
 
 	if (stat(k->cfg.token_file, &sb)) {
-		gaz_warn("cannot stat service account token", "path=%s err=\"%m\"", k->cfg.token_file);
+		gaz_warn("cannot stat service account token", "path=%s err=%m", k->cfg.token_file);
 		return;
 	}
 	if (k->token && sb.st_ino == k->token_sb.st_ino && sb.st_size == k->token_sb.st_size &&
@@ -145,7 +145,7 @@ static void token_refresh(struct gaz_kube *k)
 	    sb.st_mtim.tv_nsec == k->token_sb.st_mtim.tv_nsec)
 		return;
 	if (!(f = fopen(k->cfg.token_file, "r"))) {
-		gaz_warn("cannot read service account token", "path=%s err=\"%m\"", k->cfg.token_file);
+		gaz_warn("cannot read service account token", "path=%s err=%m", k->cfg.token_file);
 		return;
 	}
 	n = fread(buf, 1, sizeof(buf) - 1, f);
@@ -619,6 +619,6 @@ void gaz_kube_event_post(struct gaz_kube *k, const json_t *obj, const char *type
 		return;
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
 	if (gaz_kube_requestj(k, "POST", path, NULL, ev, NULL, NULL, &st))
-		gaz_debug("posting an event failed", "reason=%s err=\"%s\"", reason, st.msg);
+		gaz_debug("posting an event failed", "reason=%s err=%s", reason, st.msg);
 	json_decref(ev);
 }

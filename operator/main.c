@@ -91,9 +91,15 @@ static int healthz(struct gaz_http_req *req, struct gaz_http_resp *resp, void *a
 	return gaz_http_resp_send(resp, "ok", 2);
 }
 
-static int readyz(struct gaz_http_req *req, struct gaz_http_resp *resp, void *arg)
+/* Held by readyz while it reads the informers, and once by main before
+ * it frees them: after op.stop is set and this lock taken and released,
+ * no readyz still reads them, and the later ones see op.stop. */
+static pthread_mutex_t ready_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int readyz_locked(struct gaz_http_resp *resp)
 {
-	(void)req, (void)arg;
+	if (atomic_load(&op.stop))
+		return gaz_http_resp_error(resp, 503, "stopping");
 	if (!op.journals || !gaz_informer_synced(op.journals))
 		return gaz_http_resp_error(resp, 503, "JournalSpec cache not synced");
 	if (!op.shards || !gaz_informer_synced(op.shards))
@@ -103,6 +109,17 @@ static int readyz(struct gaz_http_req *req, struct gaz_http_resp *resp, void *ar
 	if (!atomic_load(&op.leading))
 		return gaz_http_resp_error(resp, 503, "not the leader");
 	return gaz_http_resp_send(resp, "ok", 2);
+}
+
+static int readyz(struct gaz_http_req *req, struct gaz_http_resp *resp, void *arg)
+{
+	int rc;
+
+	(void)req, (void)arg;
+	pthread_mutex_lock(&ready_mu);
+	rc = readyz_locked(resp);
+	pthread_mutex_unlock(&ready_mu);
+	return rc;
 }
 
 static int metrics(struct gaz_http_req *req, struct gaz_http_resp *resp, void *arg)
@@ -341,8 +358,8 @@ static int start(struct gaz_op *o, pthread_t *wt, pthread_t *et, struct gaz_stat
 	if (!(o->queue = gaz_queue_new(QUEUE_MAX)))
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 	io.kube = o->kube;
-	if ((rc = http_start(o->cfg.http_address, st)) || !(o->journals = gaz_informer_start(&io, st)))
-		return rc ? rc : st->code;
+	if (!(o->journals = gaz_informer_start(&io, st)))
+		return st->code;
 	if ((rc = gaz_shard_informer_start(o, st)))
 		return rc;
 	if (drain_flags.selector[0]) {
@@ -354,6 +371,9 @@ static int start(struct gaz_op *o, pthread_t *wt, pthread_t *et, struct gaz_stat
 		if (!(drain = gaz_drain_start(o, &dc, st)))
 			return st->code;
 	}
+	/* After the informers and the drain exist: readyz reads them. */
+	if ((rc = http_start(o->cfg.http_address, st)))
+		return rc;
 	atomic_store(&o->leading, !o->cfg.leader_elect);
 	if (o->cfg.leader_elect && pthread_create(et, NULL, gaz_election_run, o))
 		return gaz_status_set(st, GAZ_ENOMEM, "starting the election thread failed");
@@ -391,7 +411,7 @@ int main(int argc, char **argv)
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	if ((rc = gaz_rpc_init(1)) || (rc = start(&op, &wt, &et, &st))) {
-		gaz_log_emit(GAZ_LOG_FATAL, "start-up failed", "err=\"%s\"", st.msg);
+		gaz_log_emit(GAZ_LOG_FATAL, "start-up failed", "err=%s", st.msg);
 		return 1;
 	}
 	sigwait(&sigs, &sig);
@@ -401,6 +421,8 @@ int main(int argc, char **argv)
 	pthread_join(wt, NULL);
 	if (op.cfg.leader_elect)
 		pthread_join(et, NULL);
+	pthread_mutex_lock(&ready_mu); /* readyz lets go of the informers */
+	pthread_mutex_unlock(&ready_mu);
 	gaz_drain_stop(drain);
 	gaz_informer_stop(op.journals);
 	gaz_informer_stop(op.shards);

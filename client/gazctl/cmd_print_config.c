@@ -64,7 +64,11 @@ int gazctl_print_config(int argc, char **argv, struct gaz_status *st)
 	rc = gaz_flags_parse(&f, argc, argv, st);
 	if (rc == 0)
 		gaz_flags_print_ini(&f, stdout);
+	if (rc == GAZ_FLAGS_HELP) { /* go-flags' ErrHelp: version, exit 1 */
+		fflush(stdout);
+		gaz_flags_print_version(stderr);
+	}
 	gaz_flags_release(&f);
 	free((void *)f.table);
-	return rc == GAZ_FLAGS_HELP ? 0 : rc;
+	return rc;
 }

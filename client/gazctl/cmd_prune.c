@@ -227,7 +227,7 @@ static void prune_fragments(struct pruner *p, const char *journal,
 /* skip_journal reports a journal that is not pruned at all. */
 static void skip_journal(const char *journal, const char *reason)
 {
-	gaz_warn("skipping journal", "journal=%s reason=\"%s\"", journal, reason);
+	gaz_warn("skipping journal", "journal=%s reason=%s", journal, reason);
 	printf("%s: skipped: %s\n", journal, reason);
 }
 

@@ -306,7 +306,7 @@ static int run(struct gaz_client *c, struct gaz_status *st)
 	    (rc = gazctl_list_selector(c, opt.selector, &list, st)))
 		goto done;
 	if (list->n_journals == 0)
-		gaz_warn("no journals were matched by the selector", "selector=\"%s\"", opt.selector);
+		gaz_warn("no journals were matched by the selector", "selector=%s", opt.selector);
 	pumps = gazctl_xcalloc(list->n_journals, sizeof(*pumps));
 	if ((rc = start_pumps(c, list, &offs, &out, pumps, &np, st)))
 		gaz_client_cancel(c);

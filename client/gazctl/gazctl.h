@@ -67,7 +67,9 @@ extern const struct gazctl_cmd gazctl_cmd_list, gazctl_cmd_apply, gazctl_cmd_app
 extern const struct gazctl_cmd *const gazctl_journals_cmds[];
 
 /* gazctl_print_config runs `gazctl print-config`: every journals option
- * of every command, merged from INI and environment, written as INI. */
+ * of every command, merged from INI and environment, written as INI.
+ * Returns 0, GAZ_FLAGS_HELP after printing help (and the version line),
+ * or a flag error with its text in `st`. */
 int gazctl_print_config(int argc, char **argv, struct gaz_status *st);
 
 /* gazctl_list_selector parses `selector` (gazctl -l grammar; "" = all) and

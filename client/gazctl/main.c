@@ -113,53 +113,68 @@ static void signals_setup(void)
 
 /* ---- usage ------------------------------------------------------------------- */
 
-static void command_list(FILE *out)
+/* As go-flags and Gazette's mainboilerplate answer (MustParseArgs): help
+ * goes to stdout and exits 1 with the version on stderr; a missing
+ * command says so on stderr with the group's help; an unknown command
+ * or flag is one line on stderr. Exit 1 every time. */
+
+static const struct gaz_flags_cmd top_commands[] = {
+	{"journals", "Interact with broker journals"},
+	{"print-config", "Print combined configuration and exit"},
+	{0},
+};
+
+static struct gaz_flags_cmd journals_commands[NCOMMANDS + 1];
+
+static void group_flags(struct gaz_flags *f, bool journals)
 {
-	fprintf(out, "Please specify one command of: ");
+	*f = (struct gaz_flags){.prog = "gazctl", .usage = "[OPTIONS] <command>",
+				.description = "gazctl is a tool for interacting with Gazette brokers.\n\n"
+					       "See --help pages of each sub-command for documentation "
+					       "and usage examples.\nOptionally configure gazctl with a "
+					       "'gazctl.ini' file in the current working directory,\nor "
+					       "with '~/.config/gazette/gazctl.ini'. Use the 'print-config' "
+					       "sub-command to inspect\nthe tool's current configuration.",
+				.commands = top_commands};
+	if (!journals)
+		return;
 	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(out, "%s%s", gazctl_journals_cmds[i]->name,
-			i + 2 < NCOMMANDS ? ", " : i + 1 < NCOMMANDS ? " or " : "\n");
+		journals_commands[i] = (struct gaz_flags_cmd){gazctl_journals_cmds[i]->name,
+							      gazctl_journals_cmds[i]->summary};
+	f->usage = "[OPTIONS] journals [journals-OPTIONS] <command>";
+	f->description = NULL;
+	f->table = gazctl_global_flags;
+	f->commands = journals_commands;
 }
 
-static void usage(FILE *out)
+/* Picks the command of a group (the top level, or `journals`) from argv;
+ * returns its index, with argv[*at] the command, or -1 after telling the
+ * user why not. */
+static int pick_command(bool journals, int argc, char **argv, int *at)
 {
-	fprintf(out, "Usage:\n  gazctl [OPTIONS] <command>\n\n"
-		     "gazctl is a tool for interacting with Gazette brokers.\n\n"
-		     "Available commands:\n"
-		     "  journals      Interact with broker journals\n"
-		     "  print-config  Print combined configuration and exit\n\n"
-		     "Journals commands:\n");
-	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(out, "  %-12s  %s\n", gazctl_journals_cmds[i]->name, gazctl_journals_cmds[i]->summary);
-}
+	struct gaz_flags f;
+	struct gaz_status st = {0};
+	int rc;
 
-/* ---- parsing ----------------------------------------------------------------- */
-
-/* takes_value: whether global option `arg` ("--broker.address") consumes
- * the next argument. */
-static bool takes_value(const char *arg)
-{
-	if (strncmp(arg, "--", 2) || strchr(arg, '='))
-		return false;
-	for (const struct gaz_flag *f = gazctl_global_flags; f->name; f++)
-		if (!strcmp(arg + 2, f->name))
-			return f->type != GAZ_FLAG_BOOL;
-	return false;
-}
-
-/* find_command returns the index in argv of the journals subcommand. */
-static int find_command(int argc, char **argv)
-{
-	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--"))
-			return -1;
-		if (argv[i][0] != '-')
-			return i;
-		if (takes_value(argv[i]))
-			i++;
+	group_flags(&f, journals);
+	rc = gaz_flags_find_command(&f, argc, argv, at, &st);
+	if (rc >= 0 && rc != GAZ_FLAGS_HELP)
+		return rc;
+	if (rc == GAZ_FLAGS_HELP) {
+		gaz_flags_print_help(&f, stdout);
+		fflush(stdout);
+		gaz_flags_print_version(stderr);
+	} else if (rc == GAZ_ENOTFOUND) {
+		fprintf(stderr, "%s\n\n", st.msg);
+		gaz_flags_print_help(&f, stderr);
+		gaz_flags_print_version(stderr);
+	} else {
+		fprintf(stderr, "%s\n", st.msg);
 	}
 	return -1;
 }
+
+/* ---- parsing ----------------------------------------------------------------- */
 
 /* concat_flags: a table of the global options followed by `own`. */
 static struct gaz_flag *concat_flags(const struct gaz_flag *own)
@@ -228,24 +243,26 @@ static int run_journals(int argc, char **argv)
 	struct gaz_status st = {0};
 	struct gaz_flags f = {0};
 	struct gaz_client *c = NULL;
-	const struct gazctl_cmd *cmd = NULL;
-	int at = find_command(argc, argv), rc;
+	const struct gazctl_cmd *cmd;
+	int at = 0, i = pick_command(true, argc, argv, &at), rc;
 
-	for (size_t i = 0; at >= 0 && i < NCOMMANDS; i++)
-		if (!strcmp(argv[at], gazctl_journals_cmds[i]->name))
-			cmd = gazctl_journals_cmds[i];
-	if (!cmd) {
-		if (at < 0)
-			command_list(stderr);
-		else
-			fprintf(stderr, "gazctl: unknown command `%s'\n", argv[at]);
+	if (i < 0)
 		return 1;
-	}
+	cmd = gazctl_journals_cmds[i];
 	memmove(argv + at, argv + at + 1, (size_t)(argc - at - 1) * sizeof(*argv));
 	rc = parse_command(cmd, &f, argc - 1, argv, &st);
 	if (rc == GAZ_FLAGS_HELP) {
-		rc = 0;
-	} else if (rc == 0 && (rc = setup(cmd, &c, &st)) == 0) {
+		fflush(stdout);
+		gaz_flags_print_version(stderr);
+		rc = 1; /* go-flags' ErrHelp exits 1 */
+		goto out;
+	}
+	if (rc) {
+		fprintf(stderr, "%s\n", st.msg); /* a flag error, as go-flags prints it */
+		rc = 1;
+		goto out;
+	}
+	if ((rc = setup(cmd, &c, &st)) == 0) {
 		if (cmd->cancellable)
 			gazctl_cancel_client = c;
 		rc = cmd->run(c, &st);
@@ -256,34 +273,35 @@ static int run_journals(int argc, char **argv)
 	}
 	if (rc < 0)
 		fprintf(stderr, "gazctl: %s\n", st.msg[0] ? st.msg : gaz_err_str(rc));
+	rc = rc < 0 ? 1 : 0;
+out:
 	gaz_client_free(c);
 	if (rpc_started)
 		gaz_rpc_shutdown();
 	gaz_flags_release(&f); /* uses the table: free it after */
 	free((void *)f.table);
-	return rc < 0 ? 1 : 0;
+	return rc;
 }
 
 int main(int argc, char **argv)
 {
 	struct gaz_status st = {0};
-	int rc;
+	int rc, at = 0;
 
 	signals_setup();
-	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 1 : 0;
+	switch (pick_command(false, argc - 1, argv + 1, &at)) {
+	case 0: /* journals (the top level has no options: at is 0) */
+		rc = run_journals(argc - 2 - at, argv + 2 + at);
+		break;
+	case 1:
+		rc = gazctl_print_config(argc - 2 - at, argv + 2 + at, &st);
+		if (rc < 0 && st.msg[0])
+			fprintf(stderr, "%s\n", st.msg);
+		rc = rc ? 1 : 0;
+		break;
+	default:
+		rc = 1;
 	}
-	if (!strcmp(argv[1], "print-config")) {
-		if ((rc = gazctl_print_config(argc - 2, argv + 2, &st)) < 0)
-			fprintf(stderr, "gazctl: %s\n", st.msg);
-		return rc < 0 ? 1 : 0;
-	}
-	if (strcmp(argv[1], "journals") != 0) {
-		fprintf(stderr, "gazctl: unknown command `%s'\n", argv[1]);
-		return 1;
-	}
-	rc = run_journals(argc - 2, argv + 2);
 	fflush(stdout);
 	return rc;
 }

@@ -427,7 +427,7 @@ static int run_batch(struct gaz_append_service *svc, const char *journal, const 
 			return rc;
 		if (attempt > 0)
 			gaz_warn("failed to append to journal (will retry)",
-				 "journal=%s err=\"%s\" attempt=%d", journal, st->msg, attempt);
+				 "journal=%s err=%s attempt=%d", journal, st->msg, attempt);
 		if (gaz__client_sleep(svc->c, gaz_client_backoff_ms(attempt))) {
 			gaz_status_clear(st);
 			return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
@@ -625,6 +625,7 @@ int gaz_append_service_append(struct gaz_append_service *svc, const struct gaz_a
 			      const void *buf, size_t len, struct gaz_append_handle **out,
 			      struct gaz_status *st)
 {
+	struct gaz_append_handle *h;
 	struct entry *e;
 	int rc;
 
@@ -647,20 +648,23 @@ int gaz_append_service_append(struct gaz_append_service *svc, const struct gaz_a
 	if (len)
 		memcpy(e->data, buf, len);
 	e->len = len;
+	/* Once queued, e belongs to the worker, which may complete and free
+	 * it before we are back from the unlock: keep only our handle. */
+	h = e->h;
 	pthread_mutex_lock(&svc->mu);
 	rc = enqueue(svc, o->journal, e, st);
 	pthread_mutex_unlock(&svc->mu);
 	if (rc) {
-		handle_unref(e->h);
-		handle_unref(e->h);
+		handle_unref(h);
+		handle_unref(h);
 		params_free(e->p);
 		free(e);
 		return rc;
 	}
 	if (out)
-		*out = e->h;
+		*out = h;
 	else
-		handle_unref(e->h);
+		handle_unref(h);
 	return 0;
 }
 

@@ -307,7 +307,7 @@ static int retry_wait(struct gaz_client *c, const char *journal, const struct ga
 		      const struct gaz_status *ast, int attempt)
 {
 	if (attempt > 0 || f->status < 0)
-		gaz_warn("append failure (will retry)", "journal=%s err=\"%s\" attempt=%d", journal,
+		gaz_warn("append failure (will retry)", "journal=%s err=%s attempt=%d", journal,
 			 ast->msg, attempt);
 	return gaz__client_sleep(c, gaz_client_backoff_ms(attempt));
 }

@@ -82,7 +82,12 @@ int gaz_client_new(const struct gaz_client_opts *opts, struct gaz_client **out,
 	co.max_recv_bytes = opts->max_recv_bytes > 0 ? opts->max_recv_bytes
 						     : GAZ_CLIENT_MAX_RECV_BYTES;
 	if (!(c->chan = gaz_rpc_channel_new(c->address, &co))) {
-		gaz_status_set(st, GAZ_EINVAL, "invalid broker address \"%s\"", c->address);
+		struct gaz_status why = {0};
+
+		if (gaz_rpc_target_check(c->address, &why) == 0)
+			gaz_status_set(&why, GAZ_ENOMEM, "out of memory");
+		gaz_status_set(st, GAZ_EINVAL, "invalid broker address \"%s\": %s", c->address,
+			       why.msg);
 		gaz_client_free(c);
 		return GAZ_EINVAL;
 	}
@@ -307,9 +312,12 @@ int gaz__client_connect(struct gaz_client *c, const struct gaz__dispatch *d, boo
 	int64_t start = gaz_mono_ns(), limit = c->connect_timeout_ms;
 	int64_t deadline = limit < 0 ? GAZ_DEADLINE_NEVER : start + limit * GAZ_NS_PER_MS;
 	enum gaz_rpc_conn_state s = gaz_rpc_channel_state(d->ch, true);
+	int rc = 0;
 
 	/* Wait in slices, so gaz_client_cancel is honoured within a poll. A
-	 * fail-fast call stops at the first failed connection attempt. */
+	 * fail-fast call stops at a channel already failing; any call stops
+	 * as soon as a connection attempt fails (a refused connection fails
+	 * at once; only an attempt still connecting waits up to the limit). */
 	while (s != GAZ_RPC_CONN_READY &&
 	       (wait_for_ready || s != GAZ_RPC_CONN_TRANSIENT_FAILURE)) {
 		int64_t now = gaz_mono_ns(), slice = now + GAZ__CLIENT_POLL_MS * GAZ_NS_PER_MS;
@@ -318,14 +326,17 @@ int gaz__client_connect(struct gaz_client *c, const struct gaz__dispatch *d, boo
 			return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
 		if (now >= deadline)
 			break;
-		if (gaz_rpc_channel_wait_ready(d->ch, slice < deadline ? slice : deadline, &s) == 0)
+		rc = gaz_rpc_channel_wait_ready(d->ch, slice < deadline ? slice : deadline, &s);
+		if (rc == 0)
 			return 0;
+		if (rc == GAZ_EUNAVAIL)
+			break;
 	}
 	if (s == GAZ_RPC_CONN_READY)
 		return 0;
 	if (st && !st->code)
 		st->grpc = GAZ_GRPC_UNAVAILABLE;
-	if (s == GAZ_RPC_CONN_TRANSIENT_FAILURE && !wait_for_ready)
+	if (s == GAZ_RPC_CONN_TRANSIENT_FAILURE && (!wait_for_ready || rc == GAZ_EUNAVAIL))
 		return gaz_status_set(st, GAZ_ERPC, "broker \"%s\" unreachable: connection failed",
 				      d->target);
 	return gaz_status_set(st, GAZ_ERPC,

@@ -418,7 +418,7 @@ int gaz_reader_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 		if (verdict == GAZ__READ_SURFACE)
 			return rc < 0 ? gaz_status_set(st, rc, "%s", lst.msg) : rc;
 		if (verdict == GAZ__READ_RETRY)
-			gaz_warn("read failure (will retry)", "journal=%s offset=%lld err=\"%s\" attempt=%d",
+			gaz_warn("read failure (will retry)", "journal=%s offset=%lld err=%s attempt=%d",
 				 r->journal, (long long)r->req.offset, lst.msg, attempt);
 		if (gaz__client_sleep(r->c, gaz_client_backoff_ms(attempt)))
 			return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
