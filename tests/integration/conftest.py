@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -59,8 +60,12 @@ class Etcd:
         self.dir = tempfile.mkdtemp(prefix="gaz-etcd-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
         self.cport, self.pport = free_port(), free_port()
         self.endpoint = "http://127.0.0.1:%d" % self.cport
+        self._spawn()
+        wait_for(self.healthy, 30, "etcd health")
+
+    def _spawn(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD_")}
-        self.log = open(os.path.join(self.dir, "etcd.log"), "w")
+        self.log = open(os.path.join(self.dir, "etcd.log"), "a")
         self.proc = subprocess.Popen(
             [ETCD_BIN, "--name", "gaz", "--data-dir", os.path.join(self.dir, "data"),
              "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
@@ -69,7 +74,21 @@ class Etcd:
              "--initial-cluster", "gaz=http://127.0.0.1:%d" % self.pport,
              "--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn"],
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        wait_for(self.healthy, 30, "etcd health")
+
+    def restart(self, sig=signal.SIGKILL, timeout=30):
+        """Stops etcd with `sig` and starts it again on the same ports and
+        data dir; returns once it is healthy. The downtime in seconds."""
+        t0 = time.time()
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        self._spawn()
+        wait_for(self.healthy, timeout, "etcd health after a restart", interval=0.02)
+        return time.time() - t0
 
     def healthy(self):
         try:
@@ -90,12 +109,16 @@ class Etcd:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+        self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class ExternalEtcd(Etcd):
     def __init__(self, endpoint):
         self.endpoint = endpoint
+
+    def restart(self, sig=signal.SIGKILL, timeout=30):
+        raise NotImplementedError("an etcd the suite did not start is not restarted")
 
     def stop(self):
         pass
@@ -198,6 +221,15 @@ def s3():
 
 
 SAN_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer", "WARNING: ThreadSanitizer")
+# Under `make TSAN=1` (build-tsan/) our processes report races into their
+# logs, which check_sanitizers reads; only third-party internals are
+# suppressed (tests/tsan.supp).
+TSAN_OPTIONS = os.environ.get("GAZ_TSAN_OPTIONS", "suppressions=%s halt_on_error=0 second_deadlock_stack=1"
+                              % os.path.join(ROOT, "tests/tsan.supp"))
+os.environ["TSAN_OPTIONS"] = TSAN_OPTIONS  # gazctl and the tools the tests run
+
+
+EXIT_TIMEOUT = os.environ.get("GAZ_TEST_EXIT_TIMEOUT", "500ms")
 
 
 class Broker:
@@ -214,6 +246,7 @@ class Broker:
         self.logpath = os.path.join(cluster.dir, "%s.log" % self.id)
         self.extra, self.env = list(extra), env or {}
         self.proc = None
+        self.signalled = None
 
     def start(self, wait=True):
         exe = GO_GAZETTE if self.go else GAZETTE
@@ -221,12 +254,19 @@ class Broker:
                 "--broker.id", self.id, "--broker.zone", self.zone,
                 "--broker.file-root", self.cluster.file_root,
                 "--etcd.address", self.etcd_endpoint, "--etcd.prefix", self.cluster.prefix,
-                "--etcd.lease", "5s", "--log.level", "info"] + self.extra
+                "--etcd.lease", "5s",
+                "--log.level", os.environ.get("GAZ_TEST_LOG_LEVEL", "info")] + self.extra
+        if not self.go and not any(a.startswith("--broker.exit-timeout") for a in self.extra):
+            # An exiting broker keeps what no other broker takes until its
+            # exit timeout: a test's lone broker would wait the default 2m
+            # at every stop. Tests of the hand-off pass their own.
+            args += ["--broker.exit-timeout", EXIT_TIMEOUT]
         # No AWS settings leak in from the machine: S3 tests pass their own.
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_", "AWS_"))}
         env["AWS_SHARED_CREDENTIALS_FILE"] = env["AWS_CONFIG_FILE"] = "/nonexistent"
         env["TMPDIR"] = self.cluster.scratch(self.id)
         env["ASAN_OPTIONS"] = os.environ.get("GAZ_BROKER_ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        env["TSAN_OPTIONS"] = TSAN_OPTIONS
         env.update(self.env)
         self.log = open(self.logpath, "a")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
@@ -255,7 +295,8 @@ class Broker:
         that is `lone` (no peer to hand off to) is killed after 5 s."""
         if not self.proc or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else None
-        self.proc.send_signal(sig)
+        if self.signalled != (self.proc, sig):
+            self.signal(sig)
         if self.go and lone:
             # A lone Gazette broker waits forever for a hand-off that
             # cannot happen (its documented behaviour); don't wait on it.
@@ -270,6 +311,13 @@ class Broker:
             raise AssertionError("broker %s did not exit within %ss:\n%s" % (self.id, timeout, self.logtail()))
         self.check_sanitizers()
         return rc
+
+    def signal(self, sig=signal.SIGTERM):
+        """Sends `sig` once; stop() then waits without sending it again (a
+        second SIGTERM ends an exiting broker's wait for its unpersisted
+        bytes)."""
+        self.signalled = (self.proc, sig)
+        self.proc.send_signal(sig)
 
     def check_sanitizers(self):
         text = open(self.logpath).read()
@@ -298,7 +346,13 @@ class Cluster:
         return b
 
     def stop_all(self):
+        """Signals every broker at once (each keeps what no other takes
+        until its exit timeout, so one after another would add up), then
+        waits for each."""
         errors = []
+        for b in self.brokers:
+            if b.proc and b.proc.poll() is None and b.signalled != (b.proc, signal.SIGTERM):
+                b.signal(signal.SIGTERM)
         for b in self.brokers:
             try:
                 b.stop(timeout=90)
@@ -306,6 +360,46 @@ class Cluster:
                 errors.append(str(e))
         if errors:
             raise AssertionError("\n".join(errors))
+
+
+def broker_stacks(brokers, max_lines=600):
+    """Every thread's stack of each live broker of ours, by gdb (empty when
+    gdb is missing): a hung RPC leaves no log line, its stack says where it
+    waits."""
+    gdb = shutil.which("gdb")
+    out = []
+    for b in brokers:
+        if not gdb or b.go or not b.proc or b.proc.poll() is not None:
+            continue
+        try:
+            r = subprocess.run([gdb, "-p", str(b.proc.pid), "-batch", "-nx", "-ex", "set pagination off",
+                                "-ex", "thread apply all bt"], capture_output=True, text=True, timeout=30)
+            text = r.stdout
+        except (OSError, subprocess.TimeoutExpired) as e:
+            text = "gdb failed: %s" % e
+        lines = [ln for ln in text.splitlines() if ln.startswith(("#", "Thread"))]
+        try:
+            m = urllib.request.urlopen(b.address + "/debug/metrics", timeout=5).read().decode()
+            lines += [ln for ln in m.splitlines()
+                      if ln.startswith(("grpc_server_started", "grpc_server_handled", "grpc_server_msg",
+                                        "gazette_append"))]
+        except OSError as e:
+            lines.append("metrics: %s" % e)
+        out.append("== broker %s (pid %d)\n%s" % (b.id, b.proc.pid, "\n".join(lines[-max_lines:])))
+    return "\n".join(out)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """When a test's call fails with its brokers still up, the report gets
+    their thread stacks (section "broker stacks")."""
+    outcome = yield
+    rep = outcome.get_result()
+    c = getattr(item, "funcargs", {}).get("cluster")
+    if rep.when == "call" and rep.failed and isinstance(c, Cluster):
+        stacks = broker_stacks(c.brokers)
+        if stacks:
+            rep.sections.append(("broker stacks", stacks))
 
 
 @pytest.fixture
@@ -379,6 +473,7 @@ class Operator:
     def start(self, wait=True):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_", "KUBERNETES_"))}
         env["ASAN_OPTIONS"] = os.environ.get("GAZ_BROKER_ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        env["TSAN_OPTIONS"] = TSAN_OPTIONS
         env.update(self.env)
         self.log = open(self.logpath, "a")
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=env)

@@ -120,3 +120,15 @@ def wait_assigned(client, journal, timeout=20):
                 return j
         time.sleep(0.05)
     raise AssertionError("journal %s never got a primary" % journal)
+
+
+def wait_route(c, journal, n, timeout=20):
+    """Waits until the journal's route has exactly `n` members and a
+    primary; returns the route."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for j in c.list():
+            if j.spec.name == journal and len(j.route.members) == n and j.route.primary >= 0:
+                return j.route
+        time.sleep(0.05)
+    raise AssertionError("route of %s never reached %d members" % (journal, n))

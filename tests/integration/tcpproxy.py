@@ -5,6 +5,31 @@ import socket
 import threading
 
 
+def pump(src, dst):
+    """Copies src to dst until either side ends, then shuts both down and
+    closes src (its pair's pump closes dst)."""
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    for s in (src, dst):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    src.close()
+
+
+def splice(a, b):
+    """Joins two connected sockets, one pump thread each way."""
+    threading.Thread(target=pump, args=(a, b), daemon=True).start()
+    threading.Thread(target=pump, args=(b, a), daemon=True).start()
+
+
 class TcpProxy:
     def __init__(self, target_host, target_port):
         self.target = (target_host, target_port)
@@ -39,23 +64,7 @@ class TcpProxy:
                     c.close()
                     continue
                 self.conns += [c, u]
-            threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
-            threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
-
-    def _pump(self, src, dst):
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            splice(c, u)
 
     def block(self):
         with self.mu:

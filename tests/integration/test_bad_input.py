@@ -122,7 +122,7 @@ def test_etcd_down_at_start_then_up(cluster, tmp_path):
     time.sleep(3)
     assert b.proc.poll() is None, b.logtail()
     assert "etcd is unavailable" in open(b.logpath).read()
-    b.proc.send_signal(signal.SIGTERM)
+    b.signal(signal.SIGTERM)
     assert b.proc.wait(20) != 0  # it never served; says so and exits
     b.check_sanitizers()
     assert "signalled while waiting for etcd" in open(b.logpath).read()

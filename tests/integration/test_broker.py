@@ -302,3 +302,31 @@ def test_broker_max_append_rate_only_lowers_a_journal_limit(cluster):
         assert r.status == pb.OK, r
         delayed += r.delayed_chunks
     assert delayed > 0
+
+
+@pytest.mark.parametrize("pause", [0.03, 0.1])
+@pytest.mark.parametrize("where", ["first", "middle", "intent"])
+def test_paced_large_append_commits(one, pause, where):
+    """A 3 MiB append sent in 1 MiB chunks commits whether the client pauses
+    before its first chunk, between chunks or before its commit intent: the
+    read-ahead of small appends gives up waiting after 20 ms and the
+    ordinary path must take over the stream exactly where it left off."""
+    cluster, b, c = one
+    name = "test/paced/%s-%d" % (where, int(pause * 1000))
+    c.apply(spec(name))
+    wait_assigned(c, name)
+    data = bytes(random.Random(7).getrandbits(8) for _ in range(1 << 16)) * 48
+    chunks = [data[i:i + (1 << 20)] for i in range(0, len(data), 1 << 20)]
+
+    def paced():
+        yield pb.AppendRequest(journal=name)
+        for i, ch in enumerate(chunks):
+            if (where == "first" and i == 0) or (where == "middle" and i > 0):
+                time.sleep(pause)
+            yield pb.AppendRequest(content=ch)
+        if where == "intent":
+            time.sleep(pause)
+        yield pb.AppendRequest()
+    r = c._append(paced(), timeout=20)
+    assert r.status == pb.OK and (r.commit.begin, r.commit.end) == (0, len(data)), r
+    assert c.read_bytes(name)[0] == data

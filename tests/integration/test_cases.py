@@ -237,12 +237,18 @@ def test_BR18_paused_primary_past_its_lease_never_commits(cluster):
     record the writer had acknowledged on fence/r2 stays readable exactly
     once in commit order, identical on both live replicas."""
     import signal
-    a = cluster.start()
-    ca = Client(a.address)
-    ca.apply(spec("fence/r2", replication=2, length=2048), spec("fence/r1", length=2048))
+    # B and C come first and each becomes primary of two pad journals, so
+    # the allocator gives A (primary of none) both new journals and its
+    # balancing (primaries even to within one) leaves them there.
     others = [cluster.start(), cluster.start()]
     cw = Client(others[0].address)
+    for i in range(4):
+        cw.apply(spec("fence/pad-%d" % i))
+        wait_assigned(cw, "fence/pad-%d" % i)
+    a = cluster.start()
+    ca = Client(a.address)
     for n in ("fence/r1", "fence/r2"):
+        ca.apply(spec(n, replication=int(n[-1]), length=2048))
         j = wait_assigned(cw, n)
         assert j.route.members[j.route.primary].suffix == a.id, (n, j.route)
     acked, stop = {"fence/r1": [], "fence/r2": []}, threading.Event()

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import BIN, GAZCTL, free_port
 from gazpb import Client, spec
-from test_replication import wait_route
+from gazpb import wait_route
 
 PROBE = os.path.join(BIN, "client-probe")
 

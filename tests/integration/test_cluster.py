@@ -35,7 +35,7 @@ def test_non_owner_proxies_reads_and_appends(cluster):
 
 
 def test_graceful_handoff_loses_no_acknowledged_append(cluster):
-    a = cluster.start()
+    a = cluster.start(extra=["--broker.exit-timeout", "60s"])
     ca = Client(a.address)
     ca.apply(spec("hand/j", length=4096))
     assert owner(ca, "hand/j") == a.id

@@ -14,6 +14,7 @@ import hashlib
 import http.client
 import http.server
 import os
+import re
 import struct
 import subprocess
 import threading
@@ -196,8 +197,11 @@ class Recorder(http.server.ThreadingHTTPServer):
         self.fail_next = 0      # answer this many requests 503 SlowDown
         self.outage = False     # answer every request 503 SlowDown
         self.cut_next_get = 0   # end the next object GET's body after this many bytes
+        self.fail_next_get = 0  # answer this many object GETs 503 SlowDown
         self.ranges = []        # Range headers of object GETs
         self.deny_delete = False  # answer DELETEs 403 AccessDenied (a bucket policy)
+        self.refuse_put = {}    # bucket -> status (403 AccessDenied, 503 SlowDown) for its fragment
+        #                         PUTs (not the store health check's .test/ objects)
         self.hold = {}          # path suffix -> seconds to hold the next signed GET of it
         self.transcode = False  # decode gzip objects for GETs that do not accept gzip
         super().__init__(("127.0.0.1", 0), RecorderHandler)
@@ -220,11 +224,23 @@ class RecorderHandler(http.server.BaseHTTPRequestHandler):
         self.server.seen.append((self.command, self.path.split("?")[0], "X-Amz-Signature=" in self.path))
         if self.command == "DELETE" and self.server.deny_delete:
             return self.refuse(403, b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>")
+        status = "/.test/" not in self.path and self.server.refuse_put.get(self.path.split("?")[0].split("/")[1])
+        if self.command == "PUT" and status == 403:
+            return self.refuse(403, b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>")
+        if self.command == "PUT" and status == 503:
+            return self.refuse(503, b"<Error><Code>SlowDown</Code><Message>Please reduce your request "
+                                    b"rate.</Message></Error>")
         for suffix, secs in list(self.server.hold.items()):
             if self.command == "GET" and "X-Amz-Signature=" in self.path and \
                     self.path.split("?")[0].endswith(suffix):
                 del self.server.hold[suffix]
                 time.sleep(secs)
+        object_get = self.command == "GET" and "?" not in self.path and "/.test/" not in self.path
+        if object_get and self.server.fail_next_get > 0:
+            self.server.fail_next_get -= 1
+            self.server.ranges.append(self.headers.get("Range"))
+            return self.refuse(503, b"<Error><Code>SlowDown</Code><Message>Please reduce your request "
+                                    b"rate.</Message></Error>")
         if self.server.outage or self.server.fail_next > 0:
             self.server.fail_next -= 1
             err = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
@@ -247,7 +263,7 @@ class RecorderHandler(http.server.BaseHTTPRequestHandler):
             data = gzip.decompress(data)  # as GCS does for objects stored with gzip encoding
             headers = [(k, v) for k, v in headers if k.lower() != "content-encoding"]
         cut = 0
-        if self.command == "GET" and "?" not in self.path and "/.test/" not in self.path:
+        if object_get:
             self.server.ranges.append(self.headers.get("Range"))  # fragment GETs, not health probes
             cut, self.server.cut_next_get = self.server.cut_next_get, 0
         self.send_response(resp.status)
@@ -546,9 +562,24 @@ def outage_checks(b, c, s3, bucket, data):
     assert got[:len(head)] == head and got[len(head):] == b"x" * (len(got) - len(head))
 
 
+def store_ops(address, store):
+    """gazette_store_operation_total of `store` by (operation, status)."""
+    text = urllib.request.urlopen(address + "/debug/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'gazette_store_operation_total\{store="([^"]*)",operation="(\w+)",status="(\w+)"\} (\S+)$',
+                     line)
+        if m and m.group(1).replace("\\\\", "\\").replace('\\"', '"') == store:
+            out[(m.group(2), m.group(3))] = float(m.group(4))
+    return out
+
+
 def test_s3_get_resumes_a_broken_transfer(cluster, s3):
-    """A fragment GET that breaks mid-body is resumed with a Range from the
-    first byte not yet received; the reader sees every byte once."""
+    """A fragment GET answered 503, then cut mid-body, is retried and then
+    resumed with a Range from the first byte not yet received; the reader
+    sees every byte once. Each failed attempt is logged at warning (store,
+    key, status, attempt) and counted as a failed get in
+    gazette_store_operation_total, as the read's outcome is counted once."""
     rec = Recorder(s3.endpoint)
     bucket = s3.new_bucket()
     url = recorded_url(rec, bucket, "rs/")
@@ -563,10 +594,21 @@ def test_s3_get_resumes_a_broken_transfer(cluster, s3):
     c = Client(b.address)
     wait_assigned(c, "rs/j")
     rec.ranges.clear()
+    before = store_ops(b.address, url)
+    rec.fail_next_get = 1
     rec.cut_next_get = 100000
     got, _ = c.read_bytes("rs/j")
     assert got == data
-    assert rec.ranges == [None, "bytes=100000-"], rec.ranges
+    assert rec.ranges == [None, None, "bytes=100000-"], rec.ranges
+    log = [l for l in open(b.logpath) if "retrying s3 request" in l]
+    assert len(log) == 2, log
+    key = "rs/rs/j/"
+    assert all("level=warning" in l and url in l and key in l for l in log), log
+    assert "status=503" in log[0] and "SlowDown" in log[0] and "attempt=1" in log[0], log[0]
+    assert "status=200" in log[1] and "attempt=2" in log[1], log[1]
+    after = store_ops(b.address, url)
+    assert after.get(("get", "error"), 0) - before.get(("get", "error"), 0) == 2, (before, after)
+    assert after[("get", "success")] > before.get(("get", "success"), 0), (before, after)
     rec.shutdown()
 
 

@@ -658,6 +658,52 @@ def test_BR15_readers_at_the_local_to_remote_hand_off(cluster, s3):
     assert p.returncode == 0 and p.stdout == hist[:pend], p.stderr[-2000:]
 
 
+def test_BR15_a_read_at_an_index_hole_waits_for_the_listing_that_fills_it(cluster, s3):
+    """The hand-off's hole, made exactly: the bucket holds [0,100) and
+    [200,300) and the refresh interval is 5 minutes. A non-blocking read
+    at 150 waits while the broker lists the bucket at a hurried pace; the
+    missing fragment, put 1 s later, is read within seconds. A hole that
+    stays ([300,400) below [400,500)) answers OFFSET_NOT_YET_AVAILABLE
+    after the broker's 5 s wait, and blocking reads there go on waiting."""
+    bucket = s3.new_bucket()
+    parts = [bytes([65 + i]) * 100 for i in range(5)]
+
+    def put(i):
+        put_object(s3, bucket, "hole/hole/j/" + content_name(100 * i, parts[i], ".gz"),
+                   gzip.compress(parts[i]))
+
+    put(0), put(2)
+    b = cluster.start(env=s3.env())
+    c = Client(b.address)
+    c.apply(spec("hole/j", stores=(s3.url(bucket, "hole/"),), refresh_s=300, flags=pb.JournalSpec.O_RDONLY))
+    wait_assigned(c, "hole/j")
+    wait_for(lambda: c.read("hole/j", offset=0, end_offset=1)[0].status == pb.OK, 30, "the first listing")
+    timer = threading.Timer(1.0, put, (1,))
+    t0 = time.time()
+    timer.start()
+    got, last = c.read_bytes("hole/j", offset=150, timeout=30)
+    took = time.time() - t0
+    timer.join()
+    assert got == b"B" * 50 + parts[2], (got, last)
+    assert last.status == pb.OFFSET_NOT_YET_AVAILABLE and last.offset == 300
+    assert 1.0 <= took < 4.0, took
+    # A hole that stays.
+    put(4)
+    wait_for(lambda: c.read("hole/j", offset=-1, metadata_only=True)[-1].write_head == 500, 60,
+             "the listing of [400,500)")
+    t0 = time.time()
+    rs = c.read("hole/j", offset=350, timeout=30)
+    took = time.time() - t0
+    assert rs[-1].status == pb.OFFSET_NOT_YET_AVAILABLE and rs[-1].offset == 350, rs[-1]
+    assert 4.5 <= took < 15, took
+    p = subprocess.Popen([PROBE, "read", b.address, "hole/j", "350", "0"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=dict(os.environ, PROBE_CACHE="64"))
+    time.sleep(7)
+    assert p.poll() is None, p.communicate()
+    p.kill()
+    p.communicate()
+
+
 # ---- BR-22 ----------------------------------------------------------------------------
 
 

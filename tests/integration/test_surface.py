@@ -2,12 +2,15 @@
 gateway, metrics, readiness during exit, JSON logs."""
 import json
 import os
+import re
+import signal
 import threading
 import time
 import urllib.error
 import urllib.request
 
 import protocol_pb2 as pb
+from conftest import free_port, wait_for
 from gazpb import Client, spec, wait_assigned
 from test_cases import put_fragment
 
@@ -100,12 +103,12 @@ def test_metrics_use_gazette_names(cluster):
     c.apply(spec("met/j"))
     c.append("met/j", b"12345")
     from conftest import wait_for
-    want = 'gazette_journal_server_completed_totals{operation="Append",status="OK"}'
+    want = 'gazette_journal_server_completed_totals{operation="Append",status="ok"}'
     # The counter moves right after the response is sent.
     body = wait_for(lambda: (lambda t: t if want in t else None)(
         urllib.request.urlopen(b.address + "/debug/metrics").read().decode()), 5, "metrics")
     assert 'gazette_journal_server_started_totals{operation="Append"}' in body
-    assert 'gazette_journal_server_completed_totals{operation="Append",status="OK"}' in body
+    assert 'gazette_journal_server_completed_totals{operation="Append",status="ok"}' in body
     assert 'gazette_write_head{journal="met/j"} 5' in body
     assert "gazette_spool_commit_bytes_total" in body
 
@@ -129,7 +132,7 @@ def test_ready_turns_false_while_exiting(cluster):
                 states.append(None)
                 return
             time.sleep(0.01)
-    a.proc.send_signal(15)
+    a.signal(signal.SIGTERM)
     t = threading.Thread(target=poll)
     t.start()
     t.join()
@@ -143,6 +146,37 @@ def test_json_logs(cluster):
     lines = [l for l in open(b.logpath) if l.startswith("{")]
     assert lines and all(json.loads(l)["level"] for l in lines)
     assert any(json.loads(l)["msg"] == "broker serving" for l in lines)
+
+
+# The error grpc gives etcd's unreachable Range call quotes the method.
+ETCD_ERR = 'etcd call "/etcdserverpb.KV/Range" failed'
+
+
+def etcd_unavailable_err(cluster, fmt):
+    """The err field of the broker's "etcd is unavailable" line, read back
+    as a consumer would, in --log.format `fmt`."""
+    dead = "http://127.0.0.1:%d" % free_port()
+    b = cluster.start(wait=False, etcd_endpoint=dead, extra=["--log.format", fmt])
+    try:
+        line = wait_for(lambda: [l for l in open(b.logpath) if "etcd is unavailable" in l], 20,
+                        "the etcd-unavailable line")[0]
+    finally:
+        b.signal(signal.SIGTERM)
+        b.proc.wait(20)
+    if fmt == "json":
+        return json.loads(line)["err"]
+    # logfmt: a quoted value, Go's escapes (only \" and \\ can occur here)
+    m = re.search(r' err="((?:[^"\\]|\\.)*)"', line)
+    assert m, line
+    return re.sub(r'\\(.)', r'\1', m.group(1))
+
+
+def test_log_values_keep_their_quotes(cluster):
+    """A value holding quotes comes back whole from both formats (the JSON
+    value was once cut at its first quote, the logfmt line left unparseable)."""
+    for fmt in ("json", "text"):
+        err = etcd_unavailable_err(cluster, fmt)
+        assert err.startswith(ETCD_ERR), (fmt, err)
 
 
 def test_list_fragments_window_and_signed_urls(cluster):
@@ -222,3 +256,25 @@ def test_port_zero_is_random(cluster):
         r = subprocess.run([GAZETTE, "serve", "--broker.port=" + bad, "--etcd.address", cluster.etcd.endpoint],
                            capture_output=True, text=True, timeout=30)
         assert r.returncode != 0 and "--broker.port %s: not a port number" % bad in r.stdout + r.stderr
+
+
+def test_file_root_must_exist(cluster, tmp_path):
+    """--broker.file-root must name an existing directory: the broker
+    fails at start, before it reaches etcd, naming the path, as Gazette's
+    does for a missing one (it stats the root at start). A regular file
+    fails too (Gazette's would go on and fail each file:// operation)."""
+    import subprocess
+    from conftest import GAZETTE, GO_GAZETTE
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory\n")
+    cases = ((str(tmp_path / "missing"), "No such file or directory", (GAZETTE, GO_GAZETTE)),
+             (str(a_file), "not a directory", (GAZETTE,)))
+    for root, why, exes in cases:
+        for exe in exes:
+            r = subprocess.run([exe, "serve", "--broker.file-root", root, "--broker.port", "0",
+                                "--etcd.address", "http://127.0.0.1:1"],
+                               capture_output=True, text=True, timeout=30)
+            out = r.stdout + r.stderr
+            assert r.returncode != 0 and root in out, (exe, out)
+            if exe == GAZETTE:
+                assert "--broker.file-root %s: %s" % (root, why) in out, out
