@@ -3,13 +3,25 @@
 #   make test       unit tests, then integration tests on real etcd/brokers
 #   make demo       the embedded default: etcd + broker + file:// store
 #   make bench      ours vs Gazette's Go broker, side by side
+#   make soak       Gazette's example consumers on 3 brokers under random faults
+#                   (SOAK_SECONDS, default 300; SOAK_BROKER=gazette for Gazette's)
 #   make SAN=1 test the same suite under ASan+UBSan (in build-san/)
+#   make TSAN=1 test the same suite under ThreadSanitizer (clang, in build-tsan/)
 #   make chart      helm lint and helm template of charts/gazette-c
 #   make image      docker build of gazette, gazctl and gazette-operator
 
 CC      ?= cc
 SAN     ?=
-ifeq ($(SAN),1)
+TSAN    ?=
+ifeq ($(TSAN),1)
+# ThreadSanitizer needs clang's runtime (Debian's clang-14 and
+# libclang-rt-14-dev); grpc and the other Debian libraries are not
+# instrumented, so tests/tsan.supp explains what is suppressed in them.
+CC       = clang-14
+BUILD   ?= build-tsan
+SANFLAGS = -fsanitize=thread -fno-omit-frame-pointer
+OPT      = -O1
+else ifeq ($(SAN),1)
 BUILD   ?= build-san
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 OPT      = -O1
@@ -54,7 +66,7 @@ TOOL_BINS = $(BUILD)/bin/client-probe
 # Generated sources are kept between builds.
 .SECONDARY: $(GEN_C) $(GEN_H)
 
-.PHONY: all test unit integration demo bench deps clean format operator chart image
+.PHONY: all test unit integration demo bench soak deps clean format operator chart image
 all: $(GAZETTE) $(GAZCTL) $(OPERATOR) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
@@ -134,10 +146,15 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIBOPERATOR) $(LIBCLIENT) $(LIBGAZ) | $(GEN_H
 unit: $(UNIT_BINS)
 	@scripts/run-unit.sh $(UNIT_BINS)
 
+# TESTS picks integration test files or pytest selections (default: all),
+# e.g. make integration TESTS="test_broker.py -k append"
 integration: all
-	@BUILD=$(BUILD) tests/integration/run.sh
+	@BUILD=$(BUILD) tests/integration/run.sh $(TESTS)
 
-# test and demo install what is missing first, so both work on a fresh machine.
+# test and demo install what is missing first, so both work on a fresh
+# machine: test everything (Go builds of Gazette, etcd 3.6, SeaweedFS,
+# kube-apiserver and helm into the cache; deps.sh says which first), demo
+# only Debian packages.
 test:
 	@scripts/deps.sh
 	@$(MAKE) --no-print-directory all
@@ -145,12 +162,20 @@ test:
 	@$(MAKE) --no-print-directory integration
 
 demo:
-	@scripts/deps.sh
+	@scripts/deps.sh --demo
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) scripts/demo.sh
 
 bench: all
 	@BUILD=$(BUILD) bench/run.sh
+
+# Gazette's stream-sum and word-count applications against three brokers
+# while brokers and consumers are killed (tests/soak/soak.py, docs/soak.md).
+SOAK_SECONDS ?= 300
+soak:
+	@scripts/deps.sh --examples
+	@$(MAKE) --no-print-directory $(GAZETTE) $(GAZCTL)
+	@BUILD=$(BUILD) SOAK_SECONDS=$(SOAK_SECONDS) /usr/bin/python3 tests/soak/soak.py
 
 deps:
 	@scripts/deps.sh
@@ -170,6 +195,6 @@ format:
 	clang-format -i $(LIB_SRCS) $(BROKER_SRCS) $(CLIENT_SRCS) $(GAZCTL_SRCS) $(OPERATOR_SRCS)
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -26,6 +26,9 @@
  *                       rate, appends of 1 MiB / 64 KiB / 1 KiB sent to the
  *                       journal's primary; p50/p99 latency from the
  *                       scheduled send time
+ *   idle_5k             5,000 journals made ready, then left alone: the
+ *                       broker's CPU cores over 20 s and its RSS growth per
+ *                       journal (run last)
  *
  * Invariants: every RPC has a deadline; every phase ends by its wall-clock
  * bound; every journal a run creates is named under --prefix and deleted
@@ -808,6 +811,104 @@ static int run_reads(struct run *r)
 	return rc;
 }
 
+/* ---- idle journals ------------------------------------------------------------ */
+
+#define IDLE_JOURNALS 5000
+#define IDLE_BATCH 100            /* specs per Apply (etcd allows 128 ops per txn) */
+#define IDLE_SETTLE_S 5           /* after the last journal is ready, before measuring */
+#define IDLE_MEASURE_S 20
+
+/* proc_rss_kib sums VmRSS of the broker processes; -1 when unknown. */
+static int64_t proc_rss_kib(const struct run *r)
+{
+	int64_t sum = 0;
+
+	for (int i = 0; i < r->npids; i++) {
+		char path[64], line[256];
+		long long kib = -1;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/status", r->broker_pids[i]);
+		if (!(f = fopen(path, "r")))
+			return -1;
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "VmRSS: %lld kB", &kib) == 1)
+				break;
+		fclose(f);
+		if (kib < 0)
+			return -1;
+		sum += kib;
+	}
+	return r->npids ? sum : -1;
+}
+
+/* idle_names makes the names <prefix>/idle-<i> of journals [lo, hi). */
+static void idle_names(const struct run *r, size_t lo, size_t hi, char **names)
+{
+	for (size_t i = lo; i < hi; i++) {
+		names[i - lo] = bench_xmalloc(strlen(r->prefix) + 32);
+		sprintf(names[i - lo], "%s/idle-%05zu", r->prefix, i);
+	}
+}
+
+/* run_idle (idle_5k): IDLE_JOURNALS journals at the run's replication,
+ * refresh interval 5 minutes, each made ready by an empty append and then
+ * left alone; the broker's CPU over IDLE_MEASURE_S is what idle journals
+ * cost it (issue: 0.36 cores for ours against 0.01 for Gazette's at
+ * 5,000), and its RSS growth per journal what they hold. The journals are
+ * deleted at the end. */
+static int run_idle(struct run *r)
+{
+	const char *key = "idle_5k";
+	struct gaz_status st = {0};
+	struct bench_cpu a, b;
+	int64_t rss0 = proc_rss_kib(r), rss1;
+	char *names[IDLE_BATCH];
+	int rc = 0;
+
+	printf("  %s: %d journals\n", key, IDLE_JOURNALS);
+	fflush(stdout);
+	for (size_t lo = 0; lo < IDLE_JOURNALS && !rc; lo += IDLE_BATCH) {
+		struct bench_spec specs[IDLE_BATCH] = {{0}};
+		size_t n = IDLE_JOURNALS - lo < IDLE_BATCH ? IDLE_JOURNALS - lo : IDLE_BATCH;
+
+		idle_names(r, lo, lo + n, names);
+		for (size_t i = 0; i < n; i++)
+			specs[i] = (struct bench_spec){.name = names[i], .fragment_len = FRAGMENT_LEN,
+						       .replication = r->replication, .refresh_s = 300};
+		if ((rc = bench_apply(r->ch, specs, n, &st)))
+			fprintf(stderr, "gazbench: apply of %s journals failed: %s\n", key, st.msg);
+		free_names(names, n);
+	}
+	for (size_t i = 0; i < IDLE_JOURNALS && !rc; i++) {
+		struct bench_append_result res;
+
+		idle_names(r, i, i + 1, names);
+		if ((rc = bench_append_retry(r->ch, names[0], NULL, 0, gaz_deadline_in(30000), &res, &st)))
+			fprintf(stderr, "gazbench: %s not ready: %s\n", names[0], st.msg);
+		free_names(names, 1);
+	}
+	if (!rc) {
+		bench_sleep_until(gaz_deadline_in(IDLE_SETTLE_S * 1000));
+		rss1 = proc_rss_kib(r);
+		bench_cpu_take(&a, r->broker_pids, r->npids);
+		bench_sleep_until(gaz_deadline_in(IDLE_MEASURE_S * 1000));
+		bench_cpu_take(&b, r->broker_pids, r->npids);
+		put(r, key, "cpu_cores", bench_cpu_cores(&a, &b, true));
+		put(r, key, "rss_kib_per_journal",
+		    rss0 < 0 || rss1 < 0 ? -1 : (double)(rss1 - rss0) / IDLE_JOURNALS);
+	}
+	for (size_t lo = 0; lo < IDLE_JOURNALS; lo += IDLE_BATCH) {
+		size_t n = IDLE_JOURNALS - lo < IDLE_BATCH ? IDLE_JOURNALS - lo : IDLE_BATCH;
+
+		idle_names(r, lo, lo + n, names);
+		if (bench_delete(r->ch, (const char *const *)names, n, &st))
+			fprintf(stderr, "gazbench: deleting %s journals: %s\n", key, st.msg);
+		free_names(names, n);
+	}
+	return rc;
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 /* run_all runs every selected workload in a fixed order; a failed
@@ -836,6 +937,8 @@ static int run_all(struct run *r)
 	if (!r->fatal && (one = run_reads(r)))
 		rc = one;
 done:
+	if (!r->fatal && selected(r, "idle_5k") && (one = run_idle(r)))
+		rc = one;
 	bench_cpu_take(&c, r->broker_pids, r->npids);
 	bench_out_put(&r->out, "run.broker_cpu_s", c.broker_ns < 0 ? -1 : (double)c.broker_ns / 1e9);
 	return rc;

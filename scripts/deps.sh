@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
 # deps.sh - installs everything gazette-c builds and tests with; idempotent.
 #
-#   scripts/deps.sh            install what is missing (Debian packages as
-#                              root; Gazette's Go binaries into the cache)
+#   scripts/deps.sh            install what is missing for `make test` and
+#                              .ci/run: Debian packages (as root), then the
+#                              Go builds below into the cache, after saying
+#                              which and roughly what they take
+#   scripts/deps.sh --demo     only what `make demo` needs: the Debian
+#                              packages that build gazette-c and run the
+#                              demo (Debian's etcd among them); no Go builds
+#   scripts/deps.sh --plan     only say which Go builds are missing and
+#                              roughly what they take
 #   scripts/deps.sh --check    only report what is missing (exit 1 if any)
 #   scripts/deps.sh --gazette-dir   print the directory of Gazette's binaries
+#   scripts/deps.sh --examples      also Gazette's example applications for
+#                              `make soak` (cgo: librocksdb-dev, libsqlite3-dev)
+#   scripts/deps.sh --examples-dir  print the directory of those applications
 #
 # Gazette's own `gazette` and `gazctl` (module go.gazette.dev/core, pinned
 # below) are built from the Go module proxy into a cache outside the
@@ -15,6 +25,10 @@
 # and helm, which renders and lints charts/gazette-c (`--helm-dir` prints
 # where; `--build-helm` builds it):
 #   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/helm-<version>/helm
+# and, only with --examples (make soak), the stream-sum and word-count
+# example applications of the same Gazette module:
+#   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/gazette-examples-<version>/
+#       {chunker,summer,counter,wordcountctl}
 set -euo pipefail
 
 GAZETTE_VERSION=v0.103.0
@@ -29,16 +43,31 @@ ETCD_DIR=$CACHE/etcd-$ETCD_VERSION
 WEED_DIR=$CACHE/seaweedfs-$WEED_VERSION
 KUBE_DIR=$CACHE/kubernetes-$KUBE_VERSION
 HELM_DIR=$CACHE/helm-$HELM_VERSION
+EXAMPLES_DIR=$CACHE/gazette-examples-$GAZETTE_VERSION
+EXAMPLES=(chunker summer counter wordcountctl)
 
 PKGS=(build-essential pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
       protobuf-compiler libprotobuf-dev etcd-server etcd-client libssl-dev libzstd-dev
       libcurl4-openssl-dev libjansson-dev libyaml-dev libexpat1-dev zlib1g-dev libsnappy-dev
-      libcmocka-dev python3-grpcio python3-protobuf python3-yaml python3-boto3 python3-pytest curl
-      wamerican-huge)
+      libcmocka-dev python3-grpcio python3-protobuf python3-yaml python3-boto3 python3-pytest python3-pytest-xdist curl
+      wamerican-huge clang-14 libclang-rt-14-dev gdb)
+# The example applications' consumer stores (RocksDB through cgo; SQLite
+# with Gazette's `libsqlite3` build tag), needed by --examples only.
+EXAMPLE_PKGS=(librocksdb-dev libsqlite3-dev)
+WANT_EXAMPLES=
+
+# What `make demo` needs (scripts/demo.sh): the build's compilers and
+# libraries (cmocka too: `make` builds the unit tests), Debian's etcd
+# (the demo prefers the cache's etcd 3.6 when it is there), curl,
+# python3 and the word list it appends.
+DEMO_PKGS=(build-essential pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
+           libprotobuf-dev etcd-server libssl-dev libzstd-dev libcurl4-openssl-dev libjansson-dev
+           libyaml-dev libexpat1-dev zlib1g-dev libsnappy-dev libcmocka-dev curl python3
+           wamerican-huge)
 
 missing_pkgs() {
 	local p
-	for p in "${PKGS[@]}"; do
+	for p in "$@"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || echo "$p"
 	done
 }
@@ -59,6 +88,33 @@ build_gazette() {
 	mkdir -p "$GAZETTE_DIR"
 	mv "$tmp/gazette" "$tmp/gazctl" "$GAZETTE_DIR/"
 	rm -rf "$tmp"
+}
+
+build_examples() {
+	# Gazette's example applications, built as build_gazette builds its
+	# binaries (pinned module, inside its module directory) with cgo on
+	# Debian's RocksDB and SQLite, and Gazette's own `libsqlite3` tag.
+	command -v go >/dev/null || { echo "deps: go is needed to build Gazette's examples" >&2; return 1; }
+	local tmp
+	tmp=$(mktemp -d)
+	echo "deps: building Gazette $GAZETTE_VERSION examples (${EXAMPLES[*]}) into $EXAMPLES_DIR" >&2
+	(
+		export GOTOOLCHAIN=local GOWORK=off GOFLAGS="-trimpath -modcacherw" CGO_ENABLED=1
+		export GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache
+		(cd "$tmp" && go mod download go.gazette.dev/core@$GAZETTE_VERSION)
+		cd "$GOMODCACHE/go.gazette.dev/core@$GAZETTE_VERSION"
+		go build -tags libsqlite3 -o "$tmp/" ./examples/stream-sum/chunker ./examples/stream-sum/summer \
+			./examples/word-count/counter ./examples/word-count/wordcountctl
+	)
+	mkdir -p "$EXAMPLES_DIR"
+	local e
+	for e in "${EXAMPLES[@]}"; do mv "$tmp/$e" "$EXAMPLES_DIR/"; done
+	rm -rf "$tmp"
+}
+
+missing_examples() {
+	local e
+	for e in "${EXAMPLES[@]}"; do [ -x "$EXAMPLES_DIR/$e" ] || { echo "$e"; return; }; done
 }
 
 build_etcd() {
@@ -201,8 +257,15 @@ case "${1:-}" in
 	echo "$GAZETTE_DIR"
 	exit 0
 	;;
+--examples-dir)
+	echo "$EXAMPLES_DIR"
+	exit 0
+	;;
+--examples)
+	WANT_EXAMPLES=1
+	;;
 --check)
-	m=$(missing_pkgs)
+	m=$(missing_pkgs "${PKGS[@]}")
 	bad=0
 	[ -z "$m" ] || { echo "deps: missing packages: $m (run: make deps)" >&2; bad=1; }
 	[ -x "$GAZETTE_DIR/gazette" ] || { echo "deps: missing $GAZETTE_DIR/gazette (run: make deps)" >&2; bad=1; }
@@ -214,27 +277,85 @@ case "${1:-}" in
 	;;
 esac
 
-m=$(missing_pkgs)
-if [ -n "$m" ]; then
+install_pkgs() {
+	local m
+	m=$(missing_pkgs "$@")
+	[ -n "$m" ] || return 0
 	SUDO=
 	[ "$(id -u)" = 0 ] || SUDO=sudo
-	echo "deps: installing $m" >&2
+	echo "deps: installing Debian packages:" $m >&2
 	$SUDO apt-get update -qq
 	# shellcheck disable=SC2086
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $m >/dev/null
+}
+
+if [ "${1:-}" = --demo ]; then
+	install_pkgs "${DEMO_PKGS[@]}"
+	exit 0
 fi
-if [ ! -x "$GAZETTE_DIR/gazette" ] || [ ! -x "$GAZETTE_DIR/gazctl" ]; then
-	build_gazette
+
+# The Go builds still missing, each with what it roughly takes on a
+# 2-core machine (time; download and build caches under $CACHE, most of
+# the space). Said before anything is installed or built.
+todo=()
+[ -x "$GAZETTE_DIR/gazette" ] && [ -x "$GAZETTE_DIR/gazctl" ] ||
+	todo+=("gazette|Gazette $GAZETTE_VERSION gazette, gazctl (compatibility tests)|2|2.0")
+[ -x "$ETCD_DIR/etcd" ] && [ -x "$ETCD_DIR/etcdctl" ] ||
+	todo+=("etcd|etcd $ETCD_VERSION (the tests' etcd)|1|0.5")
+[ -x "$WEED_DIR/weed" ] ||
+	todo+=("weed|SeaweedFS (the S3 server of the S3 tests)|5|5.0")
+[ -x "$KUBE_DIR/kube-apiserver" ] && [ -x "$KUBE_DIR/kubectl" ] ||
+	todo+=("kube|kube-apiserver and kubectl $KUBE_VERSION (the operator's tests)|4|4.0")
+[ -x "$HELM_DIR/helm" ] ||
+	todo+=("helm|helm $HELM_VERSION (chart checks)|1|1.5")
+print_plan() {
+	local min=0 gb=0 t what tmin tgb
+	[ ${#todo[@]} -gt 0 ] || return 0
+	echo "deps: building from the Go module proxy into $CACHE:" >&2
+	for t in "${todo[@]}"; do
+		IFS='|' read -r _ what tmin tgb <<<"$t"
+		printf 'deps:   %-66s ~%s min, ~%s GB\n' "$what" "$tmin" "$tgb" >&2
+		min=$((min + tmin))
+		gb=$(awk -v a="$gb" -v b="$tgb" 'BEGIN { print a + b }')
+	done
+	echo "deps: about $min minutes and $gb GB of disk in all (\`make demo\` needs none of these)" >&2
+}
+
+if [ "${1:-}" = --plan ]; then
+	print_plan
+	exit 0
 fi
-if [ ! -x "$ETCD_DIR/etcd" ] || [ ! -x "$ETCD_DIR/etcdctl" ]; then
-	build_etcd
+print_plan
+if [ ${#todo[@]} -gt 0 ] && ! command -v go >/dev/null; then
+	echo "deps: go is needed on PATH for these builds (\`make demo\` needs no Go)" >&2
+	exit 1
 fi
-if [ ! -x "$WEED_DIR/weed" ]; then
-	build_weed
-fi
-if [ ! -x "$KUBE_DIR/kube-apiserver" ] || [ ! -x "$KUBE_DIR/kubectl" ]; then
-	build_kube
-fi
-if [ ! -x "$HELM_DIR/helm" ]; then
-	build_helm
-fi
+install_pkgs "${PKGS[@]}" ${WANT_EXAMPLES:+"${EXAMPLE_PKGS[@]}"}
+# Two lanes of builds at once: a build waits on the module proxy for a good
+# part of its time (about 1 GB is downloaded in all), so one lane's
+# downloads overlap the other's compiling. SeaweedFS and Kubernetes, the
+# two largest, go in one lane; the rest in the other. Go's module and build
+# caches are safe for concurrent use. Each build prints what it took.
+timed_build() { # timed_build NAME: runs build_NAME and says how long it took
+	local s=$SECONDS
+	"build_$1"
+	echo "deps: $1 built in $((SECONDS - s)) s" >&2
+}
+lane_big=() lane_small=()
+for t in "${todo[@]}"; do
+	case ${t%%|*} in
+	weed | kube) lane_big+=("${t%%|*}") ;;
+	*) lane_small+=("${t%%|*}") ;;
+	esac
+done
+[ -z "$WANT_EXAMPLES" ] || [ -z "$(missing_examples)" ] || lane_small+=(examples)
+run_lane() { # run_lane NAME...: the builds one after another; set -e stops it at a failure
+	local n
+	for n in "$@"; do timed_build "$n"; done
+}
+pids=()
+[ ${#lane_big[@]} -eq 0 ] || { run_lane "${lane_big[@]}" & pids+=($!); }
+[ ${#lane_small[@]} -eq 0 ] || { run_lane "${lane_small[@]}" & pids+=($!); }
+failed=0
+for p in "${pids[@]}"; do wait "$p" || failed=1; done
+[ "$failed" = 0 ] || { echo "deps: a Go build failed (its output is above)" >&2; exit 1; }
