@@ -38,6 +38,7 @@
 
 struct alloc_member {
 	const char *zone, *suffix, *key;
+	uint64_t hash;                  /* of zone and suffix: tie-breaks (pick_add) */
 	int64_t lease, mod_revision, create_revision;
 	int64_t limit, load;            /* load: assignments, as planned so far */
 	int64_t primaries;              /* slot-0 assignments, as planned so far */
@@ -52,13 +53,42 @@ struct alloc_state {
 	const char *leader_key;
 	/* Planned this round, for Gazette's allocator metrics. */
 	int64_t added, packed, removed, slots;
-	int64_t moves;                  /* balancing moves planned this round */
+	int64_t moves, max_moves;       /* balancing moves planned this round, and its cap */
+	int64_t unstable;               /* journals short, surplus, unsynchronised or draining */
+	/* Assignments and primaries per unit of member limit, were the
+	 * cluster balanced: a member's share is this times its limit. */
+	double slot_share, primary_share;
 };
 
 /* Balancing moves (a replica added toward a less loaded member, or a
  * primary moved to a consistent replica) planned per round at most: each
- * is a synchronised hand-off, so a few at a time keep the cluster calm. */
+ * is a synchronised hand-off, so a few at a time keep the cluster calm;
+ * a hundredth of the cluster's slots when that is more, so that a large
+ * cluster rebalances after joins in a few rounds, not thousands. */
 #define ROUND_MOVES 8
+/* Operations (and compares) per transaction: etcd's default
+ * --max-txn-ops, up to which Gazette's allocator batches too. */
+#define TXN_MAX_OPS 128
+
+static struct alloc_member *find_member(struct alloc_state *s, const char *zone, const char *suffix);
+
+/* FNV-1a over `str`, continuing from `h`. */
+static uint64_t fnv1a(uint64_t h, const char *str)
+{
+	for (; *str; str++)
+		h = (h ^ (uint8_t)*str) * 0x100000001b3ULL;
+	return h;
+}
+
+/* mix64: a bijective scramble of 64 bits (splitmix64's finaliser). */
+static uint64_t mix64(uint64_t x)
+{
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+#define FNV_BASIS 0xcbf29ce484222325ULL
 
 /* Collects members and their loads; decides leadership. Read lock held. */
 static int collect_members(struct gaz_broker *b, struct alloc_state *s)
@@ -81,6 +111,7 @@ static int collect_members(struct gaz_broker *b, struct alloc_state *s)
 		am->zone = v->zone;
 		am->suffix = v->suffix;
 		am->key = e->key;
+		am->hash = fnv1a(fnv1a(FNV_BASIS, v->zone), v->suffix);
 		am->lease = e->lease;
 		am->mod_revision = e->mod_revision;
 		am->create_revision = e->create_revision;
@@ -99,11 +130,11 @@ static int collect_members(struct gaz_broker *b, struct alloc_state *s)
 	free(prefix);
 	for (size_t i = alo; i < ahi; i++) {
 		const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
-		for (size_t j = 0; j < s->n; j++)
-			if (!strcmp(s->m[j].zone, v->zone) && !strcmp(s->m[j].suffix, v->suffix)) {
-				s->m[j].load++;
-				s->m[j].primaries += v->slot == 0;
-			}
+		struct alloc_member *m = find_member(s, v->zone, v->suffix);
+		if (m) {
+			m->load++;
+			m->primaries += v->slot == 0;
+		}
 	}
 	return 0;
 }
@@ -143,11 +174,25 @@ static void shed_exiting(struct alloc_state *s, int64_t slots, int64_t max_repli
 	free(order);
 }
 
+/* find_member: binary search of s->m, which is in the keyspace's order of
+ * member keys "<zone>#<suffix>": ordered by zone, then suffix, since '#'
+ * sorts below every character a name may hold (journals.h). */
 static struct alloc_member *find_member(struct alloc_state *s, const char *zone, const char *suffix)
 {
-	for (size_t i = 0; i < s->n; i++)
-		if (!strcmp(s->m[i].zone, zone) && !strcmp(s->m[i].suffix, suffix))
-			return &s->m[i];
+	size_t lo = 0, hi = s->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(s->m[mid].zone, zone);
+		if (!c)
+			c = strcmp(s->m[mid].suffix, suffix);
+		if (!c)
+			return &s->m[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
 	return NULL;
 }
 
@@ -163,36 +208,80 @@ static int64_t desired_replication(struct gaz_broker *b, const Protocol__Journal
 	return r;
 }
 
-/* Picks the member to add: capacity left, not in the route, a member not
+/* Picks the member to add: capacity left, not taken, a member not
  * exiting before one that is (an exiting member has capacity only while
- * it is not shed), then a zone the route does not use, then the fewest
- * assignments. */
-static struct alloc_member *pick_add(struct alloc_state *s, const struct gaz_route *r,
-				     const bool *taken, bool primary)
+ * it is not shed), then, while `zones[n_zones]` (the route's and those of
+ * members added to it in this plan) name fewer than two zones, a zone
+ * none of them uses, then the fewest assignments. */
+static struct alloc_member *pick_add(struct alloc_state *s, const char *const *zones, size_t n_zones,
+				     const bool *taken, bool primary, uint64_t journal_hash)
 {
 	struct alloc_member *best = NULL;
-	bool best_new_zone = false;
+	bool best_new_zone = false, two_zones = false;
+	uint64_t best_rank = 0;
 
+	/* A route over two zones already is spread enough (as Gazette's
+	 * allocator asks): past that, load alone decides, so a departed
+	 * member's journals do not all land on the few members of its zone. */
+	for (size_t j = 1; j < n_zones && !two_zones; j++)
+		two_zones = strcmp(zones[j], zones[0]) != 0;
 	for (size_t i = 0; i < s->n; i++) {
 		struct alloc_member *m = &s->m[i];
-		bool new_zone = true;
+		bool new_zone = !two_zones;
 		if (taken[i] || m->load >= m->limit)
 			continue;
-		for (size_t j = 0; j < r->n; j++)
-			new_zone &= strcmp(r->zone[j], m->zone) != 0;
+		for (size_t j = 0; j < n_zones && new_zone; j++)
+			new_zone = strcmp(zones[j], m->zone) != 0;
 		/* For slot 0 the fewest primaries come before the fewest
-		 * assignments, so new journals spread their primaries too. */
-		bool fewer = best && (primary ? m->primaries < best->primaries ||
-						(m->primaries == best->primaries && m->load < best->load)
-					      : m->load < best->load);
+		 * assignments, so new journals spread their primaries too.
+		 * Ties go by a hash of (journal, member): in member order they
+		 * would give every journal the same few member combinations,
+		 * and a departed member's journals could then go only to the
+		 * members it never shared one with. */
+		uint64_t rank = mix64(journal_hash ^ m->hash);
+		int c = !best ? -1
+		      : primary && m->primaries != best->primaries ? (m->primaries < best->primaries ? -1 : 1)
+		      : m->load != best->load ? (m->load < best->load ? -1 : 1)
+		      : rank < best_rank ? -1 : 1;
 		if (!best || (best->exiting && !m->exiting) ||
 		    (best->exiting == m->exiting &&
-		     ((new_zone && !best_new_zone) || (new_zone == best_new_zone && fewer)))) {
+		     ((new_zone && !best_new_zone) || (new_zone == best_new_zone && c < 0)))) {
 			best = m;
 			best_new_zone = new_zone;
+			best_rank = rank;
 		}
 	}
 	return best;
+}
+
+/* set_shares computes the balanced shares of slots and of `primaried`
+ * journals (those wanting a primary) over the members' limits, after
+ * shedding. */
+static void set_shares(struct alloc_state *s, int64_t primaried)
+{
+	int64_t limits = 0;
+
+	for (size_t i = 0; i < s->n; i++)
+		limits += s->m[i].limit > 0 ? s->m[i].limit : 0;
+	s->slot_share = limits ? (double)s->slots / (double)limits : 0;
+	s->primary_share = limits ? (double)primaried / (double)limits : 0;
+}
+
+/* above/below: whether `count` of member `m` is over or under its share
+ * (`share` times its limit). A replica moves only from a member above its
+ * share to one below it, so members near their share never trade with
+ * each other and every move is one the final balance needs. A primary
+ * moves from a member above its share to any route member it is heavier
+ * than: it can go only to the journal's own replicas, which may all sit
+ * at their share, and a slot move copies no data. */
+static bool above(const struct alloc_member *m, int64_t count, double share)
+{
+	return (double)count > share * (double)m->limit;
+}
+
+static bool below(const struct alloc_member *m, int64_t count, double share)
+{
+	return (double)count < share * (double)m->limit;
 }
 
 /* heavier: whether moving one unit of `count` (a replica, or a primary)
@@ -282,26 +371,41 @@ static bool guard_kept(struct gaz_broker *b, const char *journal, const struct g
  * or, failing that, the primary moved to a consistent replica whose member
  * is primary of two or more journals fewer. Neither takes a route that spans two
  * zones or more down to one. */
-static bool plan_journal(struct gaz_broker *b, struct alloc_state *s, const char *journal,
-			 const struct gaz_ks_entry *item, struct gaz_txn *t)
+static int plan_journal(struct gaz_broker *b, struct alloc_state *s, const char *journal,
+			const struct gaz_ks_entry *item, bool balance, struct gaz_txn *t)
 {
 	const struct gaz_ks_value *iv = item->decoded;
 	int64_t desired = desired_replication(b, iv->spec), kept = 0, consistent_kept = 0;
 	int64_t max_slot = -1;
 	struct gaz_route r;
 	struct alloc_member **rm = NULL;
-	size_t *order = NULL, n_order = 0;
+	size_t *order = NULL, n_order = 0, n_zones = 0;
+	const char **zones = NULL;     /* zones of the route and of this plan's adds (borrowed) */
+	uint64_t journal_hash = fnv1a(FNV_BASIS, journal);
 	bool *keep = NULL, *taken = calloc(s->n + 1, sizeof(bool)), changed = false, stable;
 
 	if (!taken || gaz_route_build(b->ks, b->root, journal, &r)) {
 		free(taken);
-		return false;
+		return 0;
+	}
+	/* Room in `t` for the most this journal may add to it: a compare and
+	 * an op per member removed or added, one compare per member kept, and
+	 * two slot moves (two compares, four ops). */
+	size_t most = 2 * (r.n + (size_t)(desired > 0 ? desired : 0)) + 4;
+	if (gaz_txn_ops(t) && (gaz_txn_ops(t) + most > TXN_MAX_OPS ||
+			       gaz_txn_compares(t) + most + 1 > TXN_MAX_OPS)) {
+		gaz_route_release(&r);
+		free(taken);
+		return -1;
 	}
 	keep = calloc(r.n + 1, sizeof(bool));
 	rm = calloc(r.n + 1, sizeof(*rm));
 	order = calloc(r.n + 1, sizeof(size_t));
-	if (!keep || !rm || !order)
+	zones = calloc(r.n + (size_t)(desired > 0 ? desired : 0) + 1, sizeof(*zones));
+	if (!keep || !rm || !order || !zones)
 		goto done;
+	for (size_t i = 0; i < r.n; i++)
+		zones[n_zones++] = r.zone[i];
 	for (size_t i = 0; i < r.n; i++) {
 		rm[i] = find_member(s, r.zone[i], r.suffix[i]);
 		if (rm[i])
@@ -324,10 +428,29 @@ static bool plan_journal(struct gaz_broker *b, struct alloc_state *s, const char
 		}
 		order[j] = i;
 	}
-	for (size_t k = 0; k < n_order && kept < desired; k++) {
+	size_t n_kept_order = 0;
+	for (size_t k = 0; k < n_order && kept < desired; k++, n_kept_order++) {
 		keep[order[k]] = true;
 		kept++;
 		consistent_kept += r.consistent[order[k]];
+	}
+	/* Kept members all in one zone while a candidate left out is in
+	 * another: that candidate is kept instead of the last non-primary,
+	 * so dropping a surplus member never leaves a route on one zone. */
+	if (kept >= 2) {
+		const char *z = r.zone[order[0]];
+		bool one_zone = true;
+		for (size_t k = 1; k < n_kept_order && one_zone; k++)
+			one_zone = !strcmp(r.zone[order[k]], z);
+		for (size_t k = n_kept_order; one_zone && k < n_order; k++) {
+			size_t in = order[k], out = order[n_kept_order - 1];
+			if (!strcmp(r.zone[in], z) || r.slot[out] == 0)
+				continue;
+			keep[out] = false;
+			keep[in] = true;
+			consistent_kept += (int64_t)r.consistent[in] - (int64_t)r.consistent[out];
+			one_zone = false;
+		}
 	}
 	stable = kept == desired && (int64_t)r.n == desired && consistent_kept == desired;
 	/* No balancing move while a member of the route is on its way out:
@@ -335,6 +458,7 @@ static bool plan_journal(struct gaz_broker *b, struct alloc_state *s, const char
 	 * one route are what balancing must never cause. */
 	for (size_t i = 0; stable && i < r.n; i++)
 		stable = !rm[i]->exiting;
+	s->unstable += !stable;
 	/* Removals: only while the consistent assignments kept still meet the
 	 * desired replication, so no acknowledged byte loses its last copy.
 	 * The transaction also requires each kept assignment unchanged: the
@@ -361,13 +485,14 @@ static bool plan_journal(struct gaz_broker *b, struct alloc_state *s, const char
 			}
 		}
 	}
-	/* Adds. */
+	/* Adds, each counting the zones of those before it. */
 	for (int64_t n = kept; n < desired; n++) {
-		struct alloc_member *m = pick_add(s, &r, taken, max_slot < 0);
+		struct alloc_member *m = pick_add(s, zones, n_zones, taken, max_slot < 0, journal_hash);
 		char *key;
 		if (!m)
 			break;
 		taken[m - s->m] = true;
+		zones[n_zones++] = m->zone;
 		m->load++;
 		m->primaries += max_slot < 0;
 		key = gaz_ks_assign_key(b->root, journal, m->zone, m->suffix, ++max_slot);
@@ -380,15 +505,18 @@ static bool plan_journal(struct gaz_broker *b, struct alloc_state *s, const char
 		}
 	}
 	/* Balance: a replica toward a lighter member. */
-	if (stable && !changed && s->moves < ROUND_MOVES) {
+	if (balance && stable && !changed && s->moves < s->max_moves) {
 		size_t over = r.n;
 		for (size_t i = 0; i < r.n; i++)
 			if (r.slot[i] != 0 && (over == r.n || rm[i]->load > rm[over]->load))
 				over = i;
-		struct alloc_member *under = over < r.n ? pick_add(s, &r, taken, false) : NULL;
+		struct alloc_member *under = over < r.n ? pick_add(s, (const char *const *)r.zone, r.n, taken, false,
+							   journal_hash)
+							: NULL;
 		size_t zones = route_zones(&r, r.n, NULL);
 		char *key;
 		if (under && !under->exiting && heavier(rm[over], rm[over]->load, under, under->load) &&
+		    above(rm[over], rm[over]->load, s->slot_share) && below(under, under->load, s->slot_share) &&
 		    route_zones(&r, over, under->zone) >= (zones < 2 ? zones : 2) &&
 		    (key = gaz_ks_assign_key(b->root, journal, under->zone, under->suffix, ++max_slot))) {
 			gaz_txn_compare_mod(t, under->key, under->mod_revision);
@@ -402,7 +530,7 @@ static bool plan_journal(struct gaz_broker *b, struct alloc_state *s, const char
 		}
 	}
 	/* Balance: the primary toward a member primary of fewer journals. */
-	if (stable && !changed && s->moves < ROUND_MOVES && r.primary >= 0) {
+	if (balance && stable && !changed && s->moves < s->max_moves && r.primary >= 0) {
 		struct alloc_member *p = rm[r.primary];
 		size_t to = r.n;
 		for (size_t i = 0; i < r.n; i++)
@@ -410,6 +538,7 @@ static bool plan_journal(struct gaz_broker *b, struct alloc_state *s, const char
 			    (to == r.n || rm[i]->primaries < rm[to]->primaries))
 				to = i;
 		if (to < r.n && heavier(p, p->primaries, rm[to], rm[to]->primaries) &&
+		    above(p, p->primaries, s->primary_share) &&
 		    move_slot(b, journal, &r, (size_t)r.primary, ++max_slot, t) &&
 		    move_slot(b, journal, &r, to, 0, t)) {
 			p->primaries--;
@@ -435,11 +564,12 @@ static bool plan_journal(struct gaz_broker *b, struct alloc_state *s, const char
 	}
 done:
 	gaz_route_release(&r);
+	free(zones);
 	free(order);
 	free(rm);
 	free(keep);
 	free(taken);
-	return changed;
+	return changed ? 1 : 0;
 }
 
 /* Deletes assignments of journals that no longer exist. */
@@ -467,38 +597,52 @@ static bool plan_orphans(struct gaz_broker *b, struct alloc_state *s, struct gaz
 }
 
 /* Commits one planned transaction (no keyspace lock held). Returns false
- * when etcd failed it (a lost race is no failure: the next round sees). */
-static bool run_txn(struct gaz_broker *b, struct gaz_txn *t)
+ * when etcd failed it (a lost race is no failure: the next round sees).
+ * Raises *revision to its revision when it applied. */
+static bool run_txn(struct gaz_broker *b, struct gaz_txn *t, int64_t *revision)
 {
 	struct gaz_status st = {0};
+	int64_t rev = 0;
 	bool ok = false;
 
-	if (gaz_txn_commit(b->etcd, t, &ok, NULL, &st)) {
+	if (gaz_txn_commit(b->etcd, t, &ok, &rev, &st)) {
 		gaz_warn("allocator transaction failed", "err=%s", st.msg);
 		return false;
 	}
 	if (!ok)
 		gaz_debug("allocator transaction lost a race", NULL);
+	/* Only an applied transaction's revision is one of our prefix: a
+	 * failed one answers etcd's current revision, which writes elsewhere
+	 * in a shared etcd may have moved past anything our keyspace sees. */
+	if (ok && rev > *revision)
+		*revision = rev;
 	return true;
 }
 
-#define ROUND_TXNS 16
+/* Transactions per round at most: the next round plans from a keyspace
+ * holding all of them (allocate_round). */
+#define ROUND_TXNS 64
 
-/* One allocation round: plans up to ROUND_TXNS transactions under the
+/* One allocation round: plans up to ROUND_TXNS transactions, each of
+ * several journals, under the
  * keyspace read lock (every pointer into the keyspace stays valid only
  * while it is held; the builders copy what they keep), then commits them
  * without it. Each also requires the leader's member key unchanged.
  * A leader's round over a keyspace revision it has not converged on yet
  * (`*converged_rev`) counts as one of Gazette's converge iterations when
  * every transaction went through, as Gazette counts one per revision.
- * Returns the number of transactions issued. */
-static int allocate_round(struct gaz_broker *b, int64_t rev, int64_t *converged_rev)
+ * Returns the number of transactions issued; *written_rev is raised to
+ * the last applied one's revision (the next round must see every one:
+ * planned from a view lacking some, it would add their members again,
+ * at other slots, since an add compares only the member's key). */
+static int allocate_round(struct gaz_broker *b, int64_t rev, int64_t *converged_rev,
+			  int64_t *written_rev)
 {
 	struct alloc_state s = {0};
 	struct gaz_txn txns[ROUND_TXNS + 1];
 	char *prefix = NULL;
 	size_t lo = 0, hi = 0;
-	int64_t t0 = gaz_mono_ns(), solve_ns = 0, max_replication = 0;
+	int64_t t0 = gaz_mono_ns(), solve_ns = 0, max_replication = 0, primaried = 0;
 	bool ok = true;
 	int n = 0;
 
@@ -509,15 +653,37 @@ static int allocate_round(struct gaz_broker *b, int64_t rev, int64_t *converged_
 	for (size_t i = lo; i < hi; i++) {
 		int64_t r = desired_replication(b, ((struct gaz_ks_value *)gaz_keyspace_at(b->ks, i)->decoded)->spec);
 		s.slots += r;
+		primaried += r > 0;
 		max_replication = r > max_replication ? r : max_replication;
 	}
 	shed_exiting(&s, s.slots, max_replication);
-	for (size_t i = lo; i < hi && n < ROUND_TXNS; i++) {
-		const struct gaz_ks_entry *e = gaz_keyspace_at(b->ks, i);
-		gaz_txn_init(&txns[n]);
-		if (plan_journal(b, &s, ((struct gaz_ks_value *)e->decoded)->journal, e, &txns[n]))
-			gaz_txn_compare_mod(&txns[n], s.leader_key, s.leader_mod_revision), n++;
-		else
+	set_shares(&s, primaried);
+	s.max_moves = s.slots / 100 > ROUND_MOVES ? s.slots / 100 : ROUND_MOVES;
+	/* Pass 0 plans what the journals need (members missing, surplus,
+	 * departed, no primary); only a round that finds every journal
+	 * stable plans balancing moves (pass 1). So moves never interleave
+	 * with a departure's repairs, and are planned from loads that count
+	 * no surplus member still waiting for its removal (which would make
+	 * its member look heavier than it is and shed it twice). Journals share
+	 * a transaction up to TXN_MAX_OPS. */
+	for (int pass = 0; pass < 2 && n == 0 && !s.unstable; pass++) {
+		bool open = false;
+		for (size_t i = lo; i < hi && n < ROUND_TXNS;) {
+			const struct gaz_ks_entry *e = gaz_keyspace_at(b->ks, i);
+			if (!open)
+				gaz_txn_init(&txns[n]), open = true;
+			if (plan_journal(b, &s, ((struct gaz_ks_value *)e->decoded)->journal, e, pass == 1,
+					 &txns[n]) < 0) {
+				/* Full: close it and plan this journal into the next. */
+				gaz_txn_compare_mod(&txns[n++], s.leader_key, s.leader_mod_revision);
+				open = false;
+				continue;
+			}
+			i++;
+		}
+		if (open && gaz_txn_ops(&txns[n]))
+			gaz_txn_compare_mod(&txns[n++], s.leader_key, s.leader_mod_revision);
+		else if (open)
 			gaz_txn_release(&txns[n]);
 	}
 	gaz_txn_init(&txns[n]);
@@ -529,7 +695,7 @@ static int allocate_round(struct gaz_broker *b, int64_t rev, int64_t *converged_
 unlock:
 	gaz_keyspace_runlock(b->ks);
 	for (int i = 0; i < n; i++) {
-		ok &= run_txn(b, &txns[i]);
+		ok &= run_txn(b, &txns[i], written_rev);
 		gaz_txn_release(&txns[i]);
 	}
 	if (s.leader) {
@@ -568,12 +734,18 @@ void *gaz_allocator_thread(void *arg)
 			pthread_mutex_lock(&b->mu);
 			continue;
 		}
-		txns = allocate_round(b, rev, &converged_rev);
+		int64_t written = 0;
+		txns = allocate_round(b, rev, &converged_rev, &written);
 		if (!txns)
 			idle_rev = rev;
-		/* After writing, wait for our own writes before planning again,
-		 * so the next round does not repeat them. */
-		if (txns)
+		/* After writing, wait for all our own applied writes before
+		 * planning again, so the next round does not repeat them; when
+		 * none applied (lost races), for the change that beat us, a
+		 * while. */
+		while (written && !atomic_load(&b->stopping) &&
+		       gaz_keyspace_wait_revision(b->ks, written, gaz_deadline_in(1000)))
+			;
+		if (txns && !written)
 			gaz_keyspace_wait_revision(b->ks, rev + 1, gaz_deadline_in(2000));
 		pthread_mutex_lock(&b->mu);
 		if (txns)

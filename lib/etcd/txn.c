@@ -132,6 +132,11 @@ void gaz_txn_delete(struct gaz_txn *t, const char *key)
 	b->op.request_delete_range = &b->u.del;
 }
 
+size_t gaz_txn_compares(const struct gaz_txn *t)
+{
+	return t->req.n_compare;
+}
+
 size_t gaz_txn_ops(const struct gaz_txn *t)
 {
 	return t->req.n_success;

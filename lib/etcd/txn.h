@@ -36,6 +36,9 @@ void gaz_txn_put(struct gaz_txn *t, const char *key, const uint8_t *val, size_t 
 void gaz_txn_delete(struct gaz_txn *t, const char *key);
 /* gaz_txn_ops: operations added so far. */
 size_t gaz_txn_ops(const struct gaz_txn *t);
+/* gaz_txn_compares: compares added so far (etcd bounds both counts by its
+ * --max-txn-ops, 128 by default). */
+size_t gaz_txn_compares(const struct gaz_txn *t);
 
 /* gaz_txn_commit sends the transaction. *succeeded (may be NULL) says
  * whether the compares held; *revision (may be NULL) receives the response
