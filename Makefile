@@ -3,6 +3,7 @@
 #   make test       unit tests, then integration tests on real etcd/brokers
 #   make demo       the embedded default: etcd + broker + file:// store
 #   make bench      ours vs Gazette's Go broker, side by side
+#   make bench-scale  the allocator at 100 members x 100,000 journals, ours and Gazette's
 #   make soak       Gazette's example consumers on 3 brokers under random faults
 #                   (SOAK_SECONDS, default 300; SOAK_BROKER=gazette for Gazette's)
 #   make SAN=1 test the same suite under ASan+UBSan (in build-san/)
@@ -59,14 +60,14 @@ GAZETTE   = $(BUILD)/bin/gazette
 GAZCTL    = $(BUILD)/bin/gazctl
 OPERATOR  = $(BUILD)/bin/gazette-operator
 UNIT_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
-BENCH_BIN = $(if $(BENCH_SRCS),$(BUILD)/bin/gazbench)
+BENCH_BIN = $(if $(BENCH_SRCS),$(BUILD)/bin/gazbench $(BUILD)/bin/gazscale)
 # A program over the client library that the integration suite drives.
 TOOL_BINS = $(BUILD)/bin/client-probe
 
 # Generated sources are kept between builds.
 .SECONDARY: $(GEN_C) $(GEN_H)
 
-.PHONY: all test unit integration demo bench soak deps clean format operator chart image
+.PHONY: all test unit integration demo bench bench-scale soak deps clean format operator chart image
 all: $(GAZETTE) $(GAZCTL) $(OPERATOR) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
@@ -130,6 +131,12 @@ $(BUILD)/bin/gazbench: $(call obj,$(BENCH_SRCS)) $(LIBCLIENT) $(LIBGAZ)
 	@echo "  LD $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# The allocator at scale (bench/scale.sh): simulated members and pulse.
+$(BUILD)/bin/gazscale: $(call obj,bench/scale/gazscale.c bench/bench_stats.c bench/bench_ops.c) $(LIBCLIENT) $(LIBGAZ)
+	@mkdir -p $(dir $@)
+	@echo "  LD $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/bin/client-probe: $(call obj,tests/tools/client_probe.c) $(LIBCLIENT) $(LIBGAZ)
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
@@ -168,6 +175,11 @@ demo:
 
 bench: all
 	@BUILD=$(BUILD) bench/run.sh
+
+# The allocator at scale: a real leader broker (ours, then Gazette's) with
+# simulated members on a real etcd (bench/scale.sh, bench/README.md).
+bench-scale: all
+	@BUILD=$(BUILD) bench/scale.sh
 
 # Gazette's stream-sum and word-count applications against three brokers
 # while brokers and consumers are killed (tests/soak/soak.py, docs/soak.md).
