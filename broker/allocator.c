@@ -358,7 +358,10 @@ static bool guard_kept(struct gaz_broker *b, const char *journal, const struct g
 	return true;
 }
 
-/* Plans one journal's changes into `t`. Returns true if any op was added.
+/* Plans one journal's changes into `t`. Returns 1 if any op was added, 0
+ * if none, and -1 (nothing added) when `t` already holds ops and lacks
+ * room for this journal's most (TXN_MAX_OPS): plan it into the next.
+ * Balancing moves only when `balance`.
  *
  * Which assignments are kept: those of members with capacity, the
  * primary first, then the least loaded (consistent ones first among
@@ -369,8 +372,9 @@ static bool guard_kept(struct gaz_broker *b, const char *journal, const struct g
  * lighter by two or more than the heaviest non-primary member (which, now
  * surplus and the heaviest, is removed once the newcomer is consistent),
  * or, failing that, the primary moved to a consistent replica whose member
- * is primary of two or more journals fewer. Neither takes a route that spans two
- * zones or more down to one. */
+ * is primary of two or more journals fewer; each only from a member above
+ * its share (and a replica only to one below it). Neither takes a route
+ * that spans two zones or more down to one. */
 static int plan_journal(struct gaz_broker *b, struct alloc_state *s, const char *journal,
 			const struct gaz_ks_entry *item, bool balance, struct gaz_txn *t)
 {
@@ -624,10 +628,9 @@ static bool run_txn(struct gaz_broker *b, struct gaz_txn *t, int64_t *revision)
 #define ROUND_TXNS 64
 
 /* One allocation round: plans up to ROUND_TXNS transactions, each of
- * several journals, under the
- * keyspace read lock (every pointer into the keyspace stays valid only
- * while it is held; the builders copy what they keep), then commits them
- * without it. Each also requires the leader's member key unchanged.
+ * several journals, under the keyspace read lock (every pointer into the
+ * keyspace stays valid only while it is held; the builders copy what they
+ * keep), then commits them without it. Each also requires the leader's member key unchanged.
  * A leader's round over a keyspace revision it has not converged on yet
  * (`*converged_rev`) counts as one of Gazette's converge iterations when
  * every transaction went through, as Gazette counts one per revision.
