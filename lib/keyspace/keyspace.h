@@ -43,6 +43,15 @@ typedef void (*gaz_ks_free_fn)(void *arg, void *decoded);
 /* Runs on the watch thread after each applied update, lock not held. */
 typedef void (*gaz_ks_observer_fn)(void *arg);
 
+/* A key's change between two applied states of the mirror. */
+enum gaz_ks_change {
+	GAZ_KS_CREATED, /* absent before, present after */
+	GAZ_KS_UPDATED, /* present before and after (a new value or lease) */
+	GAZ_KS_DELETED, /* present before, absent after */
+};
+/* Called by gaz_keyspace_changes for each change; `key` is borrowed. */
+typedef void (*gaz_ks_change_fn)(void *arg, const char *key, enum gaz_ks_change kind);
+
 struct gaz_etcd_header {
 	uint64_t cluster_id, member_id, raft_term;
 	int64_t revision;
@@ -75,8 +84,22 @@ void gaz_keyspace_set_watch_delay(struct gaz_keyspace *ks, int64_t delay_ns);
 /* gaz_keyspace_set_observer installs the observer; before load only. */
 void gaz_keyspace_set_observer(struct gaz_keyspace *ks, gaz_ks_observer_fn fn, void *arg);
 
+/* gaz_keyspace_set_change_log keeps the last `cap` key changes (before
+ * load; 0, the default, keeps none), for readers that follow changes
+ * rather than rescan the mirror (gaz_keyspace_changes). Costs a copy of
+ * each changed key, up to `cap` of them. */
+void gaz_keyspace_set_change_log(struct gaz_keyspace *ks, size_t cap);
+
+/* gaz_keyspace_changes (read lock held) calls fn(arg, key, kind) for each
+ * key changed after revision `since` (a revision the mirror reflected),
+ * in the order applied, and returns true; it calls nothing and returns
+ * false when the log no longer reaches back to `since` (it overflowed, the
+ * mirror was reloaded, or no log is kept): the reader must then rescan. */
+bool gaz_keyspace_changes(const struct gaz_keyspace *ks, int64_t since, gaz_ks_change_fn fn, void *arg);
+
 /* gaz_keyspace_load range-reads the whole prefix (at `revision`, or the
- * current one if 0) and replaces the mirror. Returns 0, GAZ_EUNAVAIL, or
+ * current one if 0), in pages of one revision, and replaces the mirror.
+ * The change log restarts at that revision. Returns 0, GAZ_EUNAVAIL, or
  * GAZ_ERPC. */
 int gaz_keyspace_load(struct gaz_keyspace *ks, int64_t revision, struct gaz_status *st);
 

@@ -1146,6 +1146,178 @@ static void test_keyspace_watch_delay_coalesces(void **state)
 	assert_true(first >= 950);
 }
 
+/* ---- the keyspace's batches, pages and change log ----------------------- */
+
+/* txn_ops commits one transaction of puts (vals[i] non-NULL) and deletes
+ * (vals[i] NULL) of keys[0..n); returns its revision. */
+static int64_t txn_ops(const char **keys, const char **vals, size_t n)
+{
+	Etcdserverpb__PutRequest *puts = calloc(n, sizeof(*puts));
+	Etcdserverpb__DeleteRangeRequest *dels = calloc(n, sizeof(*dels));
+	Etcdserverpb__RequestOp *ops = calloc(n, sizeof(*ops)), **opp = calloc(n, sizeof(*opp));
+	Etcdserverpb__TxnRequest req = ETCDSERVERPB__TXN_REQUEST__INIT;
+	Etcdserverpb__TxnResponse *resp;
+	struct gaz_status st = {0};
+	int64_t rev;
+
+	assert_true(puts && dels && ops && opp);
+	for (size_t i = 0; i < n; i++) {
+		ops[i] = (Etcdserverpb__RequestOp)ETCDSERVERPB__REQUEST_OP__INIT;
+		if (vals[i]) {
+			puts[i] = (Etcdserverpb__PutRequest)ETCDSERVERPB__PUT_REQUEST__INIT;
+			puts[i].key = bin(keys[i]);
+			puts[i].value = bin(vals[i]);
+			ops[i].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+			ops[i].request_put = &puts[i];
+		} else {
+			dels[i] = (Etcdserverpb__DeleteRangeRequest)ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+			dels[i].key = bin(keys[i]);
+			ops[i].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+			ops[i].request_delete_range = &dels[i];
+		}
+		opp[i] = &ops[i];
+	}
+	req.n_success = n, req.success = opp;
+	assert_int_equal(gaz_etcd_txn(g_e, &req, &resp, &st), 0);
+	assert_true(resp->succeeded);
+	rev = resp->header->revision;
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	free(puts), free(dels), free(ops), free(opp);
+	return rev;
+}
+
+/* The mirror is sorted, and holds `want` keys. */
+static void ks_check_sorted(struct gaz_keyspace *ks, size_t want)
+{
+	gaz_keyspace_rlock(ks);
+	assert_int_equal(gaz_keyspace_len(ks), want);
+	for (size_t i = 1; i < gaz_keyspace_len(ks); i++)
+		assert_true(strcmp(gaz_keyspace_at(ks, i - 1)->key, gaz_keyspace_at(ks, i)->key) < 0);
+	gaz_keyspace_runlock(ks);
+}
+
+struct ks_changes {
+	char keys[16][128];
+	enum gaz_ks_change kinds[16];
+	int n;
+};
+
+static void ks_on_change(void *arg, const char *k, enum gaz_ks_change kind)
+{
+	struct ks_changes *c = arg;
+
+	if (c->n < 16) {
+		snprintf(c->keys[c->n], sizeof(c->keys[0]), "%s", k);
+		c->kinds[c->n++] = kind;
+	}
+}
+
+static const char *ks_value(struct gaz_keyspace *ks, const char *k)
+{
+	static char out[64];
+	const struct gaz_ks_entry *e;
+
+	gaz_keyspace_rlock(ks);
+	e = gaz_keyspace_get(ks, k);
+	snprintf(out, sizeof(out), "%s", e ? (const char *)e->decoded : "(absent)");
+	gaz_keyspace_runlock(ks);
+	return out;
+}
+
+/* A load larger than one Range page (10,000 keys) reads every key once, in
+ * order, at one revision; a watch response of one transaction applies as
+ * one batch (a key created between others, one updated, one deleted) and
+ * is logged as exactly those changes; once the log overflows, a reader
+ * from before the overflow is told to rescan. */
+static void test_keyspace_pages_batches_change_log(void **state)
+{
+	enum { N = 25000, PER_TXN = 125 };
+	static const char *keys[PER_TXN], *vals[PER_TXN];
+	static char names[PER_TXN][160];
+	struct gaz_status st = {0};
+	struct ks_changes ch = {0};
+	struct gaz_keyspace *ks;
+	char prefix[96];
+	int64_t loaded, rev = 0;
+	(void)state;
+
+	snprintf(prefix, sizeof(prefix), "%s", key("kb/"));
+	for (int i = 0; i < N; i += PER_TXN) {
+		for (int j = 0; j < PER_TXN; j++) {
+			snprintf(names[j], sizeof(names[j]), "%sk%05d", prefix, i + j);
+			keys[j] = names[j];
+			vals[j] = "v0";
+		}
+		txn_ops(keys, vals, PER_TXN);
+	}
+	ks = gaz_keyspace_new(g_e, prefix, ks_decode, ks_free, NULL);
+	assert_non_null(ks);
+	gaz_keyspace_set_change_log(ks, 8);
+	assert_int_equal(gaz_keyspace_load(ks, 0, &st), 0);
+	ks_check_sorted(ks, N);
+	assert_string_equal(ks_value(ks, key("kb/k24999")), "v0");
+	loaded = gaz_keyspace_revision_now(ks);
+	assert_int_equal(gaz_keyspace_watch(ks, &st), 0);
+
+	const char *k3[] = {key("kb/k12345x"), key("kb/k00005"), key("kb/k00007")};
+	const char *v3[] = {"new", "v1", NULL};
+	rev = txn_ops(k3, v3, 3);
+	assert_int_equal(gaz_keyspace_wait_revision(ks, rev, gaz_deadline_in(10000)), 0);
+	ks_check_sorted(ks, N);
+	assert_string_equal(ks_value(ks, key("kb/k12345x")), "new");
+	assert_string_equal(ks_value(ks, key("kb/k00005")), "v1");
+	assert_string_equal(ks_value(ks, key("kb/k00007")), "(absent)");
+	gaz_keyspace_rlock(ks);
+	assert_true(gaz_keyspace_changes(ks, loaded, ks_on_change, &ch));
+	gaz_keyspace_runlock(ks);
+	assert_int_equal(ch.n, 3);
+	for (int i = 0; i < 3; i++) {
+		enum gaz_ks_change want = !strcmp(ch.keys[i], key("kb/k12345x")) ? GAZ_KS_CREATED
+					: !strcmp(ch.keys[i], key("kb/k00005"))  ? GAZ_KS_UPDATED
+										 : GAZ_KS_DELETED;
+		if (want == GAZ_KS_DELETED)
+			assert_string_equal(ch.keys[i], key("kb/k00007"));
+		assert_int_equal(ch.kinds[i], want);
+	}
+
+	/* Insertions before and after a deletion, at both ends. */
+	const char *k4[] = {key("kb/a"), key("kb/k24999"), key("kb/k00007"), key("kb/k24998x")};
+	const char *v4[] = {"first", NULL, "again", "late"};
+	rev = txn_ops(k4, v4, 4);
+	assert_int_equal(gaz_keyspace_wait_revision(ks, rev, gaz_deadline_in(10000)), 0);
+	ks_check_sorted(ks, N + 2);
+	assert_string_equal(ks_value(ks, key("kb/a")), "first");
+	assert_string_equal(ks_value(ks, key("kb/k24999")), "(absent)");
+	assert_string_equal(ks_value(ks, key("kb/k00007")), "again");
+	assert_string_equal(ks_value(ks, key("kb/k24998x")), "late");
+	assert_string_equal(ks_value(ks, key("kb/k24998")), "v0");
+	const char *k5[] = {key("kb/a"), key("kb/k24998x")};
+	const char *v5[] = {NULL, NULL};
+	rev = txn_ops(k5, v5, 2);
+	assert_int_equal(gaz_keyspace_wait_revision(ks, rev, gaz_deadline_in(10000)), 0);
+	ks_check_sorted(ks, N);
+
+	/* Eight more changes overflow the log of eight past `rev`'s three. */
+	int64_t before_last = 0;
+	for (int i = 0; i < 8; i++) {
+		const char *k1[] = {key("kb/z%d", i)}, *v1[] = {"z"};
+		before_last = rev;
+		rev = txn_ops(k1, v1, 1);
+	}
+	assert_int_equal(gaz_keyspace_wait_revision(ks, rev, gaz_deadline_in(10000)), 0);
+	ch.n = 0;
+	gaz_keyspace_rlock(ks);
+	assert_false(gaz_keyspace_changes(ks, loaded, ks_on_change, &ch));
+	assert_int_equal(ch.n, 0);
+	assert_true(gaz_keyspace_changes(ks, before_last, ks_on_change, &ch));
+	gaz_keyspace_runlock(ks);
+	assert_int_equal(ch.n, 1);
+	assert_string_equal(ch.keys[0], key("kb/z7"));
+	assert_int_equal(ch.kinds[0], GAZ_KS_CREATED);
+	ks_check_sorted(ks, N + 8);
+	gaz_keyspace_free(ks);
+}
+
 /* Its own etcd: it restarts etcd and compacts the history. */
 static void test_watch_restart_compact(void **state)
 {
@@ -1203,6 +1375,7 @@ int main(void)
 		cmocka_unit_test(test_dead_watch),
 		cmocka_unit_test(test_idle_etcd_channel_keeps_its_connection),
 		cmocka_unit_test(test_keyspace_watch_delay_coalesces),
+		cmocka_unit_test(test_keyspace_pages_batches_change_log),
 		cmocka_unit_test_teardown(test_keepalive_across_restart, drop_priv),
 		cmocka_unit_test_teardown(test_watch_restart_compact, drop_priv),
 	};
