@@ -3,9 +3,16 @@
  * every broker and acting only on the leader (the member key with the
  * smallest CreateRevision).
  *
- * Each round reads the keyspace and, per journal, converges its
- * assignments toward a desired set in one etcd transaction guarded by
- * compares (so a stale leader or a racing change makes it fail harmlessly):
+ * The leader keeps an index across rounds (struct alloc_index): member
+ * loads, followed through the keyspace's change log, and the journals
+ * whose keys changed since they were planned. A round plans those, a pass
+ * over every journal only when members changed (or the log overflowed),
+ * and balancing moves only when every journal is stable; so a round costs
+ * what changed, not the cluster's size (100,000 journals converge from
+ * empty in seconds of CPU: bench/README.md, "The allocator at scale").
+ * Per journal it converges the assignments toward a desired set, in
+ * etcd transactions of many journals guarded by compares (so a stale
+ * leader or a racing change makes them fail harmlessly):
  *   - keep current assignments on members that still have capacity (the
  *     primary first, then the least loaded) up to the desired replication;
  *   - add members (least loaded first, preferring zones the journal does
@@ -34,6 +41,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/strset.h"
 #include "etcd/txn.h"
 
 struct alloc_member {
@@ -54,11 +62,49 @@ struct alloc_state {
 	/* Planned this round, for Gazette's allocator metrics. */
 	int64_t added, packed, removed, slots;
 	int64_t moves, max_moves;       /* balancing moves planned this round, and its cap */
-	int64_t unstable;               /* journals short, surplus, unsynchronised or draining */
 	/* Assignments and primaries per unit of member limit, were the
 	 * cluster balanced: a member's share is this times its limit. */
 	double slot_share, primary_share;
+	/* plan_journal's working arrays, reused from journal to journal (a
+	 * round plans thousands): a route view of `cap` members, borrowing
+	 * the keyspace's strings (route_view), and per member `taken`, all
+	 * false between plans. */
+	struct plan_scratch {
+		size_t cap;
+		char **zone, **suffix;
+		int64_t *slot, *mod_revision;
+		bool *consistent, *keep;
+		struct alloc_member **rm;
+		size_t *order;
+		const char **zones;     /* cap + the adds */
+		bool *taken;
+	} scratch;
 };
+
+static void scratch_release(struct plan_scratch *p)
+{
+	free(p->zone), free(p->suffix), free(p->slot), free(p->mod_revision);
+	free(p->consistent), free(p->keep), free(p->rm), free(p->order), free(p->zones);
+	free(p->taken);
+	*p = (struct plan_scratch){0};
+}
+
+/* scratch_reserve makes room for routes of `n` members and `adds` more. */
+static int scratch_reserve(struct plan_scratch *p, size_t n, size_t adds)
+{
+	size_t cap = p->cap ? p->cap : 8;
+
+	if (n + adds + 1 <= p->cap)
+		return 0;
+	while (cap < n + adds + 1)
+		cap *= 2;
+#define GROW(f) do { void *q = realloc(p->f, cap * sizeof(*p->f)); if (!q) return GAZ_ENOMEM; p->f = q; } while (0)
+	GROW(zone); GROW(suffix); GROW(slot); GROW(mod_revision); GROW(consistent);
+	GROW(keep); GROW(rm); GROW(order); GROW(zones);
+#undef GROW
+	p->cap = cap;
+	return 0;
+}
 
 /* Balancing moves (a replica added toward a less loaded member, or a
  * primary moved to a consistent replica) planned per round at most: each
@@ -90,11 +136,12 @@ static uint64_t mix64(uint64_t x)
 
 #define FNV_BASIS 0xcbf29ce484222325ULL
 
-/* Collects members and their loads; decides leadership. Read lock held. */
+/* Collects members; decides leadership. Loads come from the index
+ * (index_loads). Read lock held. */
 static int collect_members(struct gaz_broker *b, struct alloc_state *s)
 {
 	char *prefix = NULL;
-	size_t lo, hi, alo, ahi;
+	size_t lo, hi;
 	int64_t min_create = INT64_MAX;
 
 	if (asprintf(&prefix, "%s/members/", b->root) < 0)
@@ -122,18 +169,6 @@ static int collect_members(struct gaz_broker *b, struct alloc_state *s)
 			s->leader = !strcmp(e->key, b->member_key);
 			s->leader_key = e->key;
 			s->leader_mod_revision = e->mod_revision;
-		}
-	}
-	if (asprintf(&prefix, "%s/assign/", b->root) < 0)
-		return GAZ_ENOMEM;
-	gaz_keyspace_prefix(b->ks, prefix, &alo, &ahi);
-	free(prefix);
-	for (size_t i = alo; i < ahi; i++) {
-		const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
-		struct alloc_member *m = find_member(s, v->zone, v->suffix);
-		if (m) {
-			m->load++;
-			m->primaries += v->slot == 0;
 		}
 	}
 	return 0;
@@ -194,6 +229,214 @@ static struct alloc_member *find_member(struct alloc_state *s, const char *zone,
 			hi = mid;
 	}
 	return NULL;
+}
+
+/*
+ * The leader's index, kept across rounds so that a round costs what
+ * changed, not the size of the cluster: assignments and primaries per
+ * member (from the keyspace's change log: a created assignment key adds
+ * one, a deleted one takes one away), the journals whose keys changed
+ * since they were planned (`dirty`), those planned and not stable yet
+ * (`unstable`: balancing waits for none), those that wanted a member and
+ * found none with capacity (`blocked`: planned again when capacity may
+ * have come free), and a pass over every journal (`full`, resumed at
+ * `cursor`) when members changed or the log no longer reaches back (then
+ * the counts are rebuilt too). Owned by the allocator thread alone (no
+ * lock of its own); it follows the keyspace under the keyspace's read
+ * lock, and holds copies, never pointers into it.
+ */
+struct alloc_count {
+	char *id;                       /* "<zone>#<suffix>", as member keys end */
+	int64_t load, primaries;        /* assignment keys, and those of slot 0 */
+};
+
+struct alloc_index {
+	int64_t rev;                    /* keyspace revision reflected; 0: rebuild */
+	struct alloc_count *counts;     /* sorted by id */
+	size_t n_counts, cap_counts;
+	struct gaz_strset dirty, unstable, blocked;
+	bool full;                      /* a pass over every journal is due */
+	char *cursor;                   /* journal the full pass resumes at; NULL: the first */
+	bool totals_stale;              /* items changed: recompute the slot totals */
+	int64_t slots, primaried, max_replication;
+	/* While following the change log: */
+	const char *root;
+	size_t root_len;
+	bool freed;                     /* an assignment was deleted: capacity came free */
+};
+
+static void index_release(struct alloc_index *ix)
+{
+	for (size_t i = 0; i < ix->n_counts; i++)
+		free(ix->counts[i].id);
+	free(ix->counts);
+	gaz_strset_release(&ix->dirty);
+	gaz_strset_release(&ix->unstable);
+	gaz_strset_release(&ix->blocked);
+	free(ix->cursor);
+	*ix = (struct alloc_index){0};
+}
+
+/* The count of member `id` (its first `len` bytes), created at zero when
+ * `create`; NULL when absent (or out of memory). */
+static struct alloc_count *index_count(struct alloc_index *ix, const char *id, size_t len, bool create)
+{
+	size_t lo = 0, hi = ix->n_counts;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strncmp(ix->counts[mid].id, id, len);
+		if (!c && ix->counts[mid].id[len])
+			c = 1;
+		if (!c)
+			return &ix->counts[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!create)
+		return NULL;
+	if (ix->n_counts == ix->cap_counts) {
+		size_t ncap = ix->cap_counts ? ix->cap_counts * 2 : 64;
+		void *p = realloc(ix->counts, ncap * sizeof(*ix->counts));
+		if (!p)
+			return NULL;
+		ix->counts = p;
+		ix->cap_counts = ncap;
+	}
+	char *copy = strndup(id, len);
+	if (!copy)
+		return NULL;
+	memmove(&ix->counts[lo + 1], &ix->counts[lo], (ix->n_counts - lo) * sizeof(*ix->counts));
+	ix->counts[lo] = (struct alloc_count){copy, 0, 0};
+	ix->n_counts++;
+	return &ix->counts[lo];
+}
+
+/* Marks journal `name` (its first `len` bytes) dirty. */
+static void index_dirty(struct alloc_index *ix, const char *name, size_t len)
+{
+	char buf[512], *s = len < sizeof(buf) ? buf : malloc(len + 1);
+
+	if (!s) {
+		ix->rev = 0; /* out of memory: rebuild next round */
+		return;
+	}
+	memcpy(s, name, len);
+	s[len] = 0;
+	if (gaz_strset_add(&ix->dirty, s) < 0)
+		ix->rev = 0;
+	if (s != buf)
+		free(s);
+}
+
+/* Follows one change of the keyspace (gaz_ks_change_fn). Assignment keys
+ * are "<root>/assign/<journal>#<zone>#<suffix>#<slot>" (journals.h). */
+static void index_on_change(void *arg, const char *key, enum gaz_ks_change kind)
+{
+	struct alloc_index *ix = arg;
+	const char *rest = key + ix->root_len;
+
+	if (strncmp(key, ix->root, ix->root_len))
+		return;
+	if (!strncmp(rest, "/items/", 7)) {
+		index_dirty(ix, rest + 7, strlen(rest + 7));
+		ix->totals_stale = true;
+	} else if (!strncmp(rest, "/members/", 9)) {
+		ix->full = true;
+		free(ix->cursor);
+		ix->cursor = NULL;
+	} else if (!strncmp(rest, "/assign/", 8)) {
+		const char *j = rest + 8, *h1 = strchr(j, '#'), *h3 = strrchr(j, '#');
+		if (!h1 || h3 <= h1)
+			return;
+		index_dirty(ix, j, (size_t)(h1 - j));
+		if (kind != GAZ_KS_UPDATED) {
+			struct alloc_count *c = index_count(ix, h1 + 1, (size_t)(h3 - h1 - 1), true);
+			int64_t d = kind == GAZ_KS_CREATED ? 1 : -1;
+			if (!c) {
+				ix->rev = 0;
+				return;
+			}
+			c->load += d;
+			c->primaries += strcmp(h3 + 1, "0") ? 0 : d;
+			ix->freed |= d < 0;
+		}
+	}
+}
+
+/* index_rebuild recounts every assignment and schedules a full pass. */
+static int index_rebuild(struct gaz_broker *b, struct alloc_index *ix)
+{
+	char *prefix = NULL, id[512];
+	size_t lo, hi;
+
+	for (size_t i = 0; i < ix->n_counts; i++)
+		ix->counts[i].load = ix->counts[i].primaries = 0;
+	gaz_strset_clear(&ix->dirty);
+	gaz_strset_clear(&ix->unstable);
+	gaz_strset_clear(&ix->blocked);
+	free(ix->cursor);
+	ix->cursor = NULL;
+	ix->full = true;
+	ix->totals_stale = true;
+	if (asprintf(&prefix, "%s/assign/", b->root) < 0)
+		return GAZ_ENOMEM;
+	gaz_keyspace_prefix(b->ks, prefix, &lo, &hi);
+	free(prefix);
+	for (size_t i = lo; i < hi; i++) {
+		const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
+		int n = snprintf(id, sizeof(id), "%s#%s", v->zone, v->suffix);
+		struct alloc_count *c = n > 0 && (size_t)n < sizeof(id) ? index_count(ix, id, (size_t)n, true) : NULL;
+		if (!c)
+			return GAZ_ENOMEM;
+		c->load++;
+		c->primaries += v->slot == 0;
+	}
+	return 0;
+}
+
+/* index_sync brings the index to the keyspace's revision (read lock
+ * held): by the change log when it reaches back, else by a rebuild. */
+static int index_sync(struct gaz_broker *b, struct alloc_index *ix)
+{
+	int64_t rev = gaz_keyspace_revision(b->ks);
+
+	ix->root = b->root;
+	ix->root_len = strlen(b->root);
+	ix->freed = false;
+	if (!ix->rev || !gaz_keyspace_changes(b->ks, ix->rev, index_on_change, ix) || !ix->rev) {
+		int rc = index_rebuild(b, ix);
+		if (rc)
+			return rc;
+	}
+	ix->rev = rev;
+	/* Capacity came free, or members changed: the blocked journals may
+	 * find a member now. */
+	if ((ix->freed || ix->full) && ix->blocked.n) {
+		size_t n = 0;
+		char **names = gaz_strset_drain(&ix->blocked, &n);
+		for (size_t i = 0; names && i < n; i++) {
+			gaz_strset_add(&ix->dirty, names[i]);
+			free(names[i]);
+		}
+		free(names);
+	}
+	return 0;
+}
+
+/* index_loads sets each member's load and primaries from the counts. */
+static void index_loads(struct gaz_broker *b, struct alloc_index *ix, struct alloc_state *s)
+{
+	size_t skip = strlen(b->root) + strlen("/members/");
+
+	for (size_t i = 0; i < s->n; i++) {
+		const char *id = s->m[i].key + skip;
+		struct alloc_count *c = index_count(ix, id, strlen(id), false);
+		s->m[i].load = c ? c->load : 0;
+		s->m[i].primaries = c ? c->primaries : 0;
+	}
 }
 
 static int64_t desired_replication(struct gaz_broker *b, const Protocol__JournalSpec *spec)
@@ -358,6 +601,45 @@ static bool guard_kept(struct gaz_broker *b, const char *journal, const struct g
 	return true;
 }
 
+/* route_view fills `r` with the route of `journal`'s assignments (read
+ * lock held), as gaz_route_build does but without an allocation: its
+ * arrays are s->scratch's and its strings the keyspace's (valid while the
+ * lock is held; never released with gaz_route_release), and without
+ * endpoints, which allocation needs not. Clears the scratch's keep. */
+static int route_view(struct gaz_broker *b, struct alloc_state *s, const char *journal, int64_t desired,
+		      struct gaz_route *r)
+{
+	struct plan_scratch *p = &s->scratch;
+	char buf[512];
+	size_t lo, hi;
+	int n = snprintf(buf, sizeof(buf), "%s/assign/%s#", b->root, journal);
+
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		return GAZ_EINVAL;
+	gaz_keyspace_prefix(b->ks, buf, &lo, &hi);
+	if (scratch_reserve(p, hi - lo, (size_t)(desired > 0 ? desired : 0)))
+		return GAZ_ENOMEM;
+	*r = (struct gaz_route){.zone = p->zone, .suffix = p->suffix, .slot = p->slot,
+				.mod_revision = p->mod_revision, .consistent = p->consistent, .primary = -1};
+	for (size_t i = lo; i < hi; i++) {
+		const struct gaz_ks_entry *e = gaz_keyspace_at(b->ks, i);
+		const struct gaz_ks_value *v = e->decoded;
+		size_t j = r->n++;
+		r->zone[j] = v->zone;
+		r->suffix[j] = v->suffix;
+		r->slot[j] = v->slot;
+		r->mod_revision[j] = e->mod_revision;
+		if (v->slot == 0)
+			r->primary = (int)j;
+	}
+	for (size_t i = lo; i < hi; i++) {
+		const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
+		r->consistent[i - lo] = v->route && gaz_proto_route_equivalent(v->route, r);
+		p->keep[i - lo] = false;
+	}
+	return 0;
+}
+
 /* Plans one journal's changes into `t`. Returns 1 if any op was added, 0
  * if none, and -1 (nothing added) when `t` already holds ops and lacks
  * room for this journal's most (TXN_MAX_OPS): plan it into the next.
@@ -376,38 +658,35 @@ static bool guard_kept(struct gaz_broker *b, const char *journal, const struct g
  * its share (and a replica only to one below it). Neither takes a route
  * that spans two zones or more down to one. */
 static int plan_journal(struct gaz_broker *b, struct alloc_state *s, const char *journal,
-			const struct gaz_ks_entry *item, bool balance, struct gaz_txn *t)
+			const struct gaz_ks_entry *item, bool balance, struct gaz_txn *t, bool *stable_out,
+			bool *blocked)
 {
 	const struct gaz_ks_value *iv = item->decoded;
 	int64_t desired = desired_replication(b, iv->spec), kept = 0, consistent_kept = 0;
 	int64_t max_slot = -1;
 	struct gaz_route r;
-	struct alloc_member **rm = NULL;
-	size_t *order = NULL, n_order = 0, n_zones = 0;
-	const char **zones = NULL;     /* zones of the route and of this plan's adds (borrowed) */
+	struct alloc_member **rm;
+	size_t *order, n_order = 0, n_zones = 0;
+	const char **zones;            /* zones of the route and of this plan's adds (borrowed) */
 	uint64_t journal_hash = fnv1a(FNV_BASIS, journal);
-	bool *keep = NULL, *taken = calloc(s->n + 1, sizeof(bool)), changed = false, stable;
+	bool *keep, *taken, changed = false, stable;
 
-	if (!taken || gaz_route_build(b->ks, b->root, journal, &r)) {
-		free(taken);
+	*stable_out = false;
+	*blocked = false;
+	if (route_view(b, s, journal, desired, &r))
 		return 0;
-	}
+	keep = s->scratch.keep;
+	rm = s->scratch.rm;
+	order = s->scratch.order;
+	zones = s->scratch.zones;
+	taken = s->scratch.taken;
 	/* Room in `t` for the most this journal may add to it: a compare and
 	 * an op per member removed or added, one compare per member kept, and
 	 * two slot moves (two compares, four ops). */
 	size_t most = 2 * (r.n + (size_t)(desired > 0 ? desired : 0)) + 4;
 	if (gaz_txn_ops(t) && (gaz_txn_ops(t) + most > TXN_MAX_OPS ||
-			       gaz_txn_compares(t) + most + 1 > TXN_MAX_OPS)) {
-		gaz_route_release(&r);
-		free(taken);
+			       gaz_txn_compares(t) + most + 1 > TXN_MAX_OPS))
 		return -1;
-	}
-	keep = calloc(r.n + 1, sizeof(bool));
-	rm = calloc(r.n + 1, sizeof(*rm));
-	order = calloc(r.n + 1, sizeof(size_t));
-	zones = calloc(r.n + (size_t)(desired > 0 ? desired : 0) + 1, sizeof(*zones));
-	if (!keep || !rm || !order || !zones)
-		goto done;
 	for (size_t i = 0; i < r.n; i++)
 		zones[n_zones++] = r.zone[i];
 	for (size_t i = 0; i < r.n; i++) {
@@ -462,7 +741,7 @@ static int plan_journal(struct gaz_broker *b, struct alloc_state *s, const char 
 	 * one route are what balancing must never cause. */
 	for (size_t i = 0; stable && i < r.n; i++)
 		stable = !rm[i]->exiting;
-	s->unstable += !stable;
+	*stable_out = stable;
 	/* Removals: only while the consistent assignments kept still meet the
 	 * desired replication, so no acknowledged byte loses its last copy.
 	 * The transaction also requires each kept assignment unchanged: the
@@ -493,8 +772,10 @@ static int plan_journal(struct gaz_broker *b, struct alloc_state *s, const char 
 	for (int64_t n = kept; n < desired; n++) {
 		struct alloc_member *m = pick_add(s, zones, n_zones, taken, max_slot < 0, journal_hash);
 		char *key;
-		if (!m)
+		if (!m) {
+			*blocked = true;
 			break;
+		}
 		taken[m - s->m] = true;
 		zones[n_zones++] = m->zone;
 		m->load++;
@@ -566,44 +847,40 @@ static int plan_journal(struct gaz_broker *b, struct alloc_state *s, const char 
 			s->packed++; /* Gazette counts a promotion as a pack */
 		}
 	}
-done:
-	gaz_route_release(&r);
-	free(zones);
-	free(order);
-	free(rm);
-	free(keep);
-	free(taken);
+	memset(taken, 0, s->n * sizeof(*taken));
 	return changed ? 1 : 0;
 }
 
-/* Deletes assignments of journals that no longer exist. */
-static bool plan_orphans(struct gaz_broker *b, struct alloc_state *s, struct gaz_txn *t)
+/* plan_orphan plans deleting the assignments of `journal`, which has no
+ * item (its spec was deleted), as far as `t` has room; the rest follow
+ * in later rounds (each deletion makes the journal dirty again). Returns
+ * 1 if any op was added, -1 when `t` holds ops and has no room. */
+static int plan_orphan(struct gaz_broker *b, struct alloc_state *s, const char *journal, struct gaz_txn *t)
 {
 	char *prefix = NULL;
 	size_t lo, hi;
-	bool changed = false;
+	int rc = 0;
 
-	if (asprintf(&prefix, "%s/assign/", b->root) < 0)
-		return false;
+	if (asprintf(&prefix, "%s/assign/%s#", b->root, journal) < 0)
+		return 0;
 	gaz_keyspace_prefix(b->ks, prefix, &lo, &hi);
 	free(prefix);
-	for (size_t i = lo; i < hi && gaz_txn_ops(t) < 32; i++) {
+	if (hi > lo && gaz_txn_ops(t) && (gaz_txn_ops(t) + 2 > TXN_MAX_OPS || gaz_txn_compares(t) + 3 > TXN_MAX_OPS))
+		return -1;
+	for (size_t i = lo; i < hi && gaz_txn_ops(t) + 1 < TXN_MAX_OPS && gaz_txn_compares(t) + 2 < TXN_MAX_OPS; i++) {
 		const struct gaz_ks_entry *e = gaz_keyspace_at(b->ks, i);
-		const struct gaz_ks_value *v = e->decoded;
-		if (gaz_ks_item(b->ks, b->root, v->journal))
-			continue;
 		gaz_txn_compare_mod(t, e->key, e->mod_revision);
 		gaz_txn_delete(t, e->key);
-		changed = true;
 		s->removed++;
+		rc = 1;
 	}
-	return changed;
+	return rc;
 }
 
-/* Commits one planned transaction (no keyspace lock held). Returns false
- * when etcd failed it (a lost race is no failure: the next round sees).
- * Raises *revision to its revision when it applied. */
-static bool run_txn(struct gaz_broker *b, struct gaz_txn *t, int64_t *revision)
+/* Commits one planned transaction (no keyspace lock held). Returns 1 when
+ * it applied (raising *revision to its revision), 0 when it lost a race
+ * (a compare failed: the next round sees why), -1 when etcd failed it. */
+static int run_txn(struct gaz_broker *b, struct gaz_txn *t, int64_t *revision)
 {
 	struct gaz_status st = {0};
 	int64_t rev = 0;
@@ -611,112 +888,292 @@ static bool run_txn(struct gaz_broker *b, struct gaz_txn *t, int64_t *revision)
 
 	if (gaz_txn_commit(b->etcd, t, &ok, &rev, &st)) {
 		gaz_warn("allocator transaction failed", "err=%s", st.msg);
-		return false;
+		return -1;
 	}
-	if (!ok)
+	if (!ok) {
 		gaz_debug("allocator transaction lost a race", NULL);
+		return 0;
+	}
 	/* Only an applied transaction's revision is one of our prefix: a
 	 * failed one answers etcd's current revision, which writes elsewhere
 	 * in a shared etcd may have moved past anything our keyspace sees. */
-	if (ok && rev > *revision)
+	if (rev > *revision)
 		*revision = rev;
-	return true;
+	return 1;
 }
 
 /* Transactions per round at most: the next round plans from a keyspace
  * holding all of them (allocate_round). */
 #define ROUND_TXNS 64
 
-/* One allocation round: plans up to ROUND_TXNS transactions, each of
- * several journals, under the keyspace read lock (every pointer into the
- * keyspace stays valid only while it is held; the builders copy what they
- * keep), then commits them without it. Each also requires the leader's member key unchanged.
- * A leader's round over a keyspace revision it has not converged on yet
+/* One round's planning: its transactions, the journals planned into each
+ * (planned again next round if it does not apply), and every journal
+ * planned so far (none is planned twice in a round: the second plan would
+ * not see the first's writes). */
+struct alloc_round {
+	struct gaz_broker *b;
+	struct alloc_state *s;
+	struct alloc_index *ix;
+	struct gaz_txn txns[ROUND_TXNS];
+	struct gaz_strset journals[ROUND_TXNS];
+	struct gaz_strset planned;
+	int n;
+	bool open;
+};
+
+/* Closes the open transaction: kept (guarded by the leader's member key)
+ * when it holds ops. */
+static void round_close(struct alloc_round *r)
+{
+	if (!r->open)
+		return;
+	r->open = false;
+	if (gaz_txn_ops(&r->txns[r->n])) {
+		gaz_txn_compare_mod(&r->txns[r->n], r->s->leader_key, r->s->leader_mod_revision);
+		r->n++;
+	} else {
+		gaz_txn_release(&r->txns[r->n]);
+		gaz_strset_release(&r->journals[r->n]);
+	}
+}
+
+/* round_plan plans `journal` (`item` its spec entry, NULL when it has
+ * none) into the open transaction, opening the next one when it is full,
+ * and records whether it is stable and whether it is blocked. Returns
+ * false, planning nothing, when the round has no transaction left. */
+static bool round_plan(struct alloc_round *r, const char *journal, const struct gaz_ks_entry *item, bool balance)
+{
+	struct alloc_index *ix = r->ix;
+
+	if (gaz_strset_has(&r->planned, journal))
+		return true;
+	for (;;) {
+		bool stable = false, blocked = false;
+		int rc;
+		if (!r->open) {
+			if (r->n == ROUND_TXNS)
+				return false;
+			gaz_txn_init(&r->txns[r->n]);
+			r->journals[r->n] = (struct gaz_strset){0};
+			r->open = true;
+		}
+		rc = item ? plan_journal(r->b, r->s, journal, item, balance, &r->txns[r->n], &stable, &blocked)
+			  : plan_orphan(r->b, r->s, journal, &r->txns[r->n]);
+		if (rc < 0) {
+			round_close(r);
+			continue;
+		}
+		if (rc > 0)
+			gaz_strset_add(&r->journals[r->n], journal);
+		gaz_strset_add(&r->planned, journal);
+		if (item && !stable)
+			gaz_strset_add(&ix->unstable, journal);
+		else
+			gaz_strset_remove(&ix->unstable, journal);
+		if (blocked)
+			gaz_strset_add(&ix->blocked, journal);
+		else
+			gaz_strset_remove(&ix->blocked, journal);
+		return true;
+	}
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* round_dirty plans the dirty journals, in name order; those the round
+ * has no room for stay dirty. */
+static void round_dirty(struct alloc_round *r)
+{
+	size_t n = 0, i = 0;
+	char **names = gaz_strset_drain(&r->ix->dirty, &n);
+
+	if (!names)
+		return;
+	qsort(names, n, sizeof(*names), cmp_str);
+	for (; i < n; i++) {
+		const struct gaz_ks_entry *item = gaz_ks_item(r->b->ks, r->b->root, names[i]);
+		if (!round_plan(r, names[i], item, false))
+			break;
+		free(names[i]);
+	}
+	for (; i < n; i++) {
+		gaz_strset_add(&r->ix->dirty, names[i]);
+		free(names[i]);
+	}
+	free(names);
+}
+
+/* round_full continues the pass over every journal from the cursor; at
+ * its end it plans the orphaned assignments too (those of journals with
+ * no item, which only a rebuild can have missed). `balance`: the pass is
+ * a balancing one (it ends once the round's moves are spent) and keeps no
+ * cursor. */
+static void round_full(struct alloc_round *r, size_t lo, size_t hi, bool balance)
+{
+	struct gaz_broker *b = r->b;
+	struct alloc_index *ix = r->ix;
+	size_t i = lo;
+
+	if (!balance && ix->cursor) {
+		char *key = gaz_ks_item_key(b->root, ix->cursor);
+		size_t e;
+		if (key)
+			gaz_keyspace_prefix(b->ks, key, &i, &e);
+		free(key);
+		i = i < lo ? lo : i;
+	}
+	for (; i < hi; i++) {
+		const struct gaz_ks_entry *e = gaz_keyspace_at(b->ks, i);
+		const char *journal = ((const struct gaz_ks_value *)e->decoded)->journal;
+		if (balance && r->s->moves >= r->s->max_moves)
+			return;
+		if (!round_plan(r, journal, e, balance)) {
+			if (!balance) {
+				free(ix->cursor);
+				ix->cursor = strdup(journal);
+				if (!ix->cursor)
+					ix->rev = 0;
+			}
+			return;
+		}
+	}
+	if (balance)
+		return;
+	char *prefix = NULL;
+	size_t alo, ahi;
+	if (asprintf(&prefix, "%s/assign/", b->root) < 0)
+		return;
+	gaz_keyspace_prefix(b->ks, prefix, &alo, &ahi);
+	free(prefix);
+	const char *last = NULL;
+	for (size_t k = alo; k < ahi; k++) {
+		const char *journal = ((const struct gaz_ks_value *)gaz_keyspace_at(b->ks, k)->decoded)->journal;
+		if (last && !strcmp(last, journal))
+			continue;
+		last = journal;
+		if (!gaz_ks_item(b->ks, b->root, journal) && !round_plan(r, journal, NULL, false))
+			return; /* the pass stays due, past its last journal */
+	}
+	ix->full = false;
+	free(ix->cursor);
+	ix->cursor = NULL;
+}
+
+/* One allocation round, on the leader (others only learn they are not):
+ * brings the index to the keyspace, then plans under the keyspace read
+ * lock (every pointer into the keyspace is valid only while it is held;
+ * transactions copy what they keep) up to ROUND_TXNS transactions, each of
+ * several journals, and commits them without it. Each also requires the
+ * leader's member key unchanged. Planned, in this order: the dirty
+ * journals; the full pass, if due; and, only when neither planned
+ * anything and every journal is stable, balancing moves over every
+ * journal. So moves never interleave with a departure's repairs, and are
+ * planned from loads that count no surplus member still waiting for its
+ * removal (which would make its member look heavier than it is and shed
+ * it twice). A leader's round over a revision it has not converged on yet
  * (`*converged_rev`) counts as one of Gazette's converge iterations when
  * every transaction went through, as Gazette counts one per revision.
  * Returns the number of transactions issued; *written_rev is raised to
  * the last applied one's revision (the next round must see every one:
- * planned from a view lacking some, it would add their members again,
- * at other slots, since an add compares only the member's key). */
-static int allocate_round(struct gaz_broker *b, int64_t rev, int64_t *converged_rev,
+ * planned from a view lacking some, it would add their members again, at
+ * other slots, since an add compares only the member's key). */
+static int allocate_round(struct gaz_broker *b, struct alloc_index *ix, int64_t rev, int64_t *converged_rev,
 			  int64_t *written_rev)
 {
 	struct alloc_state s = {0};
-	struct gaz_txn txns[ROUND_TXNS + 1];
+	struct alloc_round r = {.b = b, .s = &s, .ix = ix};
 	char *prefix = NULL;
 	size_t lo = 0, hi = 0;
-	int64_t t0 = gaz_mono_ns(), solve_ns = 0, max_replication = 0, primaried = 0;
+	int64_t t0 = gaz_mono_ns(), solve_ns = 0;
 	bool ok = true;
-	int n = 0;
 
 	gaz_keyspace_rlock(b->ks);
-	if (collect_members(b, &s) || !s.leader || asprintf(&prefix, "%s/items/", b->root) < 0)
+	if (collect_members(b, &s) || asprintf(&prefix, "%s/items/", b->root) < 0)
+		goto unlock;
+	if (!s.leader) {
+		/* A member that leads later rebuilds from what it sees then. */
+		if (ix->rev)
+			index_release(ix);
+		goto unlock;
+	}
+	if (index_sync(b, ix))
+		goto unlock;
+	index_loads(b, ix, &s);
+	if (!(s.scratch.taken = calloc(s.n + 1, sizeof(bool))))
 		goto unlock;
 	gaz_keyspace_prefix(b->ks, prefix, &lo, &hi);
-	for (size_t i = lo; i < hi; i++) {
-		int64_t r = desired_replication(b, ((struct gaz_ks_value *)gaz_keyspace_at(b->ks, i)->decoded)->spec);
-		s.slots += r;
-		primaried += r > 0;
-		max_replication = r > max_replication ? r : max_replication;
-	}
-	shed_exiting(&s, s.slots, max_replication);
-	set_shares(&s, primaried);
-	s.max_moves = s.slots / 100 > ROUND_MOVES ? s.slots / 100 : ROUND_MOVES;
-	/* Pass 0 plans what the journals need (members missing, surplus,
-	 * departed, no primary); only a round that finds every journal
-	 * stable plans balancing moves (pass 1). So moves never interleave
-	 * with a departure's repairs, and are planned from loads that count
-	 * no surplus member still waiting for its removal (which would make
-	 * its member look heavier than it is and shed it twice). Journals share
-	 * a transaction up to TXN_MAX_OPS. */
-	for (int pass = 0; pass < 2 && n == 0 && !s.unstable; pass++) {
-		bool open = false;
-		for (size_t i = lo; i < hi && n < ROUND_TXNS;) {
-			const struct gaz_ks_entry *e = gaz_keyspace_at(b->ks, i);
-			if (!open)
-				gaz_txn_init(&txns[n]), open = true;
-			if (plan_journal(b, &s, ((struct gaz_ks_value *)e->decoded)->journal, e, pass == 1,
-					 &txns[n]) < 0) {
-				/* Full: close it and plan this journal into the next. */
-				gaz_txn_compare_mod(&txns[n++], s.leader_key, s.leader_mod_revision);
-				open = false;
-				continue;
-			}
-			i++;
+	if (ix->totals_stale) {
+		ix->slots = ix->primaried = ix->max_replication = 0;
+		for (size_t i = lo; i < hi; i++) {
+			int64_t d = desired_replication(b, ((struct gaz_ks_value *)gaz_keyspace_at(b->ks, i)->decoded)->spec);
+			ix->slots += d;
+			ix->primaried += d > 0;
+			ix->max_replication = d > ix->max_replication ? d : ix->max_replication;
 		}
-		if (open && gaz_txn_ops(&txns[n]))
-			gaz_txn_compare_mod(&txns[n++], s.leader_key, s.leader_mod_revision);
-		else if (open)
-			gaz_txn_release(&txns[n]);
+		ix->totals_stale = false;
+		/* Exiting members shed by the totals: their journals replan. */
+		for (size_t i = 0; i < s.n && !ix->full; i++)
+			if (s.m[i].exiting)
+				ix->full = true;
 	}
-	gaz_txn_init(&txns[n]);
-	if (n < ROUND_TXNS && plan_orphans(b, &s, &txns[n]))
-		gaz_txn_compare_mod(&txns[n], s.leader_key, s.leader_mod_revision), n++;
-	else
-		gaz_txn_release(&txns[n]);
+	s.slots = ix->slots;
+	shed_exiting(&s, s.slots, ix->max_replication);
+	set_shares(&s, ix->primaried);
+	s.max_moves = s.slots / 100 > ROUND_MOVES ? s.slots / 100 : ROUND_MOVES;
+	/* A full pass from its start sees every journal: it rebuilds which
+	 * are unstable. */
+	if (ix->full && !ix->cursor)
+		gaz_strset_clear(&ix->unstable);
+	round_dirty(&r);
+	if (ix->full)
+		round_full(&r, lo, hi, false);
+	round_close(&r);
+	if (r.n == 0 && !ix->full && !ix->dirty.n && !ix->unstable.n) {
+		/* Nothing was written: the journals planned above may be
+		 * planned again, now for balance. */
+		gaz_strset_clear(&r.planned);
+		round_full(&r, lo, hi, true);
+		round_close(&r);
+	}
 	solve_ns = gaz_mono_ns() - t0;
 unlock:
 	gaz_keyspace_runlock(b->ks);
-	for (int i = 0; i < n; i++) {
-		ok &= run_txn(b, &txns[i], written_rev);
-		gaz_txn_release(&txns[i]);
+	for (int i = 0; i < r.n; i++) {
+		int rc = run_txn(b, &r.txns[i], written_rev);
+		ok &= rc >= 0;
+		gaz_txn_release(&r.txns[i]);
+		/* Not applied: its journals are planned again next round. */
+		size_t n = 0;
+		char **names = rc == 1 ? NULL : gaz_strset_drain(&r.journals[i], &n);
+		for (size_t k = 0; k < n; k++) {
+			gaz_strset_add(&ix->dirty, names[k]);
+			free(names[k]);
+		}
+		free(names);
+		gaz_strset_release(&r.journals[i]);
 	}
+	gaz_strset_release(&r.planned);
 	if (s.leader) {
 		gaz_metric_allocator_ops(s.added, s.packed, s.removed);
 		if (ok && rev != *converged_rev) {
 			*converged_rev = rev;
-			gaz_metric_allocator_converged((double)solve_ns / 1e9, (int64_t)s.n,
-						       (int64_t)(hi - lo), s.slots);
+			gaz_metric_allocator_converged((double)solve_ns / 1e9, (int64_t)s.n, (int64_t)(hi - lo),
+						       s.slots);
 		}
 	}
 	free(prefix);
 	free(s.m);
-	return n;
+	scratch_release(&s.scratch);
+	return r.n;
 }
 
 void *gaz_allocator_thread(void *arg)
 {
 	struct gaz_broker *b = arg;
+	struct alloc_index ix = {0};
 	int64_t converged_rev = 0, idle_rev = -1;
 
 	pthread_mutex_lock(&b->mu);
@@ -732,13 +1189,13 @@ void *gaz_allocator_thread(void *arg)
 		rev = gaz_keyspace_revision_now(b->ks);
 		/* A round is a function of the keyspace alone: one that planned
 		 * nothing at this revision would plan nothing again, so an idle
-		 * cluster costs no scan of its journals. */
+		 * cluster costs no round at all. */
 		if (rev == idle_rev) {
 			pthread_mutex_lock(&b->mu);
 			continue;
 		}
 		int64_t written = 0;
-		txns = allocate_round(b, rev, &converged_rev, &written);
+		txns = allocate_round(b, &ix, rev, &converged_rev, &written);
 		if (!txns)
 			idle_rev = rev;
 		/* After writing, wait for all our own applied writes before
@@ -755,5 +1212,6 @@ void *gaz_allocator_thread(void *arg)
 			b->alloc_wake = true;
 	}
 	pthread_mutex_unlock(&b->mu);
+	index_release(&ix);
 	return NULL;
 }

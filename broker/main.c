@@ -239,6 +239,9 @@ static int start_keyspace(struct gaz_broker *b, sigset_t *sigs, struct gaz_statu
 	b->ks = gaz_journals_keyspace_new(b->etcd, b->root);
 	if (!b->ks)
 		return gaz_status_set(st, GAZ_ENOMEM, "creating the keyspace");
+	/* The allocator's leader follows changes, not the whole keyspace
+	 * (allocator.c): a log of the last 65,536 changed keys. */
+	gaz_keyspace_set_change_log(b->ks, 1 << 16);
 	while ((rc = gaz_keyspace_load(b->ks, 0, st)) == GAZ_EUNAVAIL) {
 		gaz_error("etcd is unavailable; retrying", "address=%s err=%s", b->cfg.etcd_address,
 			  st->msg);

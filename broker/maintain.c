@@ -14,6 +14,7 @@
 #include "broker/replica.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/strset.h"
 
 #define MAINTAIN_TICK_MS 250
 
@@ -73,35 +74,153 @@ static char *slot0_member(struct gaz_keyspace *ks, size_t lo, size_t hi, size_t 
 	return out;
 }
 
-/* Lists our assignments (read lock taken inside). */
-static size_t local_assignments(struct gaz_broker *b, struct local_assign **out)
+static int assign_cmp(const void *x, const void *y);
+
+/* local_assign_of fills `out` with this broker's assignment of `journal`
+ * (keys [lo, hi) are all assignments; i is any index of the journal's own
+ * within them) when the journal has one and an item. Read lock held. */
+static bool local_assign_of(struct gaz_broker *b, size_t lo, size_t hi, size_t i, const char *journal,
+			    struct local_assign *out)
+{
+	const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
+	const struct gaz_ks_entry *item;
+
+	if (!gaz_broker_is_local(b, v->zone, v->suffix) || !(item = gaz_ks_item(b->ks, b->root, journal)))
+		return false;
+	out->journal = strdup(journal);
+	out->create_revision = item->create_revision;
+	out->primary = v->slot == 0;
+	out->route_primary = slot0_member(b->ks, lo, hi, i, journal);
+	return out->journal != NULL;
+}
+
+static void local_assign_free(struct local_assign *a)
+{
+	free(a->journal);
+	free(a->route_primary);
+}
+
+/* Our assignments, kept between passes: from a scan of every assignment
+ * when the keyspace's change log does not reach back to the revision
+ * they reflect, else by recomputing only the journals whose keys changed
+ * since (so a broker's pass does not cost every assignment in the cluster
+ * on each revision). */
+struct local_set {
+	struct local_assign *as;  /* sorted by journal */
+	size_t n;
+	int64_t rev;              /* keyspace revision reflected; 0: none */
+	struct gaz_strset changed;
+	const char *root;
+	size_t root_len;
+};
+
+/* Collects the journals of changed items and assignments (gaz_ks_change_fn). */
+static void local_on_change(void *arg, const char *key, enum gaz_ks_change kind)
+{
+	struct local_set *ls = arg;
+	const char *rest = key + ls->root_len, *j, *h;
+	char buf[512];
+	size_t len;
+	(void)kind;
+
+	if (strncmp(key, ls->root, ls->root_len))
+		return;
+	if (!strncmp(rest, "/items/", 7))
+		j = rest + 7, len = strlen(j);
+	else if (!strncmp(rest, "/assign/", 8) && (h = strchr(rest + 8, '#')))
+		j = rest + 8, len = (size_t)(h - j);
+	else
+		return;
+	if (len >= sizeof(buf) || (memcpy(buf, j, len), buf[len] = 0, gaz_strset_add(&ls->changed, buf) < 0))
+		ls->rev = 0; /* not followed: rescan */
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* local_sync brings `ls` to the keyspace (read lock taken inside). */
+static void local_sync(struct gaz_broker *b, struct local_set *ls)
 {
 	char *prefix = NULL;
-	size_t lo, hi, n = 0;
+	size_t lo, hi;
 
-	*out = NULL;
 	if (asprintf(&prefix, "%s/assign/", b->root) < 0)
-		return 0;
+		return;
+	ls->root = b->root;
+	ls->root_len = strlen(b->root);
 	gaz_keyspace_rlock(b->ks);
 	gaz_keyspace_prefix(b->ks, prefix, &lo, &hi);
-	*out = calloc(hi - lo + 1, sizeof(**out));
-	for (size_t i = lo; *out && i < hi; i++) {
-		const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
-		const struct gaz_ks_entry *item;
-		if (!gaz_broker_is_local(b, v->zone, v->suffix))
-			continue;
-		item = gaz_ks_item(b->ks, b->root, v->journal);
-		if (!item)
-			continue;
-		(*out)[n].journal = strdup(v->journal);
-		(*out)[n].create_revision = item->create_revision;
-		(*out)[n].primary = v->slot == 0;
-		(*out)[n].route_primary = slot0_member(b->ks, lo, hi, i, v->journal);
-		n++;
+	int64_t rev = gaz_keyspace_revision(b->ks);
+	gaz_strset_clear(&ls->changed);
+	bool follow = ls->rev && gaz_keyspace_changes(b->ks, ls->rev, local_on_change, ls) && ls->rev;
+	if (!follow) {
+		struct local_assign *as = calloc(hi - lo + 1, sizeof(*as));
+		size_t n = 0;
+		for (size_t i = lo; as && i < hi; i++) {
+			const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
+			n += local_assign_of(b, lo, hi, i, v->journal, &as[n]);
+		}
+		if (as) {
+			for (size_t i = 0; i < ls->n; i++)
+				local_assign_free(&ls->as[i]);
+			free(ls->as);
+			ls->as = as;
+			ls->n = n;
+			ls->rev = rev;
+		}
+	} else if (ls->changed.n) {
+		size_t nc = 0, w = 0;
+		char **names = gaz_strset_drain(&ls->changed, &nc);
+		struct local_assign *as = names ? calloc(ls->n + nc + 1, sizeof(*as)) : NULL;
+		if (!as) {
+			ls->rev = 0;
+		} else {
+			qsort(names, nc, sizeof(*names), cmp_cstr);
+			/* Keep the unchanged ones, recompute the changed. */
+			for (size_t i = 0; i < ls->n; i++) {
+				if (bsearch(&ls->as[i].journal, names, nc, sizeof(*names), cmp_cstr))
+					local_assign_free(&ls->as[i]);
+				else
+					as[w++] = ls->as[i];
+			}
+			for (size_t k = 0; k < nc; k++) {
+				char *jp = NULL;
+				size_t jlo, jhi;
+				if (asprintf(&jp, "%s/assign/%s#", b->root, names[k]) < 0)
+					continue;
+				gaz_keyspace_prefix(b->ks, jp, &jlo, &jhi);
+				free(jp);
+				for (size_t i = jlo; i < jhi; i++)
+					if (local_assign_of(b, lo, hi, i, names[k], &as[w])) {
+						w++;
+						break;
+					}
+			}
+			free(ls->as);
+			ls->as = as;
+			ls->n = w;
+			ls->rev = rev;
+		}
+		for (size_t k = 0; k < nc; k++)
+			free(names[k]);
+		free(names);
+	} else {
+		ls->rev = rev;
 	}
 	gaz_keyspace_runlock(b->ks);
 	free(prefix);
-	return n;
+	if (ls->n)
+		qsort(ls->as, ls->n, sizeof(*ls->as), assign_cmp);
+}
+
+static void local_release(struct local_set *ls)
+{
+	for (size_t i = 0; i < ls->n; i++)
+		local_assign_free(&ls->as[i]);
+	free(ls->as);
+	gaz_strset_release(&ls->changed);
 }
 
 static int assign_cmp(const void *x, const void *y)
@@ -131,14 +250,16 @@ static void note_route_primary(struct gaz_broker *b, struct gaz_replica *r, cons
 	r->route_primary = now ? strdup(now) : NULL;
 }
 
-static void reconcile(struct gaz_broker *b)
+static void reconcile(struct gaz_broker *b, struct local_set *ls)
 {
-	struct local_assign *as = NULL;
 	struct gaz_replica **rs = NULL;
-	size_t na = local_assignments(b, &as), nr = gaz_replicas_snapshot(b, &rs);
+	size_t na, nr;
+	struct local_assign *as;
 
-	if (na)
-		qsort(as, na, sizeof(*as), assign_cmp);
+	local_sync(b, ls);
+	as = ls->as;
+	na = ls->n;
+	nr = gaz_replicas_snapshot(b, &rs);
 
 	for (size_t i = 0; i < nr; i++) {
 		struct local_assign *a = find_assign(as, na, rs[i]->journal);
@@ -181,11 +302,6 @@ static void reconcile(struct gaz_broker *b)
 		}
 		gaz_replica_unref(r);
 	}
-	for (size_t i = 0; i < na; i++) {
-		free(as[i].journal);
-		free(as[i].route_primary);
-	}
-	free(as);
 	free(rs);
 }
 
@@ -234,6 +350,7 @@ void gaz_replica_hurry_refresh(struct gaz_replica *r, int64_t until_ns)
 
 /* What the maintenance thread remembers between passes. */
 struct maintain_state {
+	struct local_set local;   /* our assignments */
 	int64_t reconciled_rev;   /* keyspace revision of the last reconcile */
 	size_t reconciled_n;      /* replicas after it */
 	int64_t refresh_due_ns;   /* earliest next listing of any replica */
@@ -257,7 +374,7 @@ static void tick(struct gaz_broker *b, struct maintain_state *ms)
 	pthread_mutex_unlock(&b->mu);
 	if (!atomic_load(&b->stopping) && (atomic_exchange(&b->reconcile_asked, false) ||
 					    rev != ms->reconciled_rev || n != ms->reconciled_n)) {
-		reconcile(b);
+		reconcile(b, &ms->local);
 		pthread_mutex_lock(&b->mu);
 		ms->reconciled_n = b->n_replicas;
 		pthread_mutex_unlock(&b->mu);
@@ -302,5 +419,6 @@ void *gaz_maintain_thread(void *arg)
 		b->maintain_wake = false;
 		pthread_mutex_unlock(&b->mu);
 	}
+	local_release(&ms.local);
 	return NULL;
 }
