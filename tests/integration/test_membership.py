@@ -324,3 +324,86 @@ def test_lone_broker_keeps_its_journals_until_a_member_joins(cluster):
     assert cb.append("lone/j", b"<after>").status == pb.OK
     c.close()
     cb.close()
+
+
+def routes(c):
+    """{journal: (members as "zone#suffix" in route order, primary index)}."""
+    return {j.spec.name: (["%s#%s" % (m.zone, m.suffix) for m in j.route.members], j.route.primary)
+            for j in c.list()}
+
+
+def check_spread(rs, replication):
+    """Every route has `replication` distinct members over >= 2 zones."""
+    for name, (members, primary) in rs.items():
+        assert len(members) == replication and primary >= 0, (name, members, primary)
+        assert len(set(members)) == len(members), "a route repeats a member: %s %s" % (name, members)
+        zones = {m.split("#")[0] for m in members}
+        assert len(zones) >= 2, "a route on one zone: %s %s" % (name, members)
+
+
+def test_allocator_spreads_zones_and_moves_the_fewest(cluster):
+    """Six brokers in three zones, 30 journals at replication 3: no route
+    repeats a member or sits on one zone. After one broker is killed, only
+    the journals it held change, each by replacing it alone (the fewest
+    moves), still over two zones. After a broker joins, it takes its share
+    (15 +- 1 of the 90 replicas) with no more than a few moves beyond it,
+    and every broker ends at 15 +- 1 replicas and 5 +- 1 primaries."""
+    brokers = [cluster.start(zone="z%d" % (i % 3)) for i in range(6)]
+    c = Client(brokers[0].address)
+    names = ["spread/j-%02d" % i for i in range(30)]
+    c.apply(*[spec(n, replication=3) for n in names])
+    wait_for(lambda: all(len(m) == 3 and p >= 0 for m, p in routes(c).values()) and len(routes(c)) == 30,
+             60, "30 routes of 3 members", interval=0.5)
+    before = routes(c)
+    check_spread(before, 3)
+
+    victim = brokers[-1]
+    gone = "%s#%s" % (victim.zone, victim.id)
+    held = [n for n, (m, _) in before.items() if gone in m]
+    assert held, "the killed broker held no journal"
+    victim.proc.kill()
+    victim.proc.wait()
+
+    def repaired():
+        rs = routes(c)
+        return all(len(m) == 3 and gone not in m and p >= 0 for m, p in rs.values())
+    wait_for(repaired, 90, "routes without the killed broker", interval=0.5)
+    after = routes(c)
+    check_spread(after, 3)
+    for n in names:
+        old, new = set(before[n][0]), set(after[n][0])
+        if n in held:
+            assert old - {gone} <= new and len(new - old) == 1, "%s moved more than its lost member: %s -> %s" % (
+                n, sorted(old), sorted(new))
+        else:
+            assert old == new, "%s did not lose a member but moved: %s -> %s" % (n, sorted(old), sorted(new))
+
+    joiner = cluster.start(zone=victim.zone)
+    live = brokers[:-1] + [joiner]
+    ids = {"%s#%s" % (b.zone, b.id) for b in live}
+    shares = {}
+
+    def balanced():
+        rs = routes(c)
+        replicas, primaries = {i: 0 for i in ids}, {i: 0 for i in ids}
+        for m, p in rs.values():
+            if len(m) != 3 or p < 0 or not set(m) <= ids:
+                return False
+            for x in m:
+                replicas[x] += 1
+            primaries[m[p]] += 1
+        shares["replicas"], shares["primaries"] = sorted(replicas.values()), sorted(primaries.values())
+        return all(14 <= n <= 16 for n in replicas.values()) and all(4 <= n <= 6 for n in primaries.values())
+    try:
+        wait_for(balanced, 90, "15 +- 1 replicas and 5 +- 1 primaries per broker", interval=0.5)
+    finally:
+        print("after the join: replicas per broker %s, primaries %s" % (shares.get("replicas"),
+                                                                        shares.get("primaries")))
+    time.sleep(2.0)  # the last surplus removals land
+    final = routes(c)
+    check_spread(final, 3)
+    added = sum(len(set(final[n][0]) - set(after[n][0])) for n in names)
+    joined = sum(1 for m, _ in final.values() if "%s#%s" % (joiner.zone, joiner.id) in m)
+    print("after the join: %d replicas added, %d on the new broker" % (added, joined))
+    assert added <= joined + 3, "%d replicas moved for the %d the new broker took" % (added, joined)
+    c.close()
