@@ -72,6 +72,8 @@ static const struct row rows[] = {
 	{"rf3_1k.rate_done", "  achieved", "/s", 0},
 	{"idle_5k.cpu_cores", "5,000 idle journals: broker CPU", "cores", -1.0},
 	{"idle_5k.rss_kib_per_journal", "  RSS per idle journal", "KiB", -1.0},
+	{"idle_10k.cpu_cores", "10,000 idle journals: broker CPU", "cores", -1.0},
+	{"idle_10k.rss_kib_per_journal", "  RSS per idle journal", "KiB", -1.0},
 	/* gazbench backfill (S3 store); its goals are within one broker */
 	{"backfill.history_mb", "backfill: S3 history read back", "MB", 0},
 	{"backfill.raw_get_mbps", "backfill (a) raw GETs of the objects", "MB/s", 0},

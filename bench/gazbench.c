@@ -26,9 +26,9 @@
  *                       rate, appends of 1 MiB / 64 KiB / 1 KiB sent to the
  *                       journal's primary; p50/p99 latency from the
  *                       scheduled send time
- *   idle_5k             5,000 journals made ready, then left alone: the
- *                       broker's CPU cores over 20 s and its RSS growth per
- *                       journal (run last)
+ *   idle_5k, idle_10k   5,000 (10,000) journals made ready, then left
+ *                       alone: the broker's CPU cores over 20 s and its
+ *                       RSS growth per journal (run last)
  *
  * Invariants: every RPC has a deadline; every phase ends by its wall-clock
  * bound; every journal a run creates is named under --prefix and deleted
@@ -813,7 +813,6 @@ static int run_reads(struct run *r)
 
 /* ---- idle journals ------------------------------------------------------------ */
 
-#define IDLE_JOURNALS 5000
 #define IDLE_BATCH 100            /* specs per Apply (etcd allows 128 ops per txn) */
 #define IDLE_SETTLE_S 5           /* after the last journal is ready, before measuring */
 #define IDLE_MEASURE_S 20
@@ -851,26 +850,25 @@ static void idle_names(const struct run *r, size_t lo, size_t hi, char **names)
 	}
 }
 
-/* run_idle (idle_5k): IDLE_JOURNALS journals at the run's replication,
- * refresh interval 5 minutes, each made ready by an empty append and then
- * left alone; the broker's CPU over IDLE_MEASURE_S is what idle journals
- * cost it (issue: 0.36 cores for ours against 0.01 for Gazette's at
- * 5,000), and its RSS growth per journal what they hold. The journals are
- * deleted at the end. */
-static int run_idle(struct run *r)
+/* run_idle (idle_5k, idle_10k): `count` journals at the run's
+ * replication, refresh interval 5 minutes, each made ready by an empty
+ * append and then left alone; the broker's CPU over IDLE_MEASURE_S is
+ * what idle journals cost it (issue: 0.36 cores for ours against 0.01 for
+ * Gazette's at 5,000), and its RSS growth per journal what they hold. The
+ * journals are deleted at the end. */
+static int run_idle(struct run *r, const char *key, size_t count)
 {
-	const char *key = "idle_5k";
 	struct gaz_status st = {0};
 	struct bench_cpu a, b;
 	int64_t rss0 = proc_rss_kib(r), rss1;
 	char *names[IDLE_BATCH];
 	int rc = 0;
 
-	printf("  %s: %d journals\n", key, IDLE_JOURNALS);
+	printf("  %s: %zu journals\n", key, count);
 	fflush(stdout);
-	for (size_t lo = 0; lo < IDLE_JOURNALS && !rc; lo += IDLE_BATCH) {
+	for (size_t lo = 0; lo < count && !rc; lo += IDLE_BATCH) {
 		struct bench_spec specs[IDLE_BATCH] = {{0}};
-		size_t n = IDLE_JOURNALS - lo < IDLE_BATCH ? IDLE_JOURNALS - lo : IDLE_BATCH;
+		size_t n = count - lo < IDLE_BATCH ? count - lo : IDLE_BATCH;
 
 		idle_names(r, lo, lo + n, names);
 		for (size_t i = 0; i < n; i++)
@@ -880,7 +878,7 @@ static int run_idle(struct run *r)
 			fprintf(stderr, "gazbench: apply of %s journals failed: %s\n", key, st.msg);
 		free_names(names, n);
 	}
-	for (size_t i = 0; i < IDLE_JOURNALS && !rc; i++) {
+	for (size_t i = 0; i < count && !rc; i++) {
 		struct bench_append_result res;
 
 		idle_names(r, i, i + 1, names);
@@ -896,10 +894,10 @@ static int run_idle(struct run *r)
 		bench_cpu_take(&b, r->broker_pids, r->npids);
 		put(r, key, "cpu_cores", bench_cpu_cores(&a, &b, true));
 		put(r, key, "rss_kib_per_journal",
-		    rss0 < 0 || rss1 < 0 ? -1 : (double)(rss1 - rss0) / IDLE_JOURNALS);
+		    rss0 < 0 || rss1 < 0 ? -1 : (double)(rss1 - rss0) / count);
 	}
-	for (size_t lo = 0; lo < IDLE_JOURNALS; lo += IDLE_BATCH) {
-		size_t n = IDLE_JOURNALS - lo < IDLE_BATCH ? IDLE_JOURNALS - lo : IDLE_BATCH;
+	for (size_t lo = 0; lo < count; lo += IDLE_BATCH) {
+		size_t n = count - lo < IDLE_BATCH ? count - lo : IDLE_BATCH;
 
 		idle_names(r, lo, lo + n, names);
 		if (bench_delete(r->ch, (const char *const *)names, n, &st))
@@ -937,7 +935,9 @@ static int run_all(struct run *r)
 	if (!r->fatal && (one = run_reads(r)))
 		rc = one;
 done:
-	if (!r->fatal && selected(r, "idle_5k") && (one = run_idle(r)))
+	if (!r->fatal && selected(r, "idle_5k") && (one = run_idle(r, "idle_5k", 5000)))
+		rc = one;
+	if (!r->fatal && selected(r, "idle_10k") && (one = run_idle(r, "idle_10k", 10000)))
 		rc = one;
 	bench_cpu_take(&c, r->broker_pids, r->npids);
 	bench_out_put(&r->out, "run.broker_cpu_s", c.broker_ns < 0 ? -1 : (double)c.broker_ns / 1e9);
