@@ -314,25 +314,9 @@ static struct alloc_count *index_count(struct alloc_index *ix, const char *id, s
 	return &ix->counts[lo];
 }
 
-/* Marks journal `name` (its first `len` bytes) dirty. */
-static void index_dirty(struct alloc_index *ix, const char *name, size_t len)
-{
-	char buf[512], *s = len < sizeof(buf) ? buf : malloc(len + 1);
-
-	if (!s) {
-		ix->rev = 0; /* out of memory: rebuild next round */
-		return;
-	}
-	memcpy(s, name, len);
-	s[len] = 0;
-	if (gaz_strset_add(&ix->dirty, s) < 0)
-		ix->rev = 0;
-	if (s != buf)
-		free(s);
-}
-
-/* Follows one change of the keyspace (gaz_ks_change_fn). Assignment keys
- * are "<root>/assign/<journal>#<zone>#<suffix>#<slot>" (journals.h). */
+/* Follows one change of the keyspace (gaz_ks_change_fn): the journal an
+ * item or assignment key names is dirty. Assignment keys are
+ * "<root>/assign/<journal>#<zone>#<suffix>#<slot>" (journals.h). */
 static void index_on_change(void *arg, const char *key, enum gaz_ks_change kind)
 {
 	struct alloc_index *ix = arg;
@@ -340,29 +324,29 @@ static void index_on_change(void *arg, const char *key, enum gaz_ks_change kind)
 
 	if (strncmp(key, ix->root, ix->root_len))
 		return;
+	if (gaz_ks_note_journal(&ix->dirty, ix->root, ix->root_len, key) < 0) {
+		ix->rev = 0; /* rebuild next round */
+		return;
+	}
 	if (!strncmp(rest, "/items/", 7)) {
-		index_dirty(ix, rest + 7, strlen(rest + 7));
 		ix->totals_stale = true;
 	} else if (!strncmp(rest, "/members/", 9)) {
 		ix->full = true;
 		free(ix->cursor);
 		ix->cursor = NULL;
-	} else if (!strncmp(rest, "/assign/", 8)) {
-		const char *j = rest + 8, *h1 = strchr(j, '#'), *h3 = strrchr(j, '#');
+	} else if (!strncmp(rest, "/assign/", 8) && kind != GAZ_KS_UPDATED) {
+		const char *h1 = strchr(rest + 8, '#'), *h3 = strrchr(rest + 8, '#');
 		if (!h1 || h3 <= h1)
 			return;
-		index_dirty(ix, j, (size_t)(h1 - j));
-		if (kind != GAZ_KS_UPDATED) {
-			struct alloc_count *c = index_count(ix, h1 + 1, (size_t)(h3 - h1 - 1), true);
-			int64_t d = kind == GAZ_KS_CREATED ? 1 : -1;
-			if (!c) {
-				ix->rev = 0;
-				return;
-			}
-			c->load += d;
-			c->primaries += strcmp(h3 + 1, "0") ? 0 : d;
-			ix->freed |= d < 0;
+		struct alloc_count *c = index_count(ix, h1 + 1, (size_t)(h3 - h1 - 1), true);
+		int64_t d = kind == GAZ_KS_CREATED ? 1 : -1;
+		if (!c) {
+			ix->rev = 0;
+			return;
 		}
+		c->load += d;
+		c->primaries += strcmp(h3 + 1, "0") ? 0 : d;
+		ix->freed |= d < 0;
 	}
 }
 

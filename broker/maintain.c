@@ -118,20 +118,9 @@ struct local_set {
 static void local_on_change(void *arg, const char *key, enum gaz_ks_change kind)
 {
 	struct local_set *ls = arg;
-	const char *rest = key + ls->root_len, *j, *h;
-	char buf[512];
-	size_t len;
 	(void)kind;
 
-	if (strncmp(key, ls->root, ls->root_len))
-		return;
-	if (!strncmp(rest, "/items/", 7))
-		j = rest + 7, len = strlen(j);
-	else if (!strncmp(rest, "/assign/", 8) && (h = strchr(rest + 8, '#')))
-		j = rest + 8, len = (size_t)(h - j);
-	else
-		return;
-	if (len >= sizeof(buf) || (memcpy(buf, j, len), buf[len] = 0, gaz_strset_add(&ls->changed, buf) < 0))
+	if (gaz_ks_note_journal(&ls->changed, ls->root, ls->root_len, key) < 0)
 		ls->rev = 0; /* not followed: rescan */
 }
 

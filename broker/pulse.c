@@ -16,7 +16,8 @@
  * A primary replica pulses: when it starts, whenever its route changes
  * (its assignments are then inconsistent), when its spool is due for a
  * flush-interval roll or holds the journal's first known write (BR-01),
- * and every PULSE_PERIOD otherwise. Each pulse is
+ * and every PULSE_PERIOD otherwise. A keyspace change costs a route build
+ * only for the journals it touched (the keyspace's change log). Each pulse is
  * bounded by PULSE_TIMEOUT; a failed one is retried no sooner than
  * PULSE_RETRY. One thread runs the pulses of every replica in turn.
  *
@@ -31,6 +32,7 @@
 #include "broker/replica.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/strset.h"
 
 #define PULSE_TICK_MS 100
 #define PULSE_PERIOD (60 * GAZ_NS_PER_S)
@@ -139,12 +141,50 @@ static bool pulse(struct gaz_broker *b, struct gaz_replica *r, bool auto_suspend
 	return code == GAZ_GRPC_OK && status == PROTOCOL__STATUS__OK;
 }
 
-/* Decides whether `r` pulses now (`rev`: the keyspace revision the scan
- * began at), and runs it; lowers *due_ns (monotonic) to when it is due
- * next as far as timers tell. */
-static void maybe_pulse(struct gaz_broker *b, struct gaz_replica *r, int64_t rev, int64_t now,
+/* What one scan knows of the keyspace: its revision, the previous scan's,
+ * and the journals whose keys changed between them (`all`: the change
+ * log did not reach back, so any may have). */
+struct pulse_scan {
+	int64_t rev, prev_rev;
+	bool all;
+	struct gaz_strset changed;
+	const char *root;
+	size_t root_len;
+};
+
+/* Collects the journals of changed items and assignments (gaz_ks_change_fn). */
+static void scan_on_change(void *arg, const char *key, enum gaz_ks_change kind)
+{
+	struct pulse_scan *sc = arg;
+	(void)kind;
+
+	if (gaz_ks_note_journal(&sc->changed, sc->root, sc->root_len, key) < 0)
+		sc->all = true;
+}
+
+/* scan_begin reads the revision and the journals changed since
+ * `prev_rev` (a revision an earlier scan read). */
+static void scan_begin(struct gaz_broker *b, struct pulse_scan *sc, int64_t prev_rev)
+{
+	sc->prev_rev = prev_rev;
+	sc->root = b->root;
+	sc->root_len = strlen(b->root);
+	sc->all = false;
+	gaz_strset_clear(&sc->changed);
+	gaz_keyspace_rlock(b->ks);
+	sc->rev = gaz_keyspace_revision(b->ks);
+	if (sc->rev != prev_rev && (prev_rev < 0 || !gaz_keyspace_changes(b->ks, prev_rev, scan_on_change, sc)))
+		sc->all = true;
+	gaz_keyspace_runlock(b->ks);
+}
+
+/* Decides whether `r` pulses now (`sc`: the scan's view of the keyspace),
+ * and runs it; lowers *due_ns (monotonic) to when it is due next as far
+ * as timers tell. */
+static void maybe_pulse(struct gaz_broker *b, struct gaz_replica *r, const struct pulse_scan *sc, int64_t now,
 			int64_t *due_ns)
 {
+	int64_t rev = sc->rev;
 	bool periodic, changed, ok, auto_suspend;
 	int64_t flush_s;
 
@@ -155,9 +195,13 @@ static void maybe_pulse(struct gaz_broker *b, struct gaz_replica *r, int64_t rev
 		return;
 	}
 	periodic = now >= r->pulse_next_ns;
-	/* The route is rebuilt only when the keyspace moved since it was
-	 * last found consistent: an idle journal costs no route build. `rev`
-	 * is the scan's, read before it: a later change makes another scan. */
+	/* The route is rebuilt only when the journal's keys changed since it
+	 * was last found consistent: an idle journal, or one no change
+	 * touched, costs no route build. `rev` is the scan's, read before
+	 * it: a later change makes another scan. */
+	if (rev != r->pulse_checked_rev && r->pulse_checked_rev == sc->prev_rev && !sc->all &&
+	    !gaz_strset_has(&sc->changed, r->journal))
+		r->pulse_checked_rev = rev;
 	if (rev != r->pulse_checked_rev) {
 		changed = route_inconsistent(b, r->journal, &flush_s);
 		r->pulse_checked_rev = changed ? 0 : rev;
@@ -194,6 +238,7 @@ static void maybe_pulse(struct gaz_broker *b, struct gaz_replica *r, int64_t rev
 void *gaz_pulse_thread(void *arg)
 {
 	struct gaz_broker *b = arg;
+	struct pulse_scan sc = {0};
 	int64_t scanned_rev = -1, scanned_gen = -1, due_ns = 0;
 
 	while (!atomic_load(&b->stopping)) {
@@ -202,17 +247,19 @@ void *gaz_pulse_thread(void *arg)
 		if (rev != scanned_rev || gen != scanned_gen || now >= due_ns) {
 			struct gaz_replica **rs = NULL;
 			size_t n = gaz_replicas_snapshot(b, &rs);
-			scanned_rev = rev;
+			scan_begin(b, &sc, scanned_rev);
+			scanned_rev = sc.rev;
 			scanned_gen = gen;
 			due_ns = now + PULSE_PERIOD;
 			for (size_t i = 0; i < n; i++) {
 				if (!atomic_load(&b->stopping))
-					maybe_pulse(b, rs[i], rev, gaz_mono_ns(), &due_ns);
+					maybe_pulse(b, rs[i], &sc, gaz_mono_ns(), &due_ns);
 				gaz_replica_unref(rs[i]);
 			}
 			free(rs);
 		}
 		usleep(PULSE_TICK_MS * 1000);
 	}
+	gaz_strset_release(&sc.changed);
 	return NULL;
 }

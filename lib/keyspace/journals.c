@@ -5,6 +5,8 @@
  */
 #include "keyspace/journals.h"
 
+#include "common/strset.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -419,4 +421,36 @@ Protocol__JournalSpec *gaz_ks_spec_copy(struct gaz_keyspace *ks, const char *roo
 		s = (Protocol__JournalSpec *)gaz_pb_copy(&((struct gaz_ks_value *)e->decoded)->spec->base);
 	gaz_keyspace_runlock(ks);
 	return s;
+}
+
+const char *gaz_ks_key_journal(const char *root, size_t root_len, const char *key, size_t *len)
+{
+	const char *rest = key + root_len, *h;
+
+	if (strncmp(key, root, root_len))
+		return NULL;
+	if (!strncmp(rest, "/items/", 7)) {
+		*len = strlen(rest + 7);
+		return rest + 7;
+	}
+	if (!strncmp(rest, "/assign/", 8) && (h = strchr(rest + 8, '#'))) {
+		*len = (size_t)(h - (rest + 8));
+		return rest + 8;
+	}
+	return NULL;
+}
+
+int gaz_ks_note_journal(struct gaz_strset *set, const char *root, size_t root_len, const char *key)
+{
+	char buf[512];
+	size_t len;
+	const char *j = gaz_ks_key_journal(root, root_len, key, &len);
+
+	if (!j)
+		return 0;
+	if (len >= sizeof(buf))
+		return -1;
+	memcpy(buf, j, len);
+	buf[len] = 0;
+	return gaz_strset_add(set, buf) < 0 ? -1 : 1;
 }

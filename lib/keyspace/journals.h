@@ -51,6 +51,18 @@ struct gaz_route {
 	int primary;                   /* index of the slot-0 member or -1 */
 };
 
+/* gaz_ks_key_journal: the journal an item or assignment key under `root`
+ * (root_len bytes) names: a pointer into `key` and its length in *len (not
+ * NUL-terminated); NULL for any other key. */
+const char *gaz_ks_key_journal(const char *root, size_t root_len, const char *key, size_t *len);
+
+struct gaz_strset;
+/* gaz_ks_note_journal adds to `set` the journal that `key` names (as
+ * gaz_ks_key_journal), for readers of the keyspace's change log. Returns
+ * 1 (a journal key, noted or already there), 0 (not a journal key), or -1
+ * when out of memory or the name is too long (the reader must rescan). */
+int gaz_ks_note_journal(struct gaz_strset *set, const char *root, size_t root_len, const char *key);
+
 /* With the keyspace read-locked: the item of `journal` or NULL. */
 const struct gaz_ks_entry *gaz_ks_item(struct gaz_keyspace *ks, const char *root,
 				       const char *journal);
