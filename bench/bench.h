@@ -179,6 +179,12 @@ struct bench_cpu {
  * `npids` broker processes (npids 0: not sampled). */
 void bench_cpu_take(struct bench_cpu *c, const int *pids, int npids);
 
+/* bench_sched_ns: nanoseconds on a CPU of every thread of the `npids`
+ * processes, from /proc/<pid>/task/<tid>/schedstat (nanosecond
+ * resolution, where /proc/<pid>/stat counts 10 ms ticks); -1 when a
+ * process is gone. Threads that ended are not counted. */
+int64_t bench_sched_ns(const int *pids, int npids);
+
 /* bench_cpu_cores: CPU cores used between two samples (self or broker). */
 double bench_cpu_cores(const struct bench_cpu *a, const struct bench_cpu *b, bool broker);
 

@@ -12,6 +12,7 @@
  */
 #include "bench/bench.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -144,4 +145,33 @@ void bench_out_put(struct bench_out *o, const char *key, double value)
 		printf("  %-28s %12.6g\n", key, value);
 		fflush(stdout);
 	}
+}
+
+int64_t bench_sched_ns(const int *pids, int npids)
+{
+	int64_t sum = 0;
+
+	for (int p = 0; p < npids; p++) {
+		char path[64];
+		struct dirent *e;
+		DIR *d;
+
+		snprintf(path, sizeof(path), "/proc/%d/task", pids[p]);
+		if (!(d = opendir(path)))
+			return -1;
+		while ((e = readdir(d))) {
+			long long run = 0;
+			FILE *f;
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "/proc/%d/task/%.16s/schedstat", pids[p], e->d_name);
+			if ((f = fopen(path, "r"))) {
+				if (fscanf(f, "%lld", &run) == 1)
+					sum += run;
+				fclose(f);
+			}
+		}
+		closedir(d);
+	}
+	return sum;
 }

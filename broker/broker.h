@@ -93,6 +93,12 @@ struct gaz_broker {
 	 * the keyspace nor a timer announces (pulse.c sleeps through idle
 	 * ticks otherwise). */
 	atomic_llong pulse_gen;
+	/* The pulse thread sleeps on pulse_cond until gaz_pulse_kick, its
+	 * earliest timer, or a second; pulse_mu guards only pulse_kicked and
+	 * is a leaf lock (a kick may come with a replica's mu held). */
+	pthread_mutex_t pulse_mu;
+	pthread_cond_t pulse_cond;
+	bool pulse_kicked;
 	atomic_bool refresh_hurried;   /* a reader waits at a hole (maintain.c) */
 	pthread_t maintain_thread, alloc_thread, pulse_thread;
 	bool threads_started;
@@ -179,6 +185,9 @@ int gaz_announce_exiting(struct gaz_broker *b, struct gaz_status *st);
 bool gaz_broker_lease_valid(struct gaz_broker *b);
 /* Thread bodies (arg: the broker); each returns once b->stopping is set. */
 void *gaz_allocator_thread(void *arg);
+/* gaz_pulse_kick wakes the pulse thread (pulse.c): after pulse_gen moved,
+ * a keyspace change, or at stopping. Any thread, any lock held. */
+void gaz_pulse_kick(struct gaz_broker *b);
 void *gaz_maintain_thread(void *arg);
 void *gaz_pulse_thread(void *arg);
 /* gaz_broker_kick wakes the maintenance and allocator threads (after a

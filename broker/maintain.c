@@ -26,6 +26,8 @@ static void wake(struct gaz_broker *b, bool alloc)
 	b->alloc_wake = b->alloc_wake || alloc;
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&b->mu);
+	if (alloc)
+		gaz_pulse_kick(b); /* a keyspace change, or stopping */
 }
 
 void gaz_broker_kick(struct gaz_broker *b)
@@ -276,6 +278,7 @@ static void reconcile(struct gaz_broker *b, struct local_set *ls)
 			 * pulse, leaving the journal under-replicated to the
 			 * operator until then). */
 			atomic_fetch_add(&b->pulse_gen, 1);
+			gaz_pulse_kick(b);
 		}
 		note_route_primary(b, rs[i], a->route_primary);
 		gaz_replica_unref(rs[i]);

@@ -34,7 +34,7 @@
 #include "common/log.h"
 #include "common/strset.h"
 
-#define PULSE_TICK_MS 100
+#define PULSE_TICK_MS 20 /* scans at least this far apart */
 #define PULSE_PERIOD (60 * GAZ_NS_PER_S)
 #define PULSE_TIMEOUT (30 * GAZ_NS_PER_S)
 #define PULSE_RETRY (GAZ_NS_PER_S / 2)
@@ -230,11 +230,19 @@ static void maybe_pulse(struct gaz_broker *b, struct gaz_replica *r, const struc
 	*due_ns = next < *due_ns ? next : *due_ns;
 }
 
+void gaz_pulse_kick(struct gaz_broker *b)
+{
+	pthread_mutex_lock(&b->pulse_mu);
+	b->pulse_kicked = true;
+	pthread_cond_signal(&b->pulse_cond);
+	pthread_mutex_unlock(&b->pulse_mu);
+}
+
 /* The thread scans the replicas only when a pulse may be due: the
  * keyspace moved (a route change), a spool got its first content or an
  * index its first listing (b->pulse_gen), or a timer of the last scan
- * (periodic pulse, retry, flush interval) came. An idle broker's tick
- * reads two counters. */
+ * (periodic pulse, retry, flush interval) came. Between scans it sleeps
+ * until kicked (gaz_pulse_kick), or its earliest timer, or a second. */
 void *gaz_pulse_thread(void *arg)
 {
 	struct gaz_broker *b = arg;
@@ -258,7 +266,21 @@ void *gaz_pulse_thread(void *arg)
 			}
 			free(rs);
 		}
-		usleep(PULSE_TICK_MS * 1000);
+		/* Sleep until a kick (pulse_gen moved, the keyspace changed,
+		 * stopping), the earliest timer, or a second: an idle broker
+		 * wakes once a second. Scans are at least PULSE_TICK_MS apart,
+		 * so a burst of kicks costs one scan. */
+		int64_t until = due_ns < gaz_deadline_in(1000) ? due_ns : gaz_deadline_in(1000);
+		struct timespec ts = gaz_abstime_of(until);
+		pthread_mutex_lock(&b->pulse_mu);
+		while (!b->pulse_kicked && !atomic_load(&b->stopping))
+			if (pthread_cond_timedwait(&b->pulse_cond, &b->pulse_mu, &ts))
+				break;
+		b->pulse_kicked = false;
+		pthread_mutex_unlock(&b->pulse_mu);
+		int64_t next = now + PULSE_TICK_MS * GAZ_NS_PER_MS - gaz_mono_ns();
+		if (next > 0 && !atomic_load(&b->stopping))
+			usleep((useconds_t)(next / 1000));
 	}
 	gaz_strset_release(&sc.changed);
 	return NULL;

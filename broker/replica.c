@@ -395,6 +395,7 @@ int gaz_replica_publish_spool(struct gaz_replica *r, struct gaz_status *st)
 		 * roll may now fall due (pulse.c). */
 		r->published_begin = r->spool.fragment.begin;
 		atomic_fetch_add(&r->b->pulse_gen, 1);
+		gaz_pulse_kick(r->b);
 	}
 	return gaz_coverset_add(&r->index, &r->spool.fragment, f, NULL, st);
 }
@@ -509,6 +510,7 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 		if ((rc == GAZ_EINVAL || rc == GAZ_EPERM) && !r->index_ready) {
 			r->index_ready = true;
 			atomic_fetch_add(&r->b->pulse_gen, 1);
+			gaz_pulse_kick(r->b);
 		}
 		refresh_done_locked(r);
 		pthread_mutex_unlock(&r->mu);
@@ -532,6 +534,7 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 	if (!rc && !r->index_ready) {
 		r->index_ready = true;
 		atomic_fetch_add(&r->b->pulse_gen, 1); /* the first-write roll may be due */
+		gaz_pulse_kick(r->b);
 	}
 	refresh_done_locked(r);
 	pthread_mutex_unlock(&r->mu);
