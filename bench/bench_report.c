@@ -183,6 +183,8 @@ static void cell(char *buf, size_t len, bool ok, double mean, double spread)
 		snprintf(buf, len, "-");
 	else if (fabs(mean) >= 10000)
 		snprintf(buf, len, "%9.0f ±%3.0f%%", mean, spread);
+	else if (mean != 0 && fabs(mean) < 0.1)
+		snprintf(buf, len, "%9.5f ±%3.0f%%", mean, spread); /* idle cores */
 	else
 		snprintf(buf, len, "%9.1f ±%3.0f%%", mean, spread);
 }
