@@ -32,6 +32,7 @@
 #include "common/err.h"
 #include "common/flags.h"
 #include "common/notify.h"
+#include "common/strset.h"
 #include "etcd/etcd.h"
 #include "keyspace/journals.h"
 #include "protocol.pb-c.h"
@@ -88,17 +89,14 @@ struct gaz_broker {
 	atomic_bool stopping;          /* replicas are being shut down */
 	atomic_bool lease_lost;
 	atomic_llong append_prefetched; /* content bytes appends read ahead (append_batch.c) */
-	/* Bumped when a replica's spool gets its first content after a roll or
-	 * its index its first listing: what may make a pulse due that neither
-	 * the keyspace nor a timer announces (pulse.c sleeps through idle
-	 * ticks otherwise). */
-	atomic_llong pulse_gen;
-	/* The pulse thread sleeps on pulse_cond until gaz_pulse_kick, its
-	 * earliest timer, or a second; pulse_mu guards only pulse_kicked and
-	 * is a leaf lock (a kick may come with a replica's mu held). */
+	/* The pulse thread sleeps on pulse_cond until a kick
+	 * (gaz_pulse_kick, gaz_pulse_kick_journal), its earliest timer, or a
+	 * second; pulse_mu guards pulse_kicked and pulse_journals only and is
+	 * a leaf lock (a kick may come with a replica's mu held). */
 	pthread_mutex_t pulse_mu;
 	pthread_cond_t pulse_cond;
-	bool pulse_kicked;
+	bool pulse_kicked, pulse_kick_all;
+	struct gaz_strset pulse_journals; /* kicked journals (pulse_mu) */
 	atomic_bool refresh_hurried;   /* a reader waits at a hole (maintain.c) */
 	pthread_t maintain_thread, alloc_thread, pulse_thread;
 	bool threads_started;
@@ -185,9 +183,13 @@ int gaz_announce_exiting(struct gaz_broker *b, struct gaz_status *st);
 bool gaz_broker_lease_valid(struct gaz_broker *b);
 /* Thread bodies (arg: the broker); each returns once b->stopping is set. */
 void *gaz_allocator_thread(void *arg);
-/* gaz_pulse_kick wakes the pulse thread (pulse.c): after pulse_gen moved,
- * a keyspace change, or at stopping. Any thread, any lock held. */
+/* gaz_pulse_kick wakes the pulse thread (pulse.c): after a keyspace
+ * change, or at stopping. gaz_pulse_kick_journal also has it look at
+ * `journal` (its spool got its first content, its index its first
+ * listing, it became primary): a pulse may be due that neither the
+ * keyspace nor a timer announces. Any thread, any lock held. */
 void gaz_pulse_kick(struct gaz_broker *b);
+void gaz_pulse_kick_journal(struct gaz_broker *b, const char *journal);
 void *gaz_maintain_thread(void *arg);
 void *gaz_pulse_thread(void *arg);
 /* gaz_broker_kick wakes the maintenance and allocator threads (after a

@@ -271,14 +271,12 @@ static void reconcile(struct gaz_broker *b, struct local_set *ls)
 			 * rather than at the next refresh interval. */
 			rs[i]->primary = true;
 			rs[i]->next_refresh_ns = 0;
-			/* The pulse thread may have scanned this revision while
-			 * the replica was not primary yet; it rescans on a new
-			 * pulse_gen, so the route the allocator changed gets its
-			 * consistency write now (else only at the periodic
-			 * pulse, leaving the journal under-replicated to the
-			 * operator until then). */
-			atomic_fetch_add(&b->pulse_gen, 1);
-			gaz_pulse_kick(b);
+			/* The pulse thread may have looked at this journal while
+			 * the replica was not primary yet; kicked, it looks again,
+			 * so the route the allocator changed gets its consistency
+			 * write now (else only at the periodic pulse, leaving the
+			 * journal under-replicated to the operator until then). */
+			gaz_pulse_kick_journal(b, rs[i]->journal);
 		}
 		note_route_primary(b, rs[i], a->route_primary);
 		gaz_replica_unref(rs[i]);
@@ -290,6 +288,8 @@ static void reconcile(struct gaz_broker *b, struct local_set *ls)
 		if (!r && (r = gaz_replica_new(b, as[i].journal, as[i].create_revision))) {
 			r->primary = as[i].primary;
 			r->route_primary = as[i].route_primary ? strdup(as[i].route_primary) : NULL;
+			if (r->primary)
+				gaz_pulse_kick_journal(b, r->journal); /* a new primary pulses at once */
 			continue; /* table reference only */
 		}
 		gaz_replica_unref(r);

@@ -16,10 +16,12 @@
  * A primary replica pulses: when it starts, whenever its route changes
  * (its assignments are then inconsistent), when its spool is due for a
  * flush-interval roll or holds the journal's first known write (BR-01),
- * and every PULSE_PERIOD otherwise. A keyspace change costs a route build
- * only for the journals it touched (the keyspace's change log). Each pulse is
+ * and every PULSE_PERIOD otherwise. One thread runs the pulses, looking
+ * at a replica only when one may be due: a keyspace change touched its
+ * journal (the keyspace's change log), it was kicked, or its time in a
+ * queue ordered by due time came (gaz_pulse_thread). Each pulse is
  * bounded by PULSE_TIMEOUT; a failed one is retried no sooner than
- * PULSE_RETRY. One thread runs the pulses of every replica in turn.
+ * PULSE_RETRY.
  *
  * Must not: hold the keyspace lock or a replica's mu across a pulse.
  */
@@ -238,39 +240,172 @@ void gaz_pulse_kick(struct gaz_broker *b)
 	pthread_mutex_unlock(&b->pulse_mu);
 }
 
-/* The thread scans the replicas only when a pulse may be due: the
- * keyspace moved (a route change), a spool got its first content or an
- * index its first listing (b->pulse_gen), or a timer of the last scan
- * (periodic pulse, retry, flush interval) came. Between scans it sleeps
- * until kicked (gaz_pulse_kick), or its earliest timer, or a second. */
+void gaz_pulse_kick_journal(struct gaz_broker *b, const char *journal)
+{
+	pthread_mutex_lock(&b->pulse_mu);
+	b->pulse_kicked = true;
+	if (gaz_strset_add(&b->pulse_journals, journal) < 0)
+		b->pulse_kick_all = true; /* out of memory: look at every journal */
+	pthread_cond_signal(&b->pulse_cond);
+	pthread_mutex_unlock(&b->pulse_mu);
+}
+
+/* The pulse thread's queue of replicas by the time their next pulse is
+ * due (a binary min-heap). Entries are not removed when a replica's due
+ * time changes: each replica remembers its latest (pulse_heap_due), and a
+ * popped entry that is not it is dropped. */
+struct pulse_entry {
+	int64_t due_ns;
+	char *journal;
+};
+
+struct pulse_queue {
+	struct pulse_entry *e;
+	size_t n, cap;
+};
+
+static void queue_push(struct pulse_queue *q, int64_t due_ns, const char *journal)
+{
+	char *copy = strdup(journal);
+	size_t i;
+
+	if (!copy)
+		return;
+	if (q->n == q->cap) {
+		size_t ncap = q->cap ? q->cap * 2 : 64;
+		void *p = realloc(q->e, ncap * sizeof(*q->e));
+		if (!p) {
+			free(copy);
+			return;
+		}
+		q->e = p;
+		q->cap = ncap;
+	}
+	for (i = q->n++; i > 0 && q->e[(i - 1) / 2].due_ns > due_ns; i = (i - 1) / 2)
+		q->e[i] = q->e[(i - 1) / 2];
+	q->e[i] = (struct pulse_entry){due_ns, copy};
+}
+
+/* queue_pop removes the earliest entry into *out (its journal the
+ * caller's to free). */
+static void queue_pop(struct pulse_queue *q, struct pulse_entry *out)
+{
+	struct pulse_entry last = q->e[--q->n];
+	size_t i = 0;
+
+	*out = q->e[0];
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= q->n)
+			break;
+		if (c + 1 < q->n && q->e[c + 1].due_ns < q->e[c].due_ns)
+			c++;
+		if (q->e[c].due_ns >= last.due_ns)
+			break;
+		q->e[i] = q->e[c];
+		i = c;
+	}
+	if (q->n)
+		q->e[i] = last;
+}
+
+static void queue_release(struct pulse_queue *q)
+{
+	for (size_t i = 0; i < q->n; i++)
+		free(q->e[i].journal);
+	free(q->e);
+	*q = (struct pulse_queue){0};
+}
+
+/* visit decides on `r`'s pulse (maybe_pulse) and queues it by the time
+ * it is due next, if that moved. */
+static void visit(struct gaz_broker *b, struct gaz_replica *r, const struct pulse_scan *sc, struct pulse_queue *q)
+{
+	int64_t due = INT64_MAX;
+
+	if (atomic_load(&b->stopping))
+		return;
+	maybe_pulse(b, r, sc, gaz_mono_ns(), &due);
+	if (due != INT64_MAX && due != r->pulse_heap_due) {
+		queue_push(q, due, r->journal);
+		r->pulse_heap_due = due;
+	}
+}
+
+static void visit_journal(struct gaz_broker *b, const char *journal, const struct pulse_scan *sc,
+			  struct pulse_queue *q)
+{
+	struct gaz_replica *r = gaz_replica_get(b, journal);
+
+	if (r) {
+		visit(b, r, sc, q);
+		gaz_replica_unref(r);
+	}
+}
+
+/* The pulse thread looks at a replica only when a pulse may be due: the
+ * keyspace changed its journal's keys (a route change: the change log
+ * says which), it was kicked (its spool got its first content, its index
+ * its first listing, it became primary), or its time in the queue came
+ * (periodic pulse, retry, flush interval). Every PULSE_PERIOD, and when
+ * the change log does not reach back, it looks at all of them. Between
+ * passes it sleeps until kicked, the queue's earliest time, or a second;
+ * passes are at least PULSE_TICK_MS apart, so a burst of kicks costs one. */
 void *gaz_pulse_thread(void *arg)
 {
 	struct gaz_broker *b = arg;
 	struct pulse_scan sc = {0};
-	int64_t scanned_rev = -1, scanned_gen = -1, due_ns = 0;
+	struct pulse_queue q = {0};
+	int64_t scanned_rev = -1, next_full_ns = 0;
 
 	while (!atomic_load(&b->stopping)) {
-		int64_t now = gaz_mono_ns(), gen = atomic_load(&b->pulse_gen);
-		int64_t rev = gaz_keyspace_revision_now(b->ks);
-		if (rev != scanned_rev || gen != scanned_gen || now >= due_ns) {
+		int64_t now = gaz_mono_ns();
+		size_t n_kicked = 0;
+		bool all;
+		char **kicked;
+
+		pthread_mutex_lock(&b->pulse_mu);
+		kicked = b->pulse_journals.n ? gaz_strset_drain(&b->pulse_journals, &n_kicked) : NULL;
+		all = b->pulse_kick_all || (b->pulse_journals.n && !kicked);
+		b->pulse_kick_all = false;
+		pthread_mutex_unlock(&b->pulse_mu);
+		scan_begin(b, &sc, scanned_rev);
+		scanned_rev = sc.rev;
+		if (all || sc.all || now >= next_full_ns) {
 			struct gaz_replica **rs = NULL;
 			size_t n = gaz_replicas_snapshot(b, &rs);
-			scan_begin(b, &sc, scanned_rev);
-			scanned_rev = sc.rev;
-			scanned_gen = gen;
-			due_ns = now + PULSE_PERIOD;
+			next_full_ns = now + PULSE_PERIOD;
 			for (size_t i = 0; i < n; i++) {
-				if (!atomic_load(&b->stopping))
-					maybe_pulse(b, rs[i], &sc, gaz_mono_ns(), &due_ns);
+				visit(b, rs[i], &sc, &q);
 				gaz_replica_unref(rs[i]);
 			}
 			free(rs);
+		} else {
+			/* maybe_pulse reads sc.changed too: iterated, not drained. */
+			size_t pos = 0;
+			for (const char *j; (j = gaz_strset_next(&sc.changed, &pos));)
+				visit_journal(b, j, &sc, &q);
+			for (size_t i = 0; i < n_kicked; i++)
+				visit_journal(b, kicked[i], &sc, &q);
+			while (q.n && q.e[0].due_ns <= gaz_mono_ns() && !atomic_load(&b->stopping)) {
+				struct pulse_entry e;
+				queue_pop(&q, &e);
+				struct gaz_replica *r = gaz_replica_get(b, e.journal);
+				if (r && r->pulse_heap_due == e.due_ns) {
+					r->pulse_heap_due = 0; /* popped: its next due is queued anew */
+					visit(b, r, &sc, &q);
+				}
+				if (r)
+					gaz_replica_unref(r);
+				free(e.journal);
+			}
 		}
-		/* Sleep until a kick (pulse_gen moved, the keyspace changed,
-		 * stopping), the earliest timer, or a second: an idle broker
-		 * wakes once a second. Scans are at least PULSE_TICK_MS apart,
-		 * so a burst of kicks costs one scan. */
-		int64_t until = due_ns < gaz_deadline_in(1000) ? due_ns : gaz_deadline_in(1000);
+		for (size_t i = 0; i < n_kicked; i++)
+			free(kicked[i]);
+		free(kicked);
+		int64_t until = gaz_deadline_in(1000);
+		if (q.n && q.e[0].due_ns < until)
+			until = q.e[0].due_ns;
 		struct timespec ts = gaz_abstime_of(until);
 		pthread_mutex_lock(&b->pulse_mu);
 		while (!b->pulse_kicked && !atomic_load(&b->stopping))
@@ -283,5 +418,6 @@ void *gaz_pulse_thread(void *arg)
 			usleep((useconds_t)(next / 1000));
 	}
 	gaz_strset_release(&sc.changed);
+	queue_release(&q);
 	return NULL;
 }

@@ -394,8 +394,7 @@ int gaz_replica_publish_spool(struct gaz_replica *r, struct gaz_status *st)
 		/* The spool's first content: a flush interval or the first-write
 		 * roll may now fall due (pulse.c). */
 		r->published_begin = r->spool.fragment.begin;
-		atomic_fetch_add(&r->b->pulse_gen, 1);
-		gaz_pulse_kick(r->b);
+		gaz_pulse_kick_journal(r->b, r->journal);
 	}
 	return gaz_coverset_add(&r->index, &r->spool.fragment, f, NULL, st);
 }
@@ -509,8 +508,7 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 		 * clears the error before any append is accepted. */
 		if ((rc == GAZ_EINVAL || rc == GAZ_EPERM) && !r->index_ready) {
 			r->index_ready = true;
-			atomic_fetch_add(&r->b->pulse_gen, 1);
-			gaz_pulse_kick(r->b);
+			gaz_pulse_kick_journal(r->b, r->journal);
 		}
 		refresh_done_locked(r);
 		pthread_mutex_unlock(&r->mu);
@@ -533,8 +531,7 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 		rc = gaz_coverset_replace_remote(&r->index, &local, &remote, st);
 	if (!rc && !r->index_ready) {
 		r->index_ready = true;
-		atomic_fetch_add(&r->b->pulse_gen, 1); /* the first-write roll may be due */
-		gaz_pulse_kick(r->b);
+		gaz_pulse_kick_journal(r->b, r->journal); /* the first-write roll may be due */
 	}
 	refresh_done_locked(r);
 	pthread_mutex_unlock(&r->mu);

@@ -112,6 +112,8 @@ struct gaz_replica {
 					* consistent (0: none), so an idle
 					* journal's route is not rebuilt every tick */
 	int64_t pulse_flush_s;         /* the flush interval seen then */
+	int64_t pulse_heap_due;        /* due time of its latest entry in the
+					* pulse thread's queue (0: none) */
 	int64_t published_begin;       /* spool begin at the last publish (mu) */
 };
 

@@ -122,6 +122,14 @@ char **gaz_strset_drain(struct gaz_strset *set, size_t *n)
 	return out;
 }
 
+const char *gaz_strset_next(const struct gaz_strset *set, size_t *pos)
+{
+	for (; *pos < set->cap; (*pos)++)
+		if (set->slots[*pos])
+			return set->slots[(*pos)++];
+	return NULL;
+}
+
 void gaz_strset_clear(struct gaz_strset *set)
 {
 	for (size_t i = 0; i < set->cap; i++) {

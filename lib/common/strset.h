@@ -31,6 +31,10 @@ bool gaz_strset_remove(struct gaz_strset *set, const char *s);
  * no order; *n of them), which the caller owns with each string. Returns
  * NULL (the set unchanged, *n 0) when out of memory. */
 char **gaz_strset_drain(struct gaz_strset *set, size_t *n);
+/* gaz_strset_next iterates: from *pos (0 to begin) it returns the next
+ * member (borrowed) and advances *pos past it, or NULL at the end. The set
+ * must not change during the iteration. */
+const char *gaz_strset_next(const struct gaz_strset *set, size_t *pos);
 /* gaz_strset_clear empties the set, keeping its table. */
 void gaz_strset_clear(struct gaz_strset *set);
 /* gaz_strset_release frees everything; the set is empty after. */

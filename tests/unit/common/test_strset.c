@@ -63,6 +63,13 @@ static void test_against_model(void **state)
 	}
 	assert_int_equal(s.n, want);
 
+	size_t pos = 0, seen = 0;
+	for (const char *m; (m = gaz_strset_next(&s, &pos));) {
+		assert_true(present[atoi(m + strlen("journal/"))]);
+		seen++;
+	}
+	assert_int_equal(seen, want);
+
 	size_t n = 0;
 	char **all = gaz_strset_drain(&s, &n);
 	assert_non_null(all);
