@@ -387,7 +387,10 @@ void *gaz_pulse_thread(void *arg)
 				visit_journal(b, j, &sc, &q);
 			for (size_t i = 0; i < n_kicked; i++)
 				visit_journal(b, kicked[i], &sc, &q);
-			while (q.n && q.e[0].due_ns <= gaz_mono_ns() && !atomic_load(&b->stopping)) {
+			/* Due by the pass's start only: a replica due again at once
+			 * (its route write not yet in the keyspace) waits for the
+			 * next pass, PULSE_TICK_MS on, rather than pulsing in a loop. */
+			while (q.n && q.e[0].due_ns <= now && !atomic_load(&b->stopping)) {
 				struct pulse_entry e;
 				queue_pop(&q, &e);
 				struct gaz_replica *r = gaz_replica_get(b, e.journal);
