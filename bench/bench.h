@@ -179,6 +179,10 @@ struct bench_cpu {
  * `npids` broker processes (npids 0: not sampled). */
 void bench_cpu_take(struct bench_cpu *c, const int *pids, int npids);
 
+/* bench_proc_status_kib: the "<field>: N kB" line of /proc/<pid>/status
+ * (e.g. "VmRSS"), in KiB; -1 when the process or the field is missing. */
+int64_t bench_proc_status_kib(int pid, const char *field);
+
 /* bench_sched_ns: nanoseconds on a CPU of every thread of the `npids`
  * processes, from /proc/<pid>/task/<tid>/schedstat (nanosecond
  * resolution, where /proc/<pid>/stat counts 10 ms ticks); -1 when a

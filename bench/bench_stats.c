@@ -175,3 +175,20 @@ int64_t bench_sched_ns(const int *pids, int npids)
 	}
 	return sum;
 }
+
+int64_t bench_proc_status_kib(int pid, const char *field)
+{
+	char path[64], line[256];
+	long long kib = -1;
+	size_t fl = strlen(field);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, fl) && sscanf(line + fl, ": %lld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}

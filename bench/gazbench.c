@@ -823,17 +823,7 @@ static int64_t proc_rss_kib(const struct run *r)
 	int64_t sum = 0;
 
 	for (int i = 0; i < r->npids; i++) {
-		char path[64], line[256];
-		long long kib = -1;
-		FILE *f;
-
-		snprintf(path, sizeof(path), "/proc/%d/status", r->broker_pids[i]);
-		if (!(f = fopen(path, "r")))
-			return -1;
-		while (fgets(line, sizeof(line), f))
-			if (sscanf(line, "VmRSS: %lld kB", &kib) == 1)
-				break;
-		fclose(f);
+		int64_t kib = bench_proc_status_kib(r->broker_pids[i], "VmRSS");
 		if (kib < 0)
 			return -1;
 		sum += kib;

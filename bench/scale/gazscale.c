@@ -407,23 +407,6 @@ static int64_t added_pairs(const struct scale *s, const struct view *a, const st
 
 /* ---- measuring a phase --------------------------------------------------------------- */
 
-static int64_t proc_field_kib(int pid, const char *field)
-{
-	char path[64], line[256];
-	long long kib = -1;
-	size_t fl = strlen(field);
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	if (!(f = fopen(path, "r")))
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, fl) && sscanf(line + fl, ": %lld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
 static void max_mean(const struct scale *s, const int64_t *x, double *max, double *mean)
 {
 	int64_t sum = 0, top = 0, n = 0;
@@ -591,7 +574,7 @@ static int run(struct scale *s)
 	s->sims = bench_xcalloc((size_t)(s->members + s->join + 1), sizeof(*s->sims));
 	if (pthread_create(&pulse, NULL, pulse_main, s))
 		die("pthread_create", NULL);
-	int64_t rss0 = proc_field_kib(s->leader_pid, "VmRSS");
+	int64_t rss0 = bench_proc_status_kib(s->leader_pid, "VmRSS");
 
 	/* empty: the members join at once. */
 	view_take(s, &before, true);
@@ -601,7 +584,7 @@ static int run(struct scale *s)
 	ok = run_phase(s, "empty", &before, 0, (size_t)s->members, t0, &c0);
 	view_release(&before);
 	if (ok) {
-		int64_t bytes = etcd_bytes(s, &keys), rss1 = proc_field_kib(s->leader_pid, "VmRSS");
+		int64_t bytes = etcd_bytes(s, &keys), rss1 = bench_proc_status_kib(s->leader_pid, "VmRSS");
 		double replicas = (double)(s->journals * s->replication);
 		printf("etcd: %" PRId64 " keys, %.1f MB of keys and values: %.0f B per journal "
 		       "replica; leader RSS %.1f MB (+%.1f MB while allocating): %.2f KiB per "
