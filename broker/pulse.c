@@ -33,6 +33,7 @@
 #include "broker/metrics.h"
 #include "broker/replica.h"
 #include "common/clock.h"
+#include "common/dueq.h"
 #include "common/log.h"
 #include "common/strset.h"
 
@@ -250,90 +251,23 @@ void gaz_pulse_kick_journal(struct gaz_broker *b, const char *journal)
 	pthread_mutex_unlock(&b->pulse_mu);
 }
 
-/* The pulse thread's queue of replicas by the time their next pulse is
- * due (a binary min-heap). Entries are not removed when a replica's due
- * time changes: each replica remembers its latest (pulse_heap_due), and a
- * popped entry that is not it is dropped. */
-struct pulse_entry {
-	int64_t due_ns;
-	char *journal;
-};
-
-struct pulse_queue {
-	struct pulse_entry *e;
-	size_t n, cap;
-};
-
-static void queue_push(struct pulse_queue *q, int64_t due_ns, const char *journal)
-{
-	char *copy = strdup(journal);
-	size_t i;
-
-	if (!copy)
-		return;
-	if (q->n == q->cap) {
-		size_t ncap = q->cap ? q->cap * 2 : 64;
-		void *p = realloc(q->e, ncap * sizeof(*q->e));
-		if (!p) {
-			free(copy);
-			return;
-		}
-		q->e = p;
-		q->cap = ncap;
-	}
-	for (i = q->n++; i > 0 && q->e[(i - 1) / 2].due_ns > due_ns; i = (i - 1) / 2)
-		q->e[i] = q->e[(i - 1) / 2];
-	q->e[i] = (struct pulse_entry){due_ns, copy};
-}
-
-/* queue_pop removes the earliest entry into *out (its journal the
- * caller's to free). */
-static void queue_pop(struct pulse_queue *q, struct pulse_entry *out)
-{
-	struct pulse_entry last = q->e[--q->n];
-	size_t i = 0;
-
-	*out = q->e[0];
-	for (;;) {
-		size_t c = 2 * i + 1;
-		if (c >= q->n)
-			break;
-		if (c + 1 < q->n && q->e[c + 1].due_ns < q->e[c].due_ns)
-			c++;
-		if (q->e[c].due_ns >= last.due_ns)
-			break;
-		q->e[i] = q->e[c];
-		i = c;
-	}
-	if (q->n)
-		q->e[i] = last;
-}
-
-static void queue_release(struct pulse_queue *q)
-{
-	for (size_t i = 0; i < q->n; i++)
-		free(q->e[i].journal);
-	free(q->e);
-	*q = (struct pulse_queue){0};
-}
-
 /* visit decides on `r`'s pulse (maybe_pulse) and queues it by the time
- * it is due next, if that moved. */
-static void visit(struct gaz_broker *b, struct gaz_replica *r, const struct pulse_scan *sc, struct pulse_queue *q)
+ * it is due next, if that moved. The queue keeps stale entries: each
+ * replica remembers the due time of its latest (pulse_heap_due), and a
+ * popped entry that is not it is dropped. */
+static void visit(struct gaz_broker *b, struct gaz_replica *r, const struct pulse_scan *sc, struct gaz_dueq *q)
 {
 	int64_t due = INT64_MAX;
 
 	if (atomic_load(&b->stopping))
 		return;
 	maybe_pulse(b, r, sc, gaz_mono_ns(), &due);
-	if (due != INT64_MAX && due != r->pulse_heap_due) {
-		queue_push(q, due, r->journal);
+	if (due != INT64_MAX && due != r->pulse_heap_due && gaz_dueq_push(q, due, r->journal) == 0)
 		r->pulse_heap_due = due;
-	}
 }
 
 static void visit_journal(struct gaz_broker *b, const char *journal, const struct pulse_scan *sc,
-			  struct pulse_queue *q)
+			  struct gaz_dueq *q)
 {
 	struct gaz_replica *r = gaz_replica_get(b, journal);
 
@@ -355,7 +289,7 @@ void *gaz_pulse_thread(void *arg)
 {
 	struct gaz_broker *b = arg;
 	struct pulse_scan sc = {0};
-	struct pulse_queue q = {0};
+	struct gaz_dueq q = {0};
 	int64_t scanned_rev = -1, next_full_ns = 0;
 
 	while (!atomic_load(&b->stopping)) {
@@ -390,25 +324,25 @@ void *gaz_pulse_thread(void *arg)
 			/* Due by the pass's start only: a replica due again at once
 			 * (its route write not yet in the keyspace) waits for the
 			 * next pass, PULSE_TICK_MS on, rather than pulsing in a loop. */
-			while (q.n && q.e[0].due_ns <= now && !atomic_load(&b->stopping)) {
-				struct pulse_entry e;
-				queue_pop(&q, &e);
-				struct gaz_replica *r = gaz_replica_get(b, e.journal);
+			struct gaz_due e;
+			while (gaz_dueq_due_by(&q, now) && !atomic_load(&b->stopping) &&
+			       gaz_dueq_pop(&q, &e)) {
+				struct gaz_replica *r = gaz_replica_get(b, e.name);
 				if (r && r->pulse_heap_due == e.due_ns) {
 					r->pulse_heap_due = 0; /* popped: its next due is queued anew */
 					visit(b, r, &sc, &q);
 				}
 				if (r)
 					gaz_replica_unref(r);
-				free(e.journal);
+				free(e.name);
 			}
 		}
 		for (size_t i = 0; i < n_kicked; i++)
 			free(kicked[i]);
 		free(kicked);
 		int64_t until = gaz_deadline_in(1000);
-		if (q.n && q.e[0].due_ns < until)
-			until = q.e[0].due_ns;
+		if (gaz_dueq_earliest(&q) < until)
+			until = gaz_dueq_earliest(&q);
 		struct timespec ts = gaz_abstime_of(until);
 		pthread_mutex_lock(&b->pulse_mu);
 		while (!b->pulse_kicked && !atomic_load(&b->stopping))
@@ -421,6 +355,6 @@ void *gaz_pulse_thread(void *arg)
 			usleep((useconds_t)(next / 1000));
 	}
 	gaz_strset_release(&sc.changed);
-	queue_release(&q);
+	gaz_dueq_release(&q);
 	return NULL;
 }
