@@ -193,7 +193,7 @@ int gaz__append_start_pipeline(struct append_ctx *a)
 	 * at the assignments again, so that if the primacy is already gone it
 	 * closes this pipeline rather than wait for the next keyspace change. */
 	if (!atomic_load(&r->primary))
-		gaz_maintain_reconcile_soon(a->b);
+		gaz_maintain_look(a->b, r->journal);
 	return gaz__append_sync(a, -1);
 }
 

@@ -77,8 +77,12 @@ struct gaz_broker {
 	struct gaz_replica **replicas; /* sorted by journal name */
 	size_t n_replicas, cap_replicas;
 	bool maintain_wake, alloc_wake;
-	/* Set by gaz_maintain_reconcile_soon, taken by maintenance's next pass. */
-	atomic_bool reconcile_asked;
+	/* Journals maintenance is asked to look at (gaz_maintain_look), taken
+	 * by its next pass; maintain_mu guards these two only and is a leaf
+	 * lock. */
+	pthread_mutex_t maintain_mu;
+	struct gaz_strset maintain_journals;
+	bool maintain_look_all;
 
 	/* The bound TCP port (0 while unbound, and for a unix socket): set
 	 * once by start_serving, read by HTTP handlers calling this broker's
@@ -97,7 +101,6 @@ struct gaz_broker {
 	pthread_cond_t pulse_cond;
 	bool pulse_kicked, pulse_kick_all;
 	struct gaz_strset pulse_journals; /* kicked journals (pulse_mu) */
-	atomic_bool refresh_hurried;   /* a reader waits at a hole (maintain.c) */
 	pthread_t maintain_thread, alloc_thread, pulse_thread;
 	bool threads_started;
 	size_t unpersisted;            /* fragments left unpersisted at exit (main thread) */
@@ -195,10 +198,13 @@ void *gaz_pulse_thread(void *arg);
 /* gaz_broker_kick wakes the maintenance and allocator threads (after a
  * keyspace change). Thread-safe. */
 void gaz_broker_kick(struct gaz_broker *b);
-/* gaz_maintain_reconcile_soon has maintenance compare the local replicas
- * with the assignments again at its next pass (within 250 ms) even if the
- * keyspace has not moved since its last one. Thread-safe. */
-void gaz_maintain_reconcile_soon(struct gaz_broker *b);
+/* gaz_maintain_look has maintenance look at `journal` at its next pass,
+ * woken at once, even if the keyspace has not moved since its last one:
+ * its replica is reconciled with our assignment of it (created, torn
+ * down, promoted) and its stores listed if due. For a replica created
+ * outside maintenance (the resolver), one whose primacy came and went
+ * between passes, or one a reader hurries. Thread-safe, any lock held. */
+void gaz_maintain_look(struct gaz_broker *b, const char *journal);
 /* gaz_broker_is_local: (zone, suffix) names this broker. */
 bool gaz_broker_is_local(const struct gaz_broker *b, const char *zone, const char *suffix);
 

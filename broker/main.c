@@ -511,6 +511,7 @@ static int serve(struct gaz_broker *b, sigset_t *sigs)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&b->cond, &ca);
 	pthread_mutex_init(&b->pulse_mu, NULL);
+	pthread_mutex_init(&b->maintain_mu, NULL);
 	pthread_cond_init(&b->pulse_cond, &ca);
 	if ((rc = configure(b, &st)) || (rc = gaz_rpc_init(gaz_rpc_default_pollers())) || (rc = start_serving(b, &st)) ||
 	    (rc = start_keyspace(b, sigs, &st)))

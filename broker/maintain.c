@@ -4,6 +4,19 @@
  * refreshes each replica's fragment index from its stores every
  * refresh_interval (facts §5.3). Pulses, which synchronise routes and
  * close idle fragments, run on their own thread (pulse.c).
+ *
+ * Work is per journal and only when due: a keyspace change reconciles the
+ * journals whose keys it touched (the keyspace's change log names them),
+ * a look asked for (gaz_maintain_look: a replica the resolver created, a
+ * reader waiting at a hole, an append that opened a pipeline) reconciles
+ * that journal, and listings come off a queue ordered by due time. Every
+ * replica and assignment is looked at only when the change log does not
+ * reach back.
+ *
+ * Locks: the replica fields marked "maintenance thread only" are touched
+ * by this thread alone. maintain_mu guards maintain_journals and
+ * maintain_look_all only and is a leaf lock (a look may be asked with a
+ * replica's mu held); b->mu guards the wake flag, as for the allocator.
  */
 #include "broker/broker.h"
 
@@ -13,10 +26,13 @@
 #include "broker/persister.h"
 #include "broker/replica.h"
 #include "common/clock.h"
+#include "common/dueq.h"
 #include "common/log.h"
 #include "common/strset.h"
 
-#define MAINTAIN_TICK_MS 250
+/* The longest sleep between passes: a wake-up or a due listing comes
+ * sooner in all but an idle broker's life. */
+#define MAINTAIN_IDLE_MS 5000
 
 /* Wakes the maintenance thread, and the allocator too with `alloc`. */
 static void wake(struct gaz_broker *b, bool alloc)
@@ -35,9 +51,12 @@ void gaz_broker_kick(struct gaz_broker *b)
 	wake(b, true);
 }
 
-void gaz_maintain_reconcile_soon(struct gaz_broker *b)
+void gaz_maintain_look(struct gaz_broker *b, const char *journal)
 {
-	atomic_store(&b->reconcile_asked, true);
+	pthread_mutex_lock(&b->maintain_mu);
+	if (gaz_strset_add(&b->maintain_journals, journal) < 0)
+		b->maintain_look_all = true; /* out of memory: look at every one */
+	pthread_mutex_unlock(&b->maintain_mu);
 	wake(b, false);
 }
 
@@ -48,6 +67,7 @@ struct local_assign {
 	int64_t create_revision;
 	bool primary;
 	char *route_primary;
+	bool gone;  /* no longer ours: dropped at local_sync's merge */
 };
 
 static const struct gaz_ks_value *assign_at(struct gaz_keyspace *ks, size_t i)
@@ -77,6 +97,7 @@ static char *slot0_member(struct gaz_keyspace *ks, size_t lo, size_t hi, size_t 
 }
 
 static int assign_cmp(const void *x, const void *y);
+static struct local_assign *find_assign(struct local_assign *a, size_t n, const char *journal);
 
 /* local_assign_of fills `out` with this broker's assignment of `journal`
  * (keys [lo, hi) are all assignments; i is any index of the journal's own
@@ -131,14 +152,95 @@ static int cmp_cstr(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* local_sync brings `ls` to the keyspace (read lock taken inside). */
-static void local_sync(struct gaz_broker *b, struct local_set *ls)
+/* assign_of_journal fills `out` with this broker's assignment of
+ * `journal` (keys [lo, hi) are all assignments) when it has one. Read
+ * lock held. */
+static bool assign_of_journal(struct gaz_broker *b, size_t lo, size_t hi, const char *journal,
+			      struct local_assign *out)
+{
+	char *jp = NULL;
+	size_t jlo, jhi;
+
+	if (asprintf(&jp, "%s/assign/%s#", b->root, journal) < 0)
+		return false;
+	gaz_keyspace_prefix(b->ks, jp, &jlo, &jhi);
+	free(jp);
+	for (size_t i = jlo; i < jhi; i++)
+		if (local_assign_of(b, lo, hi, i, journal, out))
+			return true;
+	return false;
+}
+
+/* follow_changes applies the journals `names` (sorted, nc of them) to
+ * ls->as: a journal still ours is updated in place, and only when some
+ * are gained or lost is the array merged anew (one pass). Returns -1 when
+ * out of memory (ls unchanged but for updates in place). Read lock held. */
+static int follow_changes(struct gaz_broker *b, struct local_set *ls, size_t lo, size_t hi,
+			  char **names, size_t nc)
+{
+	struct local_assign *add = calloc(nc + 1, sizeof(*add)), *as;
+	size_t nadd = 0, ngone = 0, w = 0, i = 0, k = 0;
+
+	if (!add)
+		return -1;
+	for (size_t j = 0; j < nc; j++) {
+		struct local_assign fresh = {0}, *cur = find_assign(ls->as, ls->n, names[j]);
+		bool have = assign_of_journal(b, lo, hi, names[j], &fresh);
+		if (cur && have) {
+			local_assign_free(cur);
+			*cur = fresh;
+		} else if (cur && !cur->gone) {
+			cur->gone = true; /* freed at the merge: bsearch still needs its name */
+			ngone++;
+		} else if (have) {
+			add[nadd++] = fresh; /* in name order, as `names` is */
+		}
+	}
+	if (!nadd && !ngone) {
+		free(add);
+		return 0;
+	}
+	if (!(as = calloc(ls->n - ngone + nadd + 1, sizeof(*as)))) {
+		for (size_t j = 0; j < nadd; j++)
+			local_assign_free(&add[j]);
+		free(add);
+		for (size_t j = 0; j < ls->n; j++)
+			ls->as[j].gone = false;
+		return -1;
+	}
+	while (i < ls->n || k < nadd) {
+		if (i < ls->n && ls->as[i].gone) {
+			local_assign_free(&ls->as[i++]);
+			continue;
+		}
+		if (k == nadd || (i < ls->n && strcmp(ls->as[i].journal, add[k].journal) < 0))
+			as[w++] = ls->as[i++];
+		else
+			as[w++] = add[k++];
+	}
+	free(ls->as);
+	free(add);
+	ls->as = as;
+	ls->n = w;
+	return 0;
+}
+
+/* local_sync brings `ls` to the keyspace (read lock taken inside).
+ * Returns 1 when it scanned every assignment (the change log did not
+ * reach back: any journal may have changed), 0 when it followed the
+ * change log, handing the journals it names to the caller in *changed
+ * (sorted; *n_changed of them; the caller frees each and the array), or
+ * -1 when out of memory (the next call scans). */
+static int local_sync(struct gaz_broker *b, struct local_set *ls, char ***changed, size_t *n_changed)
 {
 	char *prefix = NULL;
 	size_t lo, hi;
+	int rc = 0;
 
+	*changed = NULL;
+	*n_changed = 0;
 	if (asprintf(&prefix, "%s/assign/", b->root) < 0)
-		return;
+		return -1;
 	ls->root = b->root;
 	ls->root_len = strlen(b->root);
 	gaz_keyspace_rlock(b->ks);
@@ -160,50 +262,36 @@ static void local_sync(struct gaz_broker *b, struct local_set *ls)
 			ls->as = as;
 			ls->n = n;
 			ls->rev = rev;
+			/* Assignment keys sort by "journal#": not quite by name. */
+			if (ls->n)
+				qsort(ls->as, ls->n, sizeof(*ls->as), assign_cmp);
+			rc = 1;
+		} else {
+			ls->rev = 0;
+			rc = -1;
 		}
 	} else if (ls->changed.n) {
-		size_t nc = 0, w = 0;
+		size_t nc = 0;
 		char **names = gaz_strset_drain(&ls->changed, &nc);
-		struct local_assign *as = names ? calloc(ls->n + nc + 1, sizeof(*as)) : NULL;
-		if (!as) {
-			ls->rev = 0;
-		} else {
+		if (names)
 			qsort(names, nc, sizeof(*names), cmp_cstr);
-			/* Keep the unchanged ones, recompute the changed. */
-			for (size_t i = 0; i < ls->n; i++) {
-				if (bsearch(&ls->as[i].journal, names, nc, sizeof(*names), cmp_cstr))
-					local_assign_free(&ls->as[i]);
-				else
-					as[w++] = ls->as[i];
-			}
-			for (size_t k = 0; k < nc; k++) {
-				char *jp = NULL;
-				size_t jlo, jhi;
-				if (asprintf(&jp, "%s/assign/%s#", b->root, names[k]) < 0)
-					continue;
-				gaz_keyspace_prefix(b->ks, jp, &jlo, &jhi);
-				free(jp);
-				for (size_t i = jlo; i < jhi; i++)
-					if (local_assign_of(b, lo, hi, i, names[k], &as[w])) {
-						w++;
-						break;
-					}
-			}
-			free(ls->as);
-			ls->as = as;
-			ls->n = w;
+		if (!names || follow_changes(b, ls, lo, hi, names, nc)) {
+			for (size_t k = 0; k < nc; k++)
+				free(names[k]);
+			free(names);
+			ls->rev = 0;
+			rc = -1;
+		} else {
 			ls->rev = rev;
+			*changed = names;
+			*n_changed = nc;
 		}
-		for (size_t k = 0; k < nc; k++)
-			free(names[k]);
-		free(names);
 	} else {
 		ls->rev = rev;
 	}
 	gaz_keyspace_runlock(b->ks);
 	free(prefix);
-	if (ls->n)
-		qsort(ls->as, ls->n, sizeof(*ls->as), assign_cmp);
+	return rc;
 }
 
 static void local_release(struct local_set *ls)
@@ -241,71 +329,26 @@ static void note_route_primary(struct gaz_broker *b, struct gaz_replica *r, cons
 	r->route_primary = now ? strdup(now) : NULL;
 }
 
-static void reconcile(struct gaz_broker *b, struct local_set *ls)
-{
-	struct gaz_replica **rs = NULL;
-	size_t na, nr;
-	struct local_assign *as;
+/* What the maintenance thread remembers between passes. */
+struct maintain_state {
+	struct local_set local;   /* our assignments */
+	int64_t reconciled_rev;   /* keyspace revision of the last reconcile; -1: none */
+	struct gaz_dueq listings; /* replicas by their next listing; each
+				   * remembers its latest entry's due time
+				   * (refresh_heap_due), stale ones are dropped */
+};
 
-	local_sync(b, ls);
-	as = ls->as;
-	na = ls->n;
-	nr = gaz_replicas_snapshot(b, &rs);
-
-	for (size_t i = 0; i < nr; i++) {
-		struct local_assign *a = find_assign(as, na, rs[i]->journal);
-		/* Not primary any more, or never seen primary here but holding
-		 * a pipeline an append opened while it briefly was. */
-		bool demoted = a && !a->primary && (rs[i]->primary || atomic_load(&rs[i]->pipelined));
-		if (demoted && !rs[i]->primary)
-			gaz_info("closing a pipeline opened while briefly primary", "journal=%s",
-				 rs[i]->journal);
-		if (!a || a->create_revision != rs[i]->create_revision || demoted) {
-			gaz_replica_teardown(rs[i]);
-			gaz_replica_unref(rs[i]);
-			continue;
-		}
-		if (a->primary && !rs[i]->primary) {
-			/* Promoted: the previous primary persisted what only it
-			 * held before letting go (append.c), so list the store now
-			 * rather than at the next refresh interval. */
-			rs[i]->primary = true;
-			rs[i]->next_refresh_ns = 0;
-			/* The pulse thread may have looked at this journal while
-			 * the replica was not primary yet; kicked, it looks again,
-			 * so the route the allocator changed gets its consistency
-			 * write now (else only at the periodic pulse, leaving the
-			 * journal under-replicated to the operator until then). */
-			gaz_pulse_kick_journal(b, rs[i]->journal);
-		}
-		note_route_primary(b, rs[i], a->route_primary);
-		gaz_replica_unref(rs[i]);
-	}
-	/* An exiting broker still takes up what the allocator gives it: a
-	 * member not yet shed may take journals of an older exiting one. */
-	for (size_t i = 0; i < na && !atomic_load(&b->stopping); i++) {
-		struct gaz_replica *r = gaz_replica_get(b, as[i].journal);
-		if (!r && (r = gaz_replica_new(b, as[i].journal, as[i].create_revision))) {
-			r->primary = as[i].primary;
-			r->route_primary = as[i].route_primary ? strdup(as[i].route_primary) : NULL;
-			if (r->primary)
-				gaz_pulse_kick_journal(b, r->journal); /* a new primary pulses at once */
-			continue; /* table reference only */
-		}
-		gaz_replica_unref(r);
-	}
-	free(rs);
-}
-
-/* refresh_due: whether `r`'s listing is due at `now`: its refresh
- * interval has passed, or a reader waiting at a hole hurries listings
+/* listing_due: when `r`'s next listing is due: at its refresh interval,
+ * or GAZ_HOLE_REFRESH_MS after the last while a reader waits at a hole
  * (unless the store just failed: then the failure's pace holds). */
-static bool refresh_due(struct gaz_replica *r, int64_t now)
+static int64_t listing_due(struct gaz_replica *r, int64_t now)
 {
-	bool hurry = now < atomic_load(&r->hole_refresh_until_ns) && !r->last_refresh_failed &&
-		     now >= r->last_refresh_ns + GAZ_HOLE_REFRESH_MS * GAZ_NS_PER_MS;
+	int64_t due = r->next_refresh_ns;
 
-	return now >= r->next_refresh_ns || hurry;
+	if (now < atomic_load(&r->hole_refresh_until_ns) && !r->last_refresh_failed &&
+	    r->last_refresh_ns + GAZ_HOLE_REFRESH_MS * GAZ_NS_PER_MS < due)
+		due = r->last_refresh_ns + GAZ_HOLE_REFRESH_MS * GAZ_NS_PER_MS;
+	return due;
 }
 
 /* refresh lists `r`'s stores (it is due) and schedules the next listing. */
@@ -327,6 +370,107 @@ static void refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec, in
 	}
 }
 
+/* schedule lists `r`'s stores if that is due, and queues its next
+ * listing if its due time moved. */
+static void schedule(struct gaz_broker *b, struct maintain_state *ms, struct gaz_replica *r)
+{
+	int64_t now = gaz_mono_ns(), due;
+
+	if (atomic_load(&b->stopping))
+		return;
+	if ((due = listing_due(r, now)) <= now) {
+		Protocol__JournalSpec *spec = gaz_ks_spec_copy(b->ks, b->root, r->journal);
+		if (spec) {
+			refresh(r, spec, now);
+			protobuf_c_message_free_unpacked(&spec->base, NULL);
+		} else {
+			/* The item is gone: its removal reconciles the replica. */
+			r->next_refresh_ns = now + GAZ_NS_PER_S;
+		}
+		due = listing_due(r, gaz_mono_ns());
+	}
+	if (due != r->refresh_heap_due && gaz_dueq_push(&ms->listings, due, r->journal) == 0)
+		r->refresh_heap_due = due;
+}
+
+/* reconcile_journal brings the local replica of `journal` in line with
+ * our assignment of it (ls): tears down a replica no longer ours (or of a
+ * deleted and re-created journal, or no longer primary while holding a
+ * pipeline), creates one newly ours, notes a promotion, then lists its
+ * stores if due. */
+static void reconcile_journal(struct gaz_broker *b, struct maintain_state *ms, const char *journal)
+{
+	struct gaz_replica *r = gaz_replica_get(b, journal);
+	struct local_assign *a = find_assign(ms->local.as, ms->local.n, journal);
+
+	if (r) {
+		/* Not primary any more, or never seen primary here but holding
+		 * a pipeline an append opened while it briefly was. */
+		bool demoted = a && !a->primary && (r->primary || atomic_load(&r->pipelined));
+		if (demoted && !r->primary)
+			gaz_info("closing a pipeline opened while briefly primary", "journal=%s",
+				 r->journal);
+		if (!a || a->create_revision != r->create_revision || demoted) {
+			gaz_replica_teardown(r);
+			gaz_replica_unref(r);
+			r = NULL; /* re-created below while still ours */
+		} else {
+			if (a->primary && !r->primary) {
+				/* Promoted: the previous primary persisted what only it
+				 * held before letting go (append.c), so list the store now
+				 * rather than at the next refresh interval. */
+				r->primary = true;
+				r->next_refresh_ns = 0;
+				/* The pulse thread may have looked at this journal while
+				 * the replica was not primary yet; kicked, it looks again,
+				 * so the route the allocator changed gets its consistency
+				 * write now (else only at the periodic pulse, leaving the
+				 * journal under-replicated to the operator until then). */
+				gaz_pulse_kick_journal(b, r->journal);
+			}
+			note_route_primary(b, r, a->route_primary);
+		}
+	}
+	/* An exiting broker still takes up what the allocator gives it: a
+	 * member not yet shed may take journals of an older exiting one. */
+	if (!r && a && !atomic_load(&b->stopping) &&
+	    (r = gaz_replica_new(b, a->journal, a->create_revision))) {
+		r->primary = a->primary;
+		r->route_primary = a->route_primary ? strdup(a->route_primary) : NULL;
+		if (r->primary)
+			gaz_pulse_kick_journal(b, r->journal); /* a new primary pulses at once */
+		r = gaz_replica_get(b, journal);
+	}
+	if (r) {
+		schedule(b, ms, r);
+		gaz_replica_unref(r);
+	}
+}
+
+/* reconcile_all: every local replica and every assignment of ours. */
+static void reconcile_all(struct gaz_broker *b, struct maintain_state *ms)
+{
+	struct gaz_replica **rs = NULL;
+	size_t nr = gaz_replicas_snapshot(b, &rs);
+	char **names = calloc(nr + 1, sizeof(*names));
+
+	/* Names copied: reconciling may tear the replica down. */
+	for (size_t i = 0; i < nr; i++) {
+		if (names)
+			names[i] = strdup(rs[i]->journal);
+		gaz_replica_unref(rs[i]);
+	}
+	free(rs);
+	for (size_t i = 0; names && i < nr; i++) {
+		if (names[i])
+			reconcile_journal(b, ms, names[i]);
+		free(names[i]);
+	}
+	free(names);
+	for (size_t i = 0; i < ms->local.n && !atomic_load(&b->stopping); i++)
+		reconcile_journal(b, ms, ms->local.as[i].journal);
+}
+
 void gaz_replica_hurry_refresh(struct gaz_replica *r, int64_t until_ns)
 {
 	long long was = atomic_load(&r->hole_refresh_until_ns);
@@ -334,66 +478,64 @@ void gaz_replica_hurry_refresh(struct gaz_replica *r, int64_t until_ns)
 	while (was < until_ns &&
 	       !atomic_compare_exchange_weak(&r->hole_refresh_until_ns, &was, (long long)until_ns))
 		;
-	if (was < until_ns) {
-		atomic_store(&r->b->refresh_hurried, true);
-		wake(r->b, false);
-	}
+	if (was < until_ns)
+		gaz_maintain_look(r->b, r->journal);
 }
 
-/* What the maintenance thread remembers between passes. */
-struct maintain_state {
-	struct local_set local;   /* our assignments */
-	int64_t reconciled_rev;   /* keyspace revision of the last reconcile */
-	size_t reconciled_n;      /* replicas after it */
-	int64_t refresh_due_ns;   /* earliest next listing of any replica */
-};
-
-/* One pass: reconcile the replicas with our assignments when the keyspace
- * or the replica table moved since the last pass (an idle broker scans
- * no assignments), then, once the earliest listing is due (or a reader
- * waiting at a hole hurries one), list the stores of each replica that is
- * due. */
-static void tick(struct gaz_broker *b, struct maintain_state *ms)
+/* One pass: reconcile the journals whose keys changed since the last
+ * pass and those a look was asked for (all of them when the change log
+ * does not reach back), then list the stores of each replica whose
+ * listing came due. Returns when the next listing is due. */
+static int64_t tick(struct gaz_broker *b, struct maintain_state *ms)
 {
-	struct gaz_replica **rs = NULL;
-	size_t n;
+	size_t n_looks = 0, n_changed = 0;
+	char **looks = NULL, **changed = NULL;
+	bool all;
 	int64_t rev, now;
-	bool reconciled = false;
+	struct gaz_due e;
+
+	pthread_mutex_lock(&b->maintain_mu);
+	looks = b->maintain_journals.n ? gaz_strset_drain(&b->maintain_journals, &n_looks) : NULL;
+	all = b->maintain_look_all || (b->maintain_journals.n && !looks);
+	b->maintain_look_all = false;
+	pthread_mutex_unlock(&b->maintain_mu);
 
 	rev = gaz_keyspace_revision_now(b->ks);
-	pthread_mutex_lock(&b->mu);
-	n = b->n_replicas;
-	pthread_mutex_unlock(&b->mu);
-	if (!atomic_load(&b->stopping) && (atomic_exchange(&b->reconcile_asked, false) ||
-					    rev != ms->reconciled_rev || n != ms->reconciled_n)) {
-		reconcile(b, &ms->local);
-		pthread_mutex_lock(&b->mu);
-		ms->reconciled_n = b->n_replicas;
-		pthread_mutex_unlock(&b->mu);
-		ms->reconciled_rev = rev;
-		reconciled = true;
+	if (!atomic_load(&b->stopping) && (all || n_looks || rev != ms->reconciled_rev)) {
+		int rc = local_sync(b, &ms->local, &changed, &n_changed);
+		ms->reconciled_rev = rc < 0 ? -1 : rev;
+		if (rc > 0 || all) {
+			reconcile_all(b, ms);
+		} else {
+			for (size_t i = 0; i < n_changed; i++)
+				reconcile_journal(b, ms, changed[i]);
+			for (size_t i = 0; i < n_looks; i++)
+				reconcile_journal(b, ms, looks[i]);
+		}
 	}
+	for (size_t i = 0; i < n_changed; i++)
+		free(changed[i]);
+	free(changed);
+	for (size_t i = 0; i < n_looks; i++)
+		free(looks[i]);
+	free(looks);
+
+	/* Due by the pass's start only: schedule queues each anew past it. */
 	now = gaz_mono_ns();
-	if (!reconciled && now < ms->refresh_due_ns && !atomic_exchange(&b->refresh_hurried, false))
-		return;
-	n = gaz_replicas_snapshot(b, &rs);
-	ms->refresh_due_ns = now + 60 * GAZ_NS_PER_S;
-	for (size_t i = 0; i < n; i++) {
-		Protocol__JournalSpec *spec = NULL;
-		if (!atomic_load(&b->stopping) && refresh_due(rs[i], now) &&
-		    (spec = gaz_ks_spec_copy(b->ks, b->root, rs[i]->journal)))
-			refresh(rs[i], spec, gaz_mono_ns());
-		if (spec)
-			protobuf_c_message_free_unpacked(&spec->base, NULL);
-		/* A reader's hurry lasts past this listing: keep coming back. */
-		int64_t due = now < atomic_load(&rs[i]->hole_refresh_until_ns)
-				      ? now + GAZ_HOLE_REFRESH_MS * GAZ_NS_PER_MS
-				      : rs[i]->next_refresh_ns;
-		if (due < ms->refresh_due_ns)
-			ms->refresh_due_ns = due;
-		gaz_replica_unref(rs[i]);
+	while (!atomic_load(&b->stopping) && gaz_dueq_due_by(&ms->listings, now) &&
+	       gaz_dueq_pop(&ms->listings, &e)) {
+		struct gaz_replica *r = gaz_replica_get(b, e.name);
+		if (r && r->refresh_heap_due == e.due_ns) {
+			r->refresh_heap_due = 0; /* popped: schedule queues it anew */
+			schedule(b, ms, r);
+		}
+		if (r)
+			gaz_replica_unref(r);
+		free(e.name);
 	}
-	free(rs);
+	if (ms->reconciled_rev < 0)
+		return gaz_deadline_in(1000); /* out of memory: try again soon */
+	return gaz_dueq_earliest(&ms->listings);
 }
 
 void *gaz_maintain_thread(void *arg)
@@ -402,8 +544,10 @@ void *gaz_maintain_thread(void *arg)
 	struct maintain_state ms = {.reconciled_rev = -1};
 
 	while (!atomic_load(&b->stopping)) {
-		struct timespec ts = gaz_abstime_of(gaz_deadline_in(MAINTAIN_TICK_MS));
-		tick(b, &ms);
+		int64_t until = tick(b, &ms);
+		if (until > gaz_deadline_in(MAINTAIN_IDLE_MS))
+			until = gaz_deadline_in(MAINTAIN_IDLE_MS);
+		struct timespec ts = gaz_abstime_of(until);
 		pthread_mutex_lock(&b->mu);
 		while (!b->maintain_wake && !atomic_load(&b->stopping))
 			if (pthread_cond_timedwait(&b->cond, &b->mu, &ts))
@@ -412,5 +556,6 @@ void *gaz_maintain_thread(void *arg)
 		pthread_mutex_unlock(&b->mu);
 	}
 	local_release(&ms.local);
+	gaz_dueq_release(&ms.listings);
 	return NULL;
 }

@@ -114,6 +114,9 @@ struct gaz_replica {
 	int64_t pulse_flush_s;         /* the flush interval seen then */
 	int64_t pulse_heap_due;        /* due time of its latest entry in the
 					* pulse thread's queue (0: none) */
+	int64_t refresh_heap_due;      /* due time of its latest entry in
+					* maintenance's listing queue (0: none);
+					* maintenance thread only */
 	int64_t published_begin;       /* spool begin at the last publish (mu) */
 };
 

@@ -197,10 +197,12 @@ int gaz_resolve(struct gaz_broker *b, const char *journal, const struct gaz_reso
 			return gaz_status_set(st, GAZ_EUNAVAIL, "journal %s is being handed off",
 					      res->journal);
 		if (!res->replica && !atomic_load(&b->stopping) &&
-		    gaz_replica_new(b, res->journal, res->item_create_revision))
+		    gaz_replica_new(b, res->journal, res->item_create_revision)) {
 			res->replica = gaz_replica_get(b, res->journal);
-		else if (!res->replica)
+			gaz_maintain_look(b, res->journal); /* primacy, first listing */
+		} else if (!res->replica) {
 			res->replica = gaz_replica_get(b, res->journal);
+		}
 		if (res->replica && res->replica->create_revision != res->item_create_revision) {
 			/* A replica of a deleted and re-created journal: retire it
 			 * (its spool is persisted) and serve the new one. */
@@ -208,6 +210,7 @@ int gaz_resolve(struct gaz_broker *b, const char *journal, const struct gaz_reso
 			gaz_replica_unref(res->replica);
 			gaz_replica_new(b, res->journal, res->item_create_revision);
 			res->replica = gaz_replica_get(b, res->journal);
+			gaz_maintain_look(b, res->journal);
 		}
 		if (!res->replica || atomic_load(&b->stopping))
 			return gaz_status_set(st, GAZ_ESTOPPED,
