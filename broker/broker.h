@@ -125,6 +125,9 @@ struct gaz_resolve_opts {
 	int64_t min_etcd_revision;
 	const Protocol__Header *proxy_header;   /* the request's header or NULL */
 	struct gaz_rpc_call *call;              /* waits are cancelled with it; may be NULL */
+	bool read_only;                         /* Read or Fragments: a sealed replica
+						 * (gaz_replica_archive) of a stopping
+						 * broker still serves it */
 	bool no_wait;                           /* never block: no revision waits, and a
 						 * missing or stale local replica is left
 						 * NULL instead of created */

@@ -194,8 +194,8 @@ void gaz_handle_list_fragments(struct gaz_rpc_call *call, void *arg)
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
 		goto out;
 	}
-	struct gaz_resolve_opts o = {.may_proxy = !q->do_not_proxy, .proxy_header = q->header,
-				     .call = call};
+	struct gaz_resolve_opts o = {.may_proxy = !q->do_not_proxy, .read_only = true,
+				     .proxy_header = q->header, .call = call};
 	if ((rc = gaz_resolve(b, q->journal, &o, &res, &st))) {
 		gaz_rpc_finish(call, NULL, rc == GAZ_ECANCELLED ? GAZ_GRPC_CANCELLED : rc == GAZ_EUNAVAIL ? GAZ_GRPC_UNAVAILABLE : GAZ_GRPC_UNKNOWN,
 			       st.msg);

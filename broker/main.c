@@ -446,19 +446,16 @@ static void graceful_exit(struct gaz_broker *b, const sigset_t *sigs)
 		pthread_join(b->pulse_thread, NULL);
 	}
 	struct gaz_release_head *heads = NULL;
-	size_t n_heads = 0, left = 0;
-	for (;;) {
-		struct gaz_replica *r = NULL;
+	struct gaz_replica **rs = NULL;
+	size_t n_heads = 0, left = 0, n = gaz_replicas_snapshot(b, &rs);
+	for (size_t i = 0; i < n; i++) {
+		struct gaz_replica *r = rs[i];
 		struct gaz_release_head *nh;
-		pthread_mutex_lock(&b->mu);
-		if (b->n_replicas) {
-			r = b->replicas[0];
-			atomic_fetch_add(&r->refs, 1);
-		}
-		pthread_mutex_unlock(&b->mu);
-		if (!r)
-			break;
 		gaz_replica_teardown(r);
+		/* Readers still get every acknowledged byte while the persister
+		 * drains (its only copy may be ours): a sealed replica serves
+		 * them from the index, no longer taking appends. */
+		gaz_replica_archive(r);
 		if ((nh = realloc(heads, (n_heads + 1) * sizeof(*heads)))) {
 			heads = nh;
 			heads[n_heads].journal = strdup(r->journal);
@@ -466,10 +463,21 @@ static void graceful_exit(struct gaz_broker *b, const sigset_t *sigs)
 		}
 		gaz_replica_unref(r);
 	}
+	free(rs);
+	if (n)
+		gaz_info("serving reads only of released journals while their fragments persist",
+			 "journals=%zu", n);
 	if (b->persister)
 		left = drain_persister(b, deadline, sigs);
 	b->persister = NULL;
 	b->unpersisted = left;
+	/* The sealed replicas go now; their readers see the stream end. */
+	n = gaz_replicas_snapshot(b, &rs);
+	for (size_t i = 0; i < n; i++) {
+		gaz_replica_teardown(rs[i]);
+		gaz_replica_unref(rs[i]);
+	}
+	free(rs);
 	/* Only when everything committed is in the store may the next primary
 	 * continue from the recorded head. */
 	if (!left && atomic_load(&b->announced) && !atomic_load(&b->lease_lost))

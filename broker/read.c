@@ -309,6 +309,7 @@ void gaz_handle_read(struct gaz_rpc_call *call, void *arg)
 	}
 	struct gaz_resolve_opts o = {
 		.may_proxy = !c.req->do_not_proxy,
+		.read_only = true,
 		.min_etcd_revision = c.req->min_etcd_revision,
 		.proxy_header = c.req->header,
 		.call = call,

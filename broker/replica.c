@@ -80,13 +80,13 @@ size_t gaz_replicas_snapshot(struct gaz_broker *b, struct gaz_replica ***out)
 	return *out ? n : 0;
 }
 
-struct gaz_replica *gaz_replica_new(struct gaz_broker *b, const char *journal,
-				    int64_t create_revision)
+/* replica_alloc: a replica of `journal` outside any table (one
+ * reference), or NULL. */
+static struct gaz_replica *replica_alloc(struct gaz_broker *b, const char *journal,
+					 int64_t create_revision)
 {
 	struct gaz_replica *r = calloc(1, sizeof(*r));
 	struct gaz_status st = {0};
-	bool found;
-	int i;
 
 	if (!r || !(r->journal = strdup(journal)) ||
 	    gaz_spool_init(&r->spool, journal, b->spool_dir, &st) ||
@@ -106,9 +106,19 @@ struct gaz_replica *gaz_replica_new(struct gaz_broker *b, const char *journal,
 	gaz_notifier_init(&r->notifier);
 	gaz_coverset_init(&r->index);
 	gaz_coverset_init(&r->persisted_during);
+	return r;
+}
+
+/* table_insert puts `r` (its one reference becomes the table's) into the
+ * broker's table; false, and `r` dropped, when the journal already has
+ * one there or out of memory. */
+static bool table_insert(struct gaz_broker *b, struct gaz_replica *r)
+{
+	bool found;
+	int i;
 
 	pthread_mutex_lock(&b->mu);
-	i = find_index(b, journal, &found);
+	i = find_index(b, r->journal, &found);
 	if (!found && b->n_replicas == b->cap_replicas) {
 		size_t ncap = b->cap_replicas ? b->cap_replicas * 2 : 64;
 		void *n = realloc(b->replicas, ncap * sizeof(*b->replicas));
@@ -120,14 +130,48 @@ struct gaz_replica *gaz_replica_new(struct gaz_broker *b, const char *journal,
 	if (found || b->n_replicas == b->cap_replicas) {
 		pthread_mutex_unlock(&b->mu);
 		gaz_replica_unref(r);
-		return NULL;
+		return false;
 	}
 	memmove(&b->replicas[i + 1], &b->replicas[i], (b->n_replicas - (size_t)i) * sizeof(r));
 	b->replicas[i] = r;
 	b->n_replicas++;
 	pthread_mutex_unlock(&b->mu);
+	return true;
+}
+
+struct gaz_replica *gaz_replica_new(struct gaz_broker *b, const char *journal,
+				    int64_t create_revision)
+{
+	struct gaz_replica *r = replica_alloc(b, journal, create_revision);
+
+	if (!r || !table_insert(b, r))
+		return NULL;
 	gaz_info("serving journal replica", "journal=%s", journal);
 	return r;
+}
+
+struct gaz_replica *gaz_replica_archive(struct gaz_replica *dead)
+{
+	struct gaz_replica *r = replica_alloc(dead->b, dead->journal, dead->create_revision);
+	struct gaz_status st = {0};
+	int rc = 0;
+
+	if (!r)
+		return NULL;
+	pthread_mutex_lock(&dead->mu);
+	for (size_t i = 0; !rc && i < dead->index.len; i++)
+		rc = gaz_coverset_add(&r->index, &dead->index.v[i].frag, dead->index.v[i].file, NULL,
+				      &st);
+	pthread_mutex_unlock(&dead->mu);
+	r->index_ready = true;
+	r->sealed = true;
+	if (rc) {
+		gaz_warn("keeping reads of a released journal failed", "journal=%s err=%s",
+			 dead->journal, st.msg);
+		gaz_replica_unref(r);
+		return NULL;
+	}
+	return table_insert(r->b, r) ? r : NULL;
 }
 
 static void wake_call(void *arg) { gaz_rpc_wake(arg); }
@@ -451,7 +495,8 @@ void gaz_replica_teardown(struct gaz_replica *r)
 	atomic_store(&r->pipelined, false);
 	/* Persisted at once: whoever leads the route now may not hold these
 	 * bytes (with replication 1, nobody else does). */
-	if (gaz_replica_roll(r, r->spool.fragment.end, r->spool.fragment.codec, true, sole, &st))
+	if (!r->sealed &&
+	    gaz_replica_roll(r, r->spool.fragment.end, r->spool.fragment.codec, true, sole, &st))
 		gaz_error("rolling spool at teardown failed", "journal=%s err=%s", r->journal,
 			  st.msg);
 	pthread_mutex_lock(&b->mu);

@@ -57,6 +57,10 @@ struct gaz_replica {
 	int refreshing;                /* store listings in progress (gaz_replica_refresh) */
 	struct gaz_coverset persisted_during; /* persisted while a listing ran */
 	bool index_ready;              /* first store listing done (or no stores) */
+	/* A released journal's index, kept to serve reads only while an
+	 * exiting broker persists what it held (gaz_replica_archive). Set
+	 * before the replica enters the table, never changed. */
+	bool sealed;
 	char store_error[256];         /* why the last listing failed; "" when it worked */
 	int64_t next_refresh_ns;       /* monotonic; maintenance thread only */
 	int64_t refresh_interval_ns;
@@ -134,6 +138,18 @@ size_t gaz_replicas_snapshot(struct gaz_broker *b, struct gaz_replica ***out);
  * table (maintain.c). Returns it (table reference only) or NULL. */
 struct gaz_replica *gaz_replica_new(struct gaz_broker *b, const char *journal,
 				    int64_t create_revision);
+
+/* gaz_replica_archive: for a replica just torn down at exit (`dead`, its
+ * spool rolled to the persister), a sealed replica of the same journal
+ * put in its place in the broker's table, holding a copy of its index
+ * (local fragments keep their files). It serves reads only: the resolver
+ * hands it to Read and Fragments while the broker is stopping, and
+ * nothing ever appends to or replicates into it. So a reader still gets
+ * every acknowledged byte while the exiting broker waits past its exit
+ * timeout for a store to take the only copy (issue 21; Gazette's broker
+ * keeps serving until its journals are taken over). Returns it (table
+ * reference only) or NULL when out of memory or the slot is taken. */
+struct gaz_replica *gaz_replica_archive(struct gaz_replica *dead);
 
 /* gaz_replica_acquire takes the append token, waiting (cancellable through
  * `call`) while another append holds it. Waiters are served in arrival

@@ -212,7 +212,8 @@ int gaz_resolve(struct gaz_broker *b, const char *journal, const struct gaz_reso
 			res->replica = gaz_replica_get(b, res->journal);
 			gaz_maintain_look(b, res->journal);
 		}
-		if (!res->replica || atomic_load(&b->stopping))
+		if (!res->replica ||
+		    (atomic_load(&b->stopping) && !(res->replica->sealed && o->read_only)))
 			return gaz_status_set(st, GAZ_ESTOPPED,
 					      "resolver has stopped serving local replicas");
 	}

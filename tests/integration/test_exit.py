@@ -7,6 +7,9 @@ import os
 import signal
 import time
 
+import grpc
+import pytest
+
 from urllib.parse import quote
 
 import protocol_pb2 as pb
@@ -83,7 +86,8 @@ def test_exit_falls_back_to_the_next_store_on_access_denied(cluster, s3):
 def test_exit_waits_past_its_timeout_for_bytes_only_it_holds(cluster, s3):
     """503: the broker does not exit while two blocks exist only in its
     spools. It retries with a bounded back-off (no hot loop), says what it
-    waits for, and exits 0 once the bucket recovers."""
+    waits for, serves reads of them meanwhile, and exits 0 once the bucket
+    recovers."""
     rec, (a, b), broker, data = setup_lone(cluster, s3, 503, "3s")
     before = fragment_puts(rec, a)
     t0 = time.time()
@@ -102,6 +106,16 @@ def test_exit_waits_past_its_timeout_for_bytes_only_it_holds(cluster, s3):
     assert attempts <= 2 * ((took + 5) / 8 + 4), (attempts, took)
     assert fragment_puts(rec, a) - before <= 5 * attempts + 10, (fragment_puts(rec, a) - before, attempts)
     assert not s3.keys(b, "p/ex/j/")
+    # Meanwhile it still serves reads of every acknowledged byte (the first
+    # block from gz-a, the two it alone holds from its spools), and refuses
+    # appends with UNAVAILABLE, which clients retry.
+    c = Client(broker.address)
+    got, last = c.read_bytes("ex/j", offset=0, timeout=15)
+    assert got == data, (len(got), last)
+    assert last.status == pb.OFFSET_NOT_YET_AVAILABLE and last.write_head == len(data), last
+    with pytest.raises(grpc.RpcError) as refused:
+        c.append("ex/j", b"X", timeout=10, retry=False)
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, refused.value
     del rec.refuse_put[a]
     assert broker.proc.wait(30) == 0, broker.logtail()
     broker.check_sanitizers()
