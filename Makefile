@@ -48,6 +48,7 @@ LIB_SRCS    = $(sort $(shell find lib -name '*.c'))
 BROKER_SRCS = $(sort $(wildcard broker/*.c))
 CLIENT_SRCS = $(sort $(wildcard client/lib/*.c))
 GAZCTL_SRCS = $(sort $(wildcard client/gazctl/*.c))
+GAZLOAD_SRCS = $(sort $(wildcard client/gazload/*.c))
 OPERATOR_SRCS = $(sort $(wildcard operator/*.c))
 BENCH_SRCS  = $(sort $(wildcard bench/*.c))
 UNIT_SRCS   = $(sort $(shell find tests/unit -name 'test_*.c' 2>/dev/null))
@@ -58,6 +59,7 @@ LIBGAZ    = $(BUILD)/libgaz.a
 LIBCLIENT = $(BUILD)/libgazclient.a
 GAZETTE   = $(BUILD)/bin/gazette
 GAZCTL    = $(BUILD)/bin/gazctl
+GAZLOAD   = $(BUILD)/bin/gazload
 OPERATOR  = $(BUILD)/bin/gazette-operator
 UNIT_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 BENCH_BIN = $(if $(BENCH_SRCS),$(BUILD)/bin/gazbench $(BUILD)/bin/gazscale)
@@ -68,7 +70,7 @@ TOOL_BINS = $(BUILD)/bin/client-probe
 .SECONDARY: $(GEN_C) $(GEN_H)
 
 .PHONY: all test unit integration demo bench bench-scale soak deps clean format operator chart image
-all: $(GAZETTE) $(GAZCTL) $(OPERATOR) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS)
+all: $(GAZETTE) $(GAZCTL) $(GAZLOAD) $(OPERATOR) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
@@ -105,6 +107,11 @@ $(GAZETTE): $(call obj,$(BROKER_SRCS)) $(LIBGAZ)
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(GAZCTL): $(call obj,$(GAZCTL_SRCS)) $(LIBCLIENT) $(LIBGAZ)
+	@mkdir -p $(dir $@)
+	@echo "  LD $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(GAZLOAD): $(call obj,$(GAZLOAD_SRCS)) $(LIBCLIENT) $(LIBGAZ)
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -204,7 +211,7 @@ image:
 	docker build -t $(IMAGE) .
 
 format:
-	clang-format -i $(LIB_SRCS) $(BROKER_SRCS) $(CLIENT_SRCS) $(GAZCTL_SRCS) $(OPERATOR_SRCS)
+	clang-format -i $(LIB_SRCS) $(BROKER_SRCS) $(CLIENT_SRCS) $(GAZCTL_SRCS) $(GAZLOAD_SRCS) $(OPERATOR_SRCS)
 
 clean:
 	rm -rf build build-san build-tsan
