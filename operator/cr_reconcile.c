@@ -132,6 +132,39 @@ void gaz_crr_enqueue_related(const struct gaz_crr_kind *k, struct gaz_op *op, co
 	json_decref(all);
 }
 
+/* ---- pause ---------------------------------------------------------------------- */
+
+bool gaz_crr_paused(const json_t *o)
+{
+	const json_t *a = json_object_get(json_object_get(o, "metadata"), "annotations");
+	const char *v = json_string_value(json_object_get(a, GAZ_CRR_PAUSE_ANNOTATION));
+
+	return v && !strcmp(v, "true");
+}
+
+int gaz_crr_pause(struct gaz_crr *r)
+{
+	char msg[1600];
+
+	snprintf(msg, sizeof(msg),
+		 "annotation %s is \"true\": the operator neither writes nor deletes %s in etcd%s",
+		 GAZ_CRR_PAUSE_ANNOTATION, r->what, r->deleting ? "; the deletion waits until it is removed" : "");
+	if (!gaz_crr_had_condition(r, "Paused", "True"))
+		gaz_crr_event(r, "Normal", "Paused", "%s", msg);
+	gaz_crr_condition(r, "Paused", true, "PausedByAnnotation", msg);
+	json_object_set_new(r->status, "paused", json_true());
+	return gaz_crr_write_status(r);
+}
+
+void gaz_crr_note_resumed(struct gaz_crr *r)
+{
+	if (!gaz_crr_had_condition(r, "Paused", "True"))
+		return;
+	gaz_crr_event(r, "Normal", "Resumed", "annotation %s removed: reconciling %s again",
+		      GAZ_CRR_PAUSE_ANNOTATION, r->what);
+	gaz_crr_condition(r, "Paused", false, "Resumed", "");
+}
+
 /* ---- status ------------------------------------------------------------------- */
 
 void gaz_crr_event(struct gaz_crr *r, const char *type, const char *reason, const char *fmt, ...)

@@ -156,6 +156,28 @@ int gaz_crr_apply(struct gaz_crr *r, const struct gaz_crr_found *f, int64_t mod_
 		  bool equal, gaz_crr_put_fn put, void *arg, struct gaz_metric *m_writes,
 		  int64_t *requeue);
 
+/* The annotation that pauses the operator for one CR (value "true"). */
+#define GAZ_CRR_PAUSE_ANNOTATION "gazette-c.dev/paused"
+
+/* gaz_crr_paused: whether the CR carries GAZ_CRR_PAUSE_ANNOTATION "true". */
+bool gaz_crr_paused(const json_t *o);
+
+/* gaz_crr_pause is the whole reconcile of a paused CR: nothing is written
+ * to etcd or the bucket and nothing deleted (a deletion waits, held by the
+ * finalizer, until the annotation goes), so a person may change the item
+ * by hand without it being corrected; status says so (paused: true,
+ * condition Paused=True, reason PausedByAnnotation) and an Event marks
+ * the change. Removing the annotation resumes at once (the watch sees the
+ * edit): the next reconcile corrects any drift as usual and sets Paused
+ * False. Strimzi's strimzi.io/pause-reconciliation is the model. Returns
+ * 0 or the status write's error. */
+int gaz_crr_pause(struct gaz_crr *r);
+
+/* gaz_crr_note_resumed: on a CR that is not paused, turns a Paused
+ * condition left by an earlier pause to False (reason Resumed), with an
+ * Event; CRs never paused get no Paused condition. */
+void gaz_crr_note_resumed(struct gaz_crr *r);
+
 /* gaz_crr_add_finalizer puts ours on the CR unless there. False (and
  * *requeue set) when that failed: stop this reconcile. */
 bool gaz_crr_add_finalizer(struct gaz_crr *r, int64_t *requeue);

@@ -376,7 +376,12 @@ int gaz_journal_reconcile(struct gaz_op *op, const char *key, int64_t *requeue_m
 		free(ik);
 		snprintf(r.what, sizeof(r.what), "journal \"%s\"", r.name);
 		gaz_crr_begin(&r);
-		rc = r.deleting ? finalize(&r, requeue_ms) : sync(&r, requeue_ms);
+		if (gaz_crr_paused(r.obj)) {
+			rc = gaz_crr_pause(&r);
+		} else {
+			gaz_crr_note_resumed(&r);
+			rc = r.deleting ? finalize(&r, requeue_ms) : sync(&r, requeue_ms);
+		}
 	}
 	gaz_crr_release(&r);
 	return rc;

@@ -376,7 +376,12 @@ int gaz_shard_reconcile(struct gaz_op *op, const char *qkey, int64_t *requeue_ms
 		gaz_crr_begin(r);
 		if (r->item_key[0])
 			json_object_set_new(r->status, "etcdKey", json_string(r->item_key));
-		rc = r->deleting ? finalize(r, requeue_ms) : sync(r, requeue_ms);
+		if (gaz_crr_paused(r->obj)) {
+			rc = gaz_crr_pause(r);
+		} else {
+			gaz_crr_note_resumed(r);
+			rc = r->deleting ? finalize(r, requeue_ms) : sync(r, requeue_ms);
+		}
 	}
 	gaz_crr_release(r);
 	return rc;

@@ -190,6 +190,51 @@ def test_drift_in_etcd_is_corrected(env):
     assert env.journals()["k8s/drift/j"][1] == rev
 
 
+def test_pause_annotation_leaves_etcd_alone_until_removed(env):
+    """gazette-c.dev/paused=true: the operator writes nothing to etcd (a
+    spec change waits, a hand edit in etcd is not corrected) and a
+    deletion waits; status says so. Removing it resumes: the CR's spec is
+    written over the hand edit, and the waiting deletion completes."""
+    env.apply("pz", "k8s/pause/j", labels=[{"name": "app.gazette.dev/tag", "value": "orig"}])
+    wait_for(lambda: env.ready("pz"), 20, "Ready")
+    env.k("annotate", "journalspec", "pz", "gazette-c.dev/paused=true")
+    c = wait_for(lambda: env.condition("pz", "Paused"), 20, "condition Paused")
+    assert c["status"] == "True" and c["reason"] == "PausedByAnnotation", c
+    assert env.cr("pz")["status"]["paused"] is True
+    assert "Paused" in env.events("pz")
+    rev = env.journals()["k8s/pause/j"][1]
+    # A spec change is not written; a hand edit in etcd is not undone.
+    env.apply("pz", "k8s/pause/j", replication=2, labels=[{"name": "app.gazette.dev/tag", "value": "orig"}])
+    yaml_text = env.gazctl("list", "-o", "yaml", "-l", "name=k8s/pause/j").decode()
+    env.gazctl("apply", "--specs", "/dev/stdin", input=yaml_text.replace("orig", "by-hand").encode())
+    time.sleep(4)
+    spec, rev2 = env.journals()["k8s/pause/j"]
+    assert spec["replication"] == 1 and spec["labels"]["labels"][0]["value"] == "by-hand", spec
+    assert rev2 > rev
+    # A deletion waits, held by the finalizer.
+    env.k("delete", "journalspec", "pz", "--wait=false")
+    time.sleep(3)
+    assert env.cr("pz") is not None and "deletion waits" in env.condition("pz", "Paused")["message"]
+    # Resumed: the deletion completes (Retain: the journal stays), and a
+    # resumed CR that is not deleted gets its spec written.
+    env.k("annotate", "journalspec", "pz", "gazette-c.dev/paused-")
+    wait_for(lambda: env.cr("pz") is None, 20, "deletion after resuming")
+    assert "k8s/pause/j" in env.journals()
+    env.apply("pz2", "k8s/pause/j2")
+    wait_for(lambda: env.ready("pz2"), 20, "Ready")
+    env.k("annotate", "journalspec", "pz2", "gazette-c.dev/paused=true")
+    wait_for(lambda: env.condition("pz2", "Paused"), 20, "condition Paused")
+    env.apply("pz2", "k8s/pause/j2", replication=2)
+    time.sleep(2)
+    assert env.journals()["k8s/pause/j2"][0]["replication"] == 1
+    env.k("annotate", "journalspec", "pz2", "gazette-c.dev/paused-")
+    wait_for(lambda: env.journals()["k8s/pause/j2"][0]["replication"] == 2, 20, "spec written on resume")
+    wait_for(lambda: env.condition("pz2", "Paused")["status"] == "False", 20, "Paused False")
+    assert env.condition("pz2", "Paused")["reason"] == "Resumed"
+    assert "paused" not in env.cr("pz2")["status"]
+    assert "Resumed" in env.events("pz2")
+
+
 def test_adoption_of_an_existing_journal(env):
     specs = ("name: k8s/adopt/j\nreplication: 2\nfragment:\n  length: 1048576\n"
              "  compression_codec: GZIP\n  stores: [file:///]\n  refresh_interval: 1m0s\n")
