@@ -25,6 +25,9 @@
 # and helm, which renders and lints charts/gazette-c (`--helm-dir` prints
 # where; `--build-helm` builds it):
 #   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/helm-<version>/helm
+# and the prometheus-operator's ServiceMonitor and PodMonitor CRDs, which
+# the chart's monitoring templates are dry-run against (`--monitoring-dir`):
+#   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/prometheus-operator-crds-<version>/
 # and, only with --examples (make soak), the stream-sum and word-count
 # example applications of the same Gazette module:
 #   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/gazette-examples-<version>/
@@ -37,12 +40,15 @@ ETCD_VERSION=v3.6.14
 WEED_VERSION=v0.0.0-20261109003541-7506e5f91cd6
 KUBE_VERSION=v1.35.4
 HELM_VERSION=v3.21.4
+PROMOP_VERSION=v0.85.0
 CACHE=${GAZ_CACHE:-$HOME/.cache/gazette-c}
 GAZETTE_DIR=$CACHE/gazette-$GAZETTE_VERSION
 ETCD_DIR=$CACHE/etcd-$ETCD_VERSION
 WEED_DIR=$CACHE/seaweedfs-$WEED_VERSION
 KUBE_DIR=$CACHE/kubernetes-$KUBE_VERSION
 HELM_DIR=$CACHE/helm-$HELM_VERSION
+MONITORING_DIR=$CACHE/prometheus-operator-crds-$PROMOP_VERSION
+MONITORING_CRDS=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_podmonitors.yaml)
 EXAMPLES_DIR=$CACHE/gazette-examples-$GAZETTE_VERSION
 EXAMPLES=(chunker summer counter wordcountctl)
 
@@ -224,7 +230,26 @@ build_helm() {
 	rm -rf "$tmp"
 }
 
+build_monitoring() {
+	# The CRDs only: the module's source zip (about 4 MB) holds them under
+	# example/prometheus-operator-crd/; nothing is compiled.
+	command -v go >/dev/null || { echo "deps: go is needed to fetch the monitoring CRDs" >&2; return 1; }
+	local dir f
+	dir=$(GOTOOLCHAIN=local GOFLAGS=-mod=mod GOWORK=off GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache \
+		go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMOP_VERSION" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -n "$dir" ] || { echo "deps: downloading prometheus-operator $PROMOP_VERSION failed" >&2; return 1; }
+	mkdir -p "$MONITORING_DIR"
+	for f in "${MONITORING_CRDS[@]}"; do
+		install -m 644 "$dir/example/prometheus-operator-crd/$f" "$MONITORING_DIR/$f"
+	done
+}
+
 case "${1:-}" in
+--monitoring-dir)
+	echo "$MONITORING_DIR"
+	exit 0
+	;;
 --helm-dir)
 	echo "$HELM_DIR"
 	exit 0
@@ -273,6 +298,8 @@ case "${1:-}" in
 	[ -x "$WEED_DIR/weed" ] || { echo "deps: missing $WEED_DIR/weed (run: make deps)" >&2; bad=1; }
 	[ -x "$KUBE_DIR/kube-apiserver" ] || { echo "deps: missing $KUBE_DIR/kube-apiserver (run: make deps)" >&2; bad=1; }
 	[ -x "$HELM_DIR/helm" ] || { echo "deps: missing $HELM_DIR/helm (run: make deps)" >&2; bad=1; }
+	[ -f "$MONITORING_DIR/${MONITORING_CRDS[1]}" ] ||
+		{ echo "deps: missing $MONITORING_DIR (run: make deps)" >&2; bad=1; }
 	exit $bad
 	;;
 esac
@@ -308,6 +335,8 @@ todo=()
 	todo+=("kube|kube-apiserver and kubectl $KUBE_VERSION (the operator's tests)|4|4.0")
 [ -x "$HELM_DIR/helm" ] ||
 	todo+=("helm|helm $HELM_VERSION (chart checks)|1|1.5")
+[ -f "$MONITORING_DIR/${MONITORING_CRDS[1]}" ] ||
+	todo+=("monitoring|prometheus-operator $PROMOP_VERSION CRDs (chart checks)|1|0.1")
 print_plan() {
 	local min=0 gb=0 t what tmin tgb
 	[ ${#todo[@]} -gt 0 ] || return 0
