@@ -20,6 +20,9 @@ static struct gaz_metric *append_bytes, *read_bytes, *read_fragment_bytes, *disc
 static struct gaz_metric *scrapes, *scrapes_in_flight;
 /* An exiting broker's hand-off and persist waits (ours). */
 static struct gaz_metric *exit_held, *exit_held_primary, *exit_unpersisted, *exit_sole;
+/* What Read RPCs served (ours): content bytes by where they came from,
+ * and signed fragment URLs handed out for readers to fetch themselves. */
+static struct gaz_metric *read_served, *read_urls;
 
 /* Gazette's allocator families, unlabelled, so present (at 0) from the
  * start as promauto's are. */
@@ -101,6 +104,15 @@ int gaz_broker_metrics_init(void)
 					     "with no handler thread.", NULL);
 	allocator_init(r);
 	client_init(r);
+	read_served = gaz_metrics_counter(r, "gazette_read_served_bytes_total",
+					  "Content bytes Read RPCs sent, by source: spool (local files) "
+					  "or store (persisted fragments proxied).", "source");
+	read_urls = gaz_metrics_counter(r, "gazette_read_fragment_urls_total",
+					"Signed fragment URLs sent to readers, which fetch those "
+					"fragments from the store themselves.", NULL);
+	(void)gaz_metric_with(read_served, "spool");
+	(void)gaz_metric_with(read_served, "store");
+	(void)gaz_metric_with(read_urls);
 	exit_held = gaz_metrics_gauge(r, "gazette_exit_held_journals",
 				      "Journals an exiting broker still holds an assignment of.", NULL);
 	exit_held_primary = gaz_metrics_gauge(r, "gazette_exit_held_primary_journals",
@@ -206,6 +218,16 @@ void gaz_metric_scrape_end(int code)
 void gaz_metric_append_bytes(const char *journal, int64_t n)
 {
 	gaz_metric_add(gaz_metric_with(append_bytes, journal), n);
+}
+
+void gaz_metric_read_served(bool from_store, int64_t n)
+{
+	gaz_metric_add(gaz_metric_with(read_served, from_store ? "store" : "spool"), n);
+}
+
+void gaz_metric_read_fragment_url(void)
+{
+	gaz_metric_inc(gaz_metric_with(read_urls));
 }
 
 void gaz_metric_read_bytes(const char *journal, int64_t n)

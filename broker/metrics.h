@@ -59,6 +59,12 @@ void gaz_metric_scrape_end(int code);
  * gazette_read_bytes_total{journal}). */
 void gaz_metric_append_bytes(const char *journal, int64_t n);
 void gaz_metric_read_bytes(const char *journal, int64_t n);
+/* Ours, not Gazette's: content bytes a Read RPC sent
+ * (gazette_read_served_bytes_total{source="spool"|"store"}), and signed
+ * fragment URLs sent (gazette_read_fragment_urls_total): a backfill that
+ * reads the bucket directly shows as URLs with few store bytes. */
+void gaz_metric_read_served(bool from_store, int64_t n);
+void gaz_metric_read_fragment_url(void);
 /* The counter of uncompressed bytes of persisted fragments of `journal`
  * with Protocol__CompressionCodec `codec` read (or, `discarded`, skipped
  * to reach the offset): gazette_{read,discard}_fragment_bytes_total. A

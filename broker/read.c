@@ -118,8 +118,10 @@ static int send_metadata(struct read_ctx *c, int status, const struct read_targe
 		resp.fragment = &frag;
 		if (t->frag.backing_store && t->frag.backing_store[0] && t->frag.mod_time) {
 			struct gaz_status st = {0};
-			if (gaz_stores_sign(c->b, &t->frag, SIGNED_URL_TTL_S, &url, &st) == 0)
+			if (gaz_stores_sign(c->b, &t->frag, SIGNED_URL_TTL_S, &url, &st) == 0) {
 				resp.fragment_url = url;
+				gaz_metric_read_fragment_url();
+			}
 			else
 				gaz_warn("signing fragment URL failed", "journal=%s err=%s",
 					 c->res.journal, st.msg);
@@ -170,6 +172,8 @@ static int stream_content(struct read_ctx *c, const struct read_target *t, int64
 			break;
 		}
 		rc = send_chunk(c, from, buf, n);
+		if (!rc)
+			gaz_metric_read_served(!t->file, (int64_t)n);
 		from += (int64_t)n;
 	}
 	if (!rc && fr && from == t->frag.end)

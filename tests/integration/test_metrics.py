@@ -237,3 +237,37 @@ def test_completed_status_labels_as_gazette(cluster, tmp_path):
                                                            ("grpc_type", "client_stream"))]
     finally:
         go_cluster.stop_all()
+
+
+def test_read_served_bytes_by_source(cluster):
+    """Ours: gazette_read_served_bytes_total counts content a Read sent
+    from spools and from stores, and gazette_read_fragment_urls_total the
+    signed URLs sent (persisted fragments)."""
+    b = cluster.start()
+    c = Client(b.address)
+    c.apply(spec("served/j", length=1024))
+    wait_assigned(c, "served/j")
+
+    def served():
+        fams = scrape(b.address)
+        s = series(fams, "gazette_read_served_bytes_total")
+        return s[(("source", "spool"),)], s[(("source", "store"),)], \
+            series(fams, "gazette_read_fragment_urls_total")[()]
+    assert served() == (0, 0, 0)
+    # A journal's first write is persisted at once; the next one stays in
+    # the spool (it does not reach the 1 KiB fragment length).
+    assert c.append("served/j", b"a" * 100).status == pb.OK
+    wait_for(lambda: len(list(c.fragments("served/j").fragments)) >= 1 and
+             all(f.spec.backing_store for f in c.fragments("served/j").fragments), 20, "first write persisted")
+    assert c.append("served/j", b"b" * 300).status == pb.OK
+    got, _ = c.read_bytes("served/j", offset=100)
+    assert got == b"b" * 300
+    assert served() == (300, 0, 0)
+    got, _ = c.read_bytes("served/j", offset=0, end_offset=100)
+    assert got == b"a" * 100
+    spool, store, urls = served()
+    assert (spool, store) == (300, 100) and urls >= 1, (spool, store, urls)
+    # A do_not_proxy read of the persisted fragment gets its URL, no bytes.
+    rs = c.read("served/j", offset=0, end_offset=100, do_not_proxy=True)
+    assert rs[0].fragment_url and not any(r.content for r in rs), rs
+    assert served()[1] == 100 and served()[2] > urls
