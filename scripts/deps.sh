@@ -28,6 +28,9 @@
 # and the prometheus-operator's ServiceMonitor and PodMonitor CRDs, which
 # the chart's monitoring templates are dry-run against (`--monitoring-dir`):
 #   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/prometheus-operator-crds-<version>/
+# and kubeconform, which validates the rendered chart offline against
+# schemas the tests take from their kube-apiserver (`--kubeconform-dir`):
+#   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/kubeconform-<version>/kubeconform
 # and, only with --examples (make soak), the stream-sum and word-count
 # example applications of the same Gazette module:
 #   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/gazette-examples-<version>/
@@ -41,6 +44,7 @@ WEED_VERSION=v0.0.0-20261109003541-7506e5f91cd6
 KUBE_VERSION=v1.35.4
 HELM_VERSION=v3.21.4
 PROMOP_VERSION=v0.85.0
+KUBECONFORM_VERSION=v0.8.0
 CACHE=${GAZ_CACHE:-$HOME/.cache/gazette-c}
 GAZETTE_DIR=$CACHE/gazette-$GAZETTE_VERSION
 ETCD_DIR=$CACHE/etcd-$ETCD_VERSION
@@ -48,6 +52,7 @@ WEED_DIR=$CACHE/seaweedfs-$WEED_VERSION
 KUBE_DIR=$CACHE/kubernetes-$KUBE_VERSION
 HELM_DIR=$CACHE/helm-$HELM_VERSION
 MONITORING_DIR=$CACHE/prometheus-operator-crds-$PROMOP_VERSION
+KUBECONFORM_DIR=$CACHE/kubeconform-$KUBECONFORM_VERSION
 MONITORING_CRDS=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_podmonitors.yaml)
 EXAMPLES_DIR=$CACHE/gazette-examples-$GAZETTE_VERSION
 EXAMPLES=(chunker summer counter wordcountctl)
@@ -245,7 +250,28 @@ build_monitoring() {
 	done
 }
 
+build_kubeconform() {
+	command -v go >/dev/null || { echo "deps: go is needed to build kubeconform" >&2; return 1; }
+	local tmp
+	tmp=$(mktemp -d)
+	(
+		export GOTOOLCHAIN=local GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0
+		export GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache
+		cd "$tmp"
+		go mod init rig.local/kubeconformbuild >/dev/null 2>&1
+		go get "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION"
+		go build -trimpath -ldflags "-s -w" -o "$tmp/kubeconform" github.com/yannh/kubeconform/cmd/kubeconform
+	)
+	mkdir -p "$KUBECONFORM_DIR"
+	mv "$tmp/kubeconform" "$KUBECONFORM_DIR/"
+	rm -rf "$tmp"
+}
+
 case "${1:-}" in
+--kubeconform-dir)
+	echo "$KUBECONFORM_DIR"
+	exit 0
+	;;
 --monitoring-dir)
 	echo "$MONITORING_DIR"
 	exit 0
@@ -300,6 +326,8 @@ case "${1:-}" in
 	[ -x "$HELM_DIR/helm" ] || { echo "deps: missing $HELM_DIR/helm (run: make deps)" >&2; bad=1; }
 	[ -f "$MONITORING_DIR/${MONITORING_CRDS[1]}" ] ||
 		{ echo "deps: missing $MONITORING_DIR (run: make deps)" >&2; bad=1; }
+	[ -x "$KUBECONFORM_DIR/kubeconform" ] ||
+		{ echo "deps: missing $KUBECONFORM_DIR/kubeconform (run: make deps)" >&2; bad=1; }
 	exit $bad
 	;;
 esac
@@ -337,6 +365,8 @@ todo=()
 	todo+=("helm|helm $HELM_VERSION (chart checks)|1|1.5")
 [ -f "$MONITORING_DIR/${MONITORING_CRDS[1]}" ] ||
 	todo+=("monitoring|prometheus-operator $PROMOP_VERSION CRDs (chart checks)|1|0.1")
+[ -x "$KUBECONFORM_DIR/kubeconform" ] ||
+	todo+=("kubeconform|kubeconform $KUBECONFORM_VERSION (chart checks)|1|0.1")
 print_plan() {
 	local min=0 gb=0 t what tmin tgb
 	[ ${#todo[@]} -gt 0 ] || return 0
