@@ -1,11 +1,15 @@
-# syntax=docker/dockerfile:1
 # One image with gazette (the broker), gazctl and gazette-operator, built
 # with the project's Makefile on Debian 12 and run on Debian 12 slim with
 # only the shared libraries they link (plus curl, for probes and the e2e
 # bucket set-up).
-#   docker build -t gazette-c:dev .
-# (Not built in this repository's CI: its machines have no Docker. The
-# packages are the build and runtime halves of scripts/deps.sh's list.)
+#   DOCKER_BUILDKIT=0 docker build -t gazette-c:dev .
+# Written for Docker's legacy builder too (no BuildKit-only syntax, no
+# `# syntax=` line, which would make BuildKit pull its frontend): CI
+# machines have Debian's Docker engine but no registry and no buildx.
+# scripts/images.sh starts the engine, makes both debian:12 bases by
+# debootstrap and builds this image; e2e/run-kind.sh builds it as
+# gazette-c:e2e. The packages are the build and runtime halves of
+# scripts/deps.sh's list.
 
 FROM debian:12 AS build
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \

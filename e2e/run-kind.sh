@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# run-kind.sh - the e2e scenarios on a kind cluster with MinIO:
+# run-kind.sh - the e2e scenarios on a kind cluster with an S3 server:
 #
-#   1. install: etcd, MinIO (+ bucket), the chart (3 brokers over 3 zones,
-#      2 operator replicas with leader election); JournalSpecs become Ready;
+#   1. install: etcd, the S3 server (+ bucket), the chart (3 brokers over
+#      3 zones, 2 operator replicas with leader election); JournalSpecs
+#      become Ready;
 #   2. data: append to every journal, remember each journal's bytes;
 #   3. rolling restart of the brokers: every old pod is drained (Events
 #      DrainStarted/Drained, annotation gazette-c.dev/drain), the rollout
@@ -12,22 +13,40 @@
 #      meanwhile is refused (429);
 #   5. operator fail-over: deleting the leader hands the Lease over.
 #
-# Needs docker, kind, kubectl, helm, envsubst and jq on PATH, and two images you pin by
-# digest: ETCD_IMAGE (an etcd 3.5+) and MINIO_IMAGE. KEEP=1 leaves the
-# cluster up. This script has not been run in this repository's CI (its
-# machines have no Docker); the same scenarios run on local processes in
-# e2e/run-local.sh.
+# Needs docker, kind, kubectl, helm, envsubst and jq on PATH, and:
+#   ETCD_IMAGE       an etcd 3.5+ image
+#   MINIO_IMAGE      the S3 server's image, for MINIO_MANIFEST
+#   MINIO_MANIFEST   the S3 server: e2e/manifests/seaweedfs.yaml (default;
+#                    SeaweedFS) or e2e/manifests/minio.yaml (MinIO, where
+#                    its image can be pulled); both keep MinIO's names
+#   KIND_NODE_IMAGE  the node image for `kind create cluster --image`
+#                    (default: kind's own, which is pulled)
+#   EXTRA_IMAGES     local images to `kind load` into the nodes (space
+#                    separated), e.g. the S3 server's
+# An image is named by digest where it is pulled, or by a tag present in
+# Docker or in the node image. On machines without a registry,
+# scripts/images.sh builds all of them (and kind, kubectl, helm):
+#   scripts/images.sh && eval "$(scripts/images.sh --print-env)" && e2e/run-kind.sh
+# When no Docker engine answers, this script starts one through
+# `scripts/images.sh --docker` (as root). KEEP=1 leaves the cluster up.
+# The same scenarios run on local processes in e2e/run-local.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CLUSTER=${CLUSTER:-gazette-c-e2e}
 NS=gazette
 REL=gz
-: "${ETCD_IMAGE:?set ETCD_IMAGE to an etcd image pinned by digest}"
-: "${MINIO_IMAGE:?set MINIO_IMAGE to a MinIO image pinned by digest}"
+: "${ETCD_IMAGE:?set ETCD_IMAGE to an etcd image (by digest, or a tag present locally)}"
+: "${MINIO_IMAGE:?set MINIO_IMAGE to the S3 server image (by digest, or a tag present locally)}"
+MINIO_MANIFEST=${MINIO_MANIFEST:-e2e/manifests/seaweedfs.yaml}
+[ -f "$MINIO_MANIFEST" ] || { echo "run-kind: no manifest $MINIO_MANIFEST" >&2; exit 2; }
 for t in docker kind kubectl helm envsubst jq; do
 	command -v "$t" >/dev/null || { echo "run-kind: $t is needed" >&2; exit 2; }
 done
+if ! docker info >/dev/null 2>&1; then
+	scripts/images.sh --docker >&2 || true
+	docker info >/dev/null 2>&1 || { echo "run-kind: no Docker engine answers" >&2; exit 2; }
+fi
 k() { kubectl -n "$NS" "$@"; }
 log() { echo "e2e: $*" >&2; }
 fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
@@ -46,13 +65,19 @@ trap cleanup EXIT
 
 # ---- 1. install ---------------------------------------------------------------
 log "cluster"
-kind create cluster --name "$CLUSTER" --config e2e/kind-config.yaml --wait 120s
-docker build -t gazette-c:e2e .
+kind create cluster --name "$CLUSTER" --config e2e/kind-config.yaml \
+	${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"} --wait 120s
+# --wait covers the control plane only.
+kubectl wait --for=condition=Ready node --all --timeout=180s
+for i in ${EXTRA_IMAGES:-}; do
+	kind load docker-image "$i" --name "$CLUSTER"
+done
+DOCKER_BUILDKIT=0 docker build -t gazette-c:e2e .
 kind load docker-image gazette-c:e2e --name "$CLUSTER"
 kubectl create namespace "$NS"
 export ETCD_IMAGE MINIO_IMAGE
 envsubst '${ETCD_IMAGE}' <e2e/manifests/etcd.yaml | k apply -f -
-envsubst '${MINIO_IMAGE}' <e2e/manifests/minio.yaml | k apply -f -
+envsubst '${MINIO_IMAGE}' <"$MINIO_MANIFEST" | k apply -f -
 k rollout status deploy/etcd --timeout=180s
 k rollout status deploy/minio --timeout=180s
 k wait --for=condition=complete job/minio-bucket --timeout=180s

@@ -79,7 +79,7 @@ static void test_reschedule_lazily(void **state)
 	int pops[3] = {0};
 	int64_t at[3] = {0};
 	struct gaz_due d;
-	char name[8];
+	char name[16];
 	(void)state;
 
 	for (int k = 0; k < 3; k++) {
