@@ -68,10 +68,10 @@ def test_chart_crds_are_the_projects():
         assert open(os.path.join(CRDS, n), "rb").read() == open(os.path.join(CHART, "crds", n), "rb").read(), n
 
 
-def test_broker_statefulset_gives_the_hand_off_time():
+def test_broker_deployment_gives_the_hand_off_time():
     _, docs = render()
-    sts = find(docs, "StatefulSet", "-broker")
-    pod = sts["spec"]["template"]["spec"]
+    dep = find(docs, "Deployment", "-broker")
+    pod = dep["spec"]["template"]["spec"]
     c = pod["containers"][0]
     env = env_of(c)
     # Broker id = pod name (the operator's pod -> member mapping).
@@ -79,11 +79,19 @@ def test_broker_statefulset_gives_the_hand_off_time():
     assert env["BROKER_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     assert env["ETCD_ADDRESS"] == "http://etcd:2379" and env["ETCD_PREFIX"] == "/gazette/cluster"
     # SIGTERM's hand-off is bounded by --broker.exit-timeout (2m): the
-    # grace period leaves time to persist after it.
+    # grace period is derived from it, the preStop sleep and the persist
+    # time after it.
     assert env["BROKER_EXIT_TIMEOUT"] == "2m"
-    assert pod["terminationGracePeriodSeconds"] >= 120 + 60
+    assert pod["terminationGracePeriodSeconds"] == 5 + 120 + 300
     assert c["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "5"]
     assert c["readinessProbe"]["httpGet"] == {"path": "/debug/ready", "port": "http"}
+    # Liveness waits for the announcement; a rollout surges, never below
+    # the replica count, and is not declared stuck while a drain runs.
+    assert c["startupProbe"]["httpGet"] == {"path": "/debug/ready", "port": "http"}
+    assert dep["spec"]["strategy"] == {"type": "RollingUpdate",
+                                       "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    assert dep["spec"]["progressDeadlineSeconds"] > pod["terminationGracePeriodSeconds"]
+    assert {v["name"]: v for v in pod["volumes"]}["spool"]["emptyDir"]["sizeLimit"] == "8Gi"
     assert "httpGet" not in c["livenessProbe"]  # a draining broker is not dead
     assert pod["automountServiceAccountToken"] is False
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
@@ -95,12 +103,47 @@ def test_broker_statefulset_gives_the_hand_off_time():
             assert "[$%s]" % name in help_text, name
 
 
+@pytest.mark.parametrize("exit_timeout,grace", [("90s", 395), ("1h30m", 5705), ("1.5s", 307),
+                                                ("250ms", 306), ("2m30s", 455)])
+def test_grace_period_follows_the_exit_timeout(exit_timeout, grace):
+    _, docs = render("broker.exitTimeout=" + exit_timeout)
+    pod = find(docs, "Deployment", "-broker")["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == grace
+    # Set explicitly, it is taken as is.
+    _, docs = render("broker.exitTimeout=" + exit_timeout, "broker.terminationGracePeriodSeconds=21600")
+    assert find(docs, "Deployment", "-broker")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 21600
+
+
+def test_chart_etcd_is_three_members_found_by_name():
+    _, docs = render()
+    assert not [d for d in docs if d["kind"] == "StatefulSet"]
+    _, docs = render("etcd.deploy.enabled=true")
+    sts = find(docs, "StatefulSet", "-etcd")
+    assert sts["spec"]["replicas"] == 3 and sts["spec"]["podManagementPolicy"] == "Parallel"
+    assert sts["spec"]["serviceName"] == "rel-gazette-c-etcd-headless"
+    cmd = sts["spec"]["template"]["spec"]["containers"][0]["command"]
+    peers = [a for a in cmd if a.startswith("--initial-cluster=")][0].split("=", 1)[1].split(",")
+    assert peers == ["rel-gazette-c-etcd-%d=http://rel-gazette-c-etcd-%d.rel-gazette-c-etcd-headless."
+                     "gazette.svc:2380" % (i, i) for i in range(3)]
+    assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "2Gi"
+    assert find(docs, "Service", "-etcd-headless")["spec"]["publishNotReadyAddresses"] is True
+    assert find(docs, "PodDisruptionBudget", "-etcd")["spec"]["maxUnavailable"] == 1
+    # Brokers and operator use it.
+    for name in ("-broker", "-operator"):
+        env = env_of(find(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0])
+        assert env["ETCD_ADDRESS"] == "http://rel-gazette-c-etcd:2379", name
+    _, docs = render("etcd.deploy.enabled=true", "etcd.deploy.persistence.enabled=false")
+    sts = find(docs, "StatefulSet", "-etcd")
+    assert "volumeClaimTemplates" not in sts["spec"]
+    assert sts["spec"]["template"]["spec"]["volumes"] == [{"name": "data", "emptyDir": {}}]
+
+
 def test_zone_from_pod_label():
     _, docs = render("broker.zoneFromPodLabel=true")
-    env = env_of(find(docs, "StatefulSet", "-broker")["spec"]["template"]["spec"]["containers"][0])
+    env = env_of(find(docs, "Deployment", "-broker")["spec"]["template"]["spec"]["containers"][0])
     assert env["BROKER_ZONE"] == {"fieldRef": {"fieldPath": "metadata.labels['topology.kubernetes.io/zone']"}}
     _, docs = render("broker.zone=us-east-1a")
-    env = env_of(find(docs, "StatefulSet", "-broker")["spec"]["template"]["spec"]["containers"][0])
+    env = env_of(find(docs, "Deployment", "-broker")["spec"]["template"]["spec"]["containers"][0])
     assert env["BROKER_ZONE"] == "us-east-1a"
 
 
@@ -112,9 +155,9 @@ def test_operator_deployment_elects_and_drains_the_chart_brokers():
     env = env_of(c)
     assert env["OPERATOR_LEADER_ELECT"] == "true"
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
-    # The drain selector selects exactly the StatefulSet's pods; the PDB
-    # the operator keeps is the chart's only one.
-    sts = find(docs, "StatefulSet", "-broker")
+    # The drain selector selects exactly the broker Deployment's pods; the
+    # PDB the operator keeps is the chart's only one.
+    sts = find(docs, "Deployment", "-broker")
     labels = sts["spec"]["selector"]["matchLabels"]
     assert dict(kv.split("=") for kv in env["BROKERS_SELECTOR"].split(",")) == labels
     assert all(sts["spec"]["template"]["metadata"]["labels"][k] == v for k, v in labels.items())
@@ -134,8 +177,9 @@ def test_static_pdb_without_the_operator():
     pdb = find(docs, "PodDisruptionBudget")
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"] == \
-        find(docs, "StatefulSet", "-broker")["spec"]["selector"]["matchLabels"]
-    assert not [d for d in docs if d["kind"] in ("Deployment", "Role", "RoleBinding", "ServiceAccount")]
+        find(docs, "Deployment", "-broker")["spec"]["selector"]["matchLabels"]
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"] == ["rel-gazette-c-broker"]
+    assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding", "ServiceAccount")]
 
 
 def test_chart_rbac_is_the_standalone_manifest():
@@ -158,19 +202,21 @@ def ns(kube):
 
 
 @pytest.mark.parametrize("sets", [(), ("operator.enabled=false",), ("broker.zoneFromPodLabel=true",
-                                                                     "broker.replicas=5")],
-                         ids=["defaults", "no-operator", "zones"])
+                                                                     "broker.replicas=5"),
+                                  ("etcd.deploy.enabled=true",)],
+                         ids=["defaults", "no-operator", "zones", "etcd"])
 def test_rendered_chart_passes_a_server_side_dry_run(kube, ns, sets):
     text, docs = render(*sets, namespace=ns, include_crds=True)
     r = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=text, namespace=ns)
     kinds = {d["kind"] for d in docs}
-    want = {"CustomResourceDefinition", "StatefulSet", "Service"}
+    want = {"CustomResourceDefinition", "Deployment", "Service"}
     want |= {"PodDisruptionBudget"} if "operator.enabled=false" in sets else \
-        {"Deployment", "Role", "RoleBinding", "ServiceAccount"}
+        {"Role", "RoleBinding", "ServiceAccount"}
+    want |= {"StatefulSet", "PodDisruptionBudget"} if "etcd.deploy.enabled=true" in sets else set()
     assert want <= kinds, kinds
     assert r.stdout.count("(server dry run)") == len(docs), r.stdout
     # Nothing was stored.
-    assert "No resources found" in kube.kubectl("get", "statefulsets", namespace=ns).stderr
+    assert "No resources found" in kube.kubectl("get", "deployments", namespace=ns).stderr
 
 
 def test_e2e_manifests_pass_a_server_side_dry_run(kube, ns):

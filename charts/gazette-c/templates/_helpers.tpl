@@ -62,3 +62,43 @@ app.kubernetes.io/component: operator
 {{- define "gazette-c.operatorManagesPdb" -}}
 {{- if and .Values.operator.enabled .Values.operator.drains.enabled .Values.operator.drains.managePdb -}}true{{- end -}}
 {{- end -}}
+
+{{/* A Go duration ("2m", "1h30m", "90s", "1.5h") in whole seconds, rounded
+up: the broker's flags take Go durations, Kubernetes fields seconds. */}}
+{{- define "gazette-c.durationSeconds" -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" . -1 -}}
+{{- $n := float64 (regexFind "^[0-9]+(\\.[0-9]+)?" .) -}}
+{{- $unit := regexReplaceAll "^[0-9]+(\\.[0-9]+)?" . "" -}}
+{{- $scale := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "µs" 0.000001 "ns" 0.000000001 -}}
+{{- $total = addf $total (mulf $n (get $scale $unit)) -}}
+{{- end -}}
+{{- ceil $total | int -}}
+{{- end -}}
+
+{{/* The brokers' terminationGracePeriodSeconds: as set, or derived from
+the exit timeout: the preStop sleep, then the hand-off (at most
+--broker.exit-timeout), then the persist of what is left. */}}
+{{- define "gazette-c.brokerGraceSeconds" -}}
+{{- if .Values.broker.terminationGracePeriodSeconds -}}
+{{- .Values.broker.terminationGracePeriodSeconds -}}
+{{- else -}}
+{{- add .Values.broker.preStopSleepSeconds (include "gazette-c.durationSeconds" .Values.broker.exitTimeout) .Values.broker.persistGraceSeconds -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gazette-c.etcdSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "gazette-c.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: etcd
+{{- end -}}
+
+{{/* The etcd brokers and operator use: the chart's own when it deploys
+one, else etcd.address. */}}
+{{- define "gazette-c.etcdAddress" -}}
+{{- if .Values.etcd.deploy.enabled -}}
+{{- printf "http://%s-etcd:2379" (include "gazette-c.fullname" .) -}}
+{{- else -}}
+{{- .Values.etcd.address -}}
+{{- end -}}
+{{- end -}}
