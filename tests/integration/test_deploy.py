@@ -7,19 +7,27 @@ sufficient for gazette-operator running under it with drains and the PDB."""
 import base64
 import json
 import os
+import re
 import subprocess
+import urllib.request
 import uuid
 
 import pytest
 import yaml
 
+import protocol_pb2 as pb
 from conftest import CRDS, GAZETTE, OPERATOR, ROOT, Operator, wait_for
+from gazpb import Client, spec, wait_assigned
 
 CHART = os.path.join(ROOT, "charts/gazette-c")
 RBAC = os.path.join(ROOT, "deploy/rbac.yaml")
 HELM = os.path.join(subprocess.check_output([os.path.join(ROOT, "scripts/deps.sh"), "--helm-dir"],
                                             text=True).strip(), "helm")
 KUBE_VERSION = "1.35.0"
+MONITORING_CRDS = subprocess.check_output([os.path.join(ROOT, "scripts/deps.sh"), "--monitoring-dir"],
+                                          text=True).strip()
+MONITORING = ("monitoring.serviceMonitor.enabled=true", "monitoring.podMonitor.enabled=true",
+              "monitoring.dashboard.enabled=true")
 
 
 def helm(*args, check=True):
@@ -228,6 +236,78 @@ def test_e2e_manifests_pass_a_server_side_dry_run(kube, ns):
         body = open(os.path.join(ROOT, "e2e/manifests", m)).read()
         body = body.replace("${ETCD_IMAGE}", "etcd:pinned").replace("${MINIO_IMAGE}", "minio:pinned")
         kube.kubectl("apply", "--dry-run=server", "-f", "-", input=body, namespace=ns)
+
+
+def test_monitoring_matches_the_broker_service_and_operator_pods():
+    _, docs = render(*MONITORING)
+    sm, pm = find(docs, "ServiceMonitor"), find(docs, "PodMonitor")
+    svc = find(docs, "Service", "-broker")
+    assert all(svc["metadata"]["labels"][k] == v for k, v in sm["spec"]["selector"]["matchLabels"].items())
+    assert sm["spec"]["endpoints"][0]["port"] in [p["name"] for p in svc["spec"]["ports"]]
+    assert sm["spec"]["endpoints"][0]["path"] == "/debug/metrics"
+    op = find(docs, "Deployment", "-operator")["spec"]["template"]
+    assert all(op["metadata"]["labels"][k] == v for k, v in pm["spec"]["selector"]["matchLabels"].items())
+    assert pm["spec"]["podMetricsEndpoints"][0]["port"] in [p["name"] for p in op["spec"]["containers"][0]["ports"]]
+    cm = find(docs, "ConfigMap", "-dashboard")
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dash = json.loads(cm["data"]["gazette-c.json"])
+    assert dash["uid"] == "gazette-c" and len(dash["panels"]) >= 10
+    # Off by default.
+    _, docs = render()
+    assert not [d for d in docs if d["kind"] in ("ServiceMonitor", "PodMonitor", "ConfigMap")]
+    _, docs = render(*MONITORING, "operator.enabled=false")
+    assert not [d for d in docs if d["kind"] == "PodMonitor"]
+
+
+def test_dashboard_queries_only_metrics_the_programs_export(cluster):
+    """Every metric the dashboard queries is exported: the brokers' by a
+    running broker's /debug/metrics, the operator's by its binary."""
+    dash = json.load(open(os.path.join(CHART, "dashboards/gazette-c.json")))
+    names = set()
+    for p in dash["panels"]:
+        for t in p["targets"]:
+            names |= {re.sub(r"_bucket$", "", n) for n in re.findall(r"\bgazette_[a-z_]+", t["expr"])}
+    assert len(names) >= 15, names
+    b = cluster.start()
+    # Labelled families appear once used: append, persist and read back.
+    c = Client(b.address)
+    c.apply(spec("dash/j", length=1024))
+    wait_assigned(c, "dash/j")
+    for _ in range(3):
+        assert c.append("dash/j", b"x" * 1500).status == pb.OK
+    wait_for(lambda: len(list(c.fragments("dash/j").fragments)) >= 2, 20, "persisted fragments")
+    c.read_bytes("dash/j")
+    body = urllib.request.urlopen(b.address + "/debug/metrics", timeout=10).read().decode()
+    exported = set(re.findall(r"^# TYPE (\S+)", body, re.M))
+    operator_bin = open(OPERATOR, "rb").read()
+    for n in sorted(names):
+        if n.startswith("gazette_operator_"):
+            assert b"\0" + n.encode() + b"\0" in operator_bin, n
+        else:
+            assert n in exported, (n, sorted(exported))
+
+
+@pytest.fixture
+def monitoring_crds(kube):
+    for f in sorted(os.listdir(MONITORING_CRDS)):
+        kube.kubectl("apply", "--server-side", "-f", os.path.join(MONITORING_CRDS, f))
+    kube.kubectl("wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com",
+                 "crd/podmonitors.monitoring.coreos.com", "--timeout=60s")
+
+
+def test_monitoring_passes_a_server_side_dry_run(kube, ns, monitoring_crds):
+    """The ServiceMonitor and PodMonitor are valid under the Prometheus
+    Operator's own CRD schemas (v0.85.0), checked by the API server."""
+    text, docs = render(*MONITORING, namespace=ns)
+    r = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=text, namespace=ns)
+    assert r.stdout.count("(server dry run)") == len(docs), r.stdout
+    assert "servicemonitor.monitoring.coreos.com/rel-gazette-c-broker created (server dry run)" in r.stdout
+    # A mistake is caught by the same schema: an endpoint without a port.
+    bad = text.replace("    - port: http\n      path: /debug/metrics", "    - portz: http\n      path: /debug/metrics")
+    assert bad != text
+    r = kube.kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-", input=bad, namespace=ns,
+                     check=False)
+    assert r.returncode != 0 and "portz" in r.stderr, r.stderr
 
 
 def apply_rbac(kube, ns):
