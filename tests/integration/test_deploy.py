@@ -310,6 +310,40 @@ def test_monitoring_passes_a_server_side_dry_run(kube, ns, monitoring_crds):
     assert r.returncode != 0 and "portz" in r.stderr, r.stderr
 
 
+def test_env_source_changes_roll_the_pods(kube, ns):
+    """The broker pods' checksum/env-sources annotation follows the content
+    of the Secrets and ConfigMaps they take environment from, as the
+    cluster holds them at install or upgrade (helm's lookup), so a changed
+    Secret rolls the brokers at the next helm upgrade; the same content
+    does not."""
+    def checksum(*sets):
+        args = ["template", "rel", CHART, "--namespace", ns, "--kube-version", KUBE_VERSION,
+                "--kubeconfig", kube.kubeconfig, "--dry-run=server",
+                "--set", "broker.envFrom[0].secretRef.name=s3",
+                "--set", "broker.extraEnv[0].name=REGION",
+                "--set", "broker.extraEnv[0].valueFrom.configMapKeyRef.name=cfg",
+                "--set", "broker.extraEnv[0].valueFrom.configMapKeyRef.key=region"]
+        docs = [d for d in yaml.safe_load_all(helm(*args).stdout) if d]
+        return find(docs, "Deployment", "-broker")["spec"]["template"]["metadata"]["annotations"][
+            "checksum/env-sources"]
+
+    def put(kind, name, *literals):
+        body = kube.kubectl("create", kind, *( ["generic"] if kind == "secret" else []), name,
+                            *["--from-literal=" + x for x in literals], "--dry-run=client", "-o", "yaml").stdout
+        kube.kubectl("apply", "-f", "-", input=body, namespace=ns)
+    put("secret", "s3", "AWS_ACCESS_KEY_ID=a")
+    put("configmap", "cfg", "region=us-east-1", "other=1")
+    first = checksum()
+    assert checksum() == first
+    put("secret", "s3", "AWS_ACCESS_KEY_ID=b")
+    second = checksum()
+    assert second != first
+    put("configmap", "cfg", "region=us-east-1", "other=2")  # a key the brokers do not read
+    assert checksum() == second
+    put("configmap", "cfg", "region=eu-west-1", "other=2")
+    assert checksum() != second
+
+
 def apply_rbac(kube, ns):
     text = open(RBAC).read().replace("namespace: gazette\n", "namespace: %s\n" % ns)
     kube.kubectl("apply", "-f", "-", input=text, namespace=ns)

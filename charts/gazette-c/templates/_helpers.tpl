@@ -102,3 +102,34 @@ one, else etcd.address. */}}
 {{- .Values.etcd.address -}}
 {{- end -}}
 {{- end -}}
+
+{{/* sha256 of the data of every Secret and ConfigMap an envFrom list and
+an env list refer to, as they are in the cluster at install or upgrade
+(lookup; "helm template" sees none, so it hashes names only). Called with
+(list $ envFrom env). Secret data enters only hashed. */}}
+{{- define "gazette-c.envSourcesChecksum" -}}
+{{- $root := index . 0 -}}
+{{- $ns := $root.Release.Namespace -}}
+{{- $parts := list -}}
+{{- range (index . 1) -}}
+{{- if .secretRef -}}
+{{- $o := lookup "v1" "Secret" $ns .secretRef.name -}}
+{{- $parts = append $parts (printf "secret/%s=%s" .secretRef.name (toJson ($o.data | default dict) | sha256sum)) -}}
+{{- else if .configMapRef -}}
+{{- $o := lookup "v1" "ConfigMap" $ns .configMapRef.name -}}
+{{- $parts = append $parts (printf "configmap/%s=%s" .configMapRef.name (toJson ($o.data | default dict) | sha256sum)) -}}
+{{- end -}}
+{{- end -}}
+{{- range (index . 2) -}}
+{{- with .valueFrom -}}
+{{- if .secretKeyRef -}}
+{{- $o := lookup "v1" "Secret" $ns .secretKeyRef.name -}}
+{{- $parts = append $parts (printf "secret/%s/%s=%s" .secretKeyRef.name .secretKeyRef.key (toJson (get ($o.data | default dict) .secretKeyRef.key) | sha256sum)) -}}
+{{- else if .configMapKeyRef -}}
+{{- $o := lookup "v1" "ConfigMap" $ns .configMapKeyRef.name -}}
+{{- $parts = append $parts (printf "configmap/%s/%s=%s" .configMapKeyRef.name .configMapKeyRef.key (toJson (get ($o.data | default dict) .configMapKeyRef.key) | sha256sum)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $parts | sortAlpha | join "\n" | sha256sum -}}
+{{- end -}}
