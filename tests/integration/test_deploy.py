@@ -146,6 +146,36 @@ def test_chart_etcd_is_three_members_found_by_name():
     assert sts["spec"]["template"]["spec"]["volumes"] == [{"name": "data", "emptyDir": {}}]
 
 
+GOLDEN = os.path.join(ROOT, "tests/integration/golden")
+GOLDEN_SETS = {
+    "defaults": (),
+    "no-operator": ("operator.enabled=false",),
+    "zones": ("broker.zoneFromPodLabel=true", "broker.replicas=5", "broker.exitTimeout=10m"),
+    "etcd": ("etcd.deploy.enabled=true", "etcd.deploy.persistence.enabled=false"),
+    "monitoring": MONITORING,
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_SETS))
+def test_rendered_chart_matches_its_golden_file(name):
+    """What the chart renders for each value set, byte for byte, against
+    tests/integration/golden/<name>.yaml, so every change to the output is
+    seen in review. After an intended change: GAZ_UPDATE_GOLDEN=1 rewrites
+    them."""
+    text, _ = render(*GOLDEN_SETS[name])
+    path = os.path.join(GOLDEN, name + ".yaml")
+    if os.environ.get("GAZ_UPDATE_GOLDEN") == "1":
+        os.makedirs(GOLDEN, exist_ok=True)
+        open(path, "w").write(text)
+    assert os.path.exists(path), "no golden file %s (GAZ_UPDATE_GOLDEN=1 writes it)" % path
+    want = open(path).read()
+    if text != want:
+        import difflib
+        diff = "".join(difflib.unified_diff(want.splitlines(True), text.splitlines(True), path, "rendered"))
+        raise AssertionError("rendered chart differs from %s (GAZ_UPDATE_GOLDEN=1 after an intended "
+                             "change):\n%s" % (path, diff[:4000]))
+
+
 def test_zone_from_pod_label():
     _, docs = render("broker.zoneFromPodLabel=true")
     env = env_of(find(docs, "Deployment", "-broker")["spec"]["template"]["spec"]["containers"][0])
