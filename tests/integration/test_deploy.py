@@ -26,6 +26,8 @@ HELM = os.path.join(subprocess.check_output([os.path.join(ROOT, "scripts/deps.sh
 KUBE_VERSION = "1.35.0"
 MONITORING_CRDS = subprocess.check_output([os.path.join(ROOT, "scripts/deps.sh"), "--monitoring-dir"],
                                           text=True).strip()
+KUBECONFORM = os.path.join(subprocess.check_output([os.path.join(ROOT, "scripts/deps.sh"), "--kubeconform-dir"],
+                                                   text=True).strip(), "kubeconform")
 MONITORING = ("monitoring.serviceMonitor.enabled=true", "monitoring.podMonitor.enabled=true",
               "monitoring.dashboard.enabled=true")
 
@@ -372,6 +374,74 @@ def test_env_source_changes_roll_the_pods(kube, ns):
     assert checksum() == second
     put("configmap", "cfg", "region=eu-west-1", "other=2")
     assert checksum() != second
+
+
+def standalone_schemas(openapi, out_dir):
+    """Writes one strict, self-contained JSON schema per kind the API server
+    serves (its /openapi/v2, CRDs included) as <group>-<version>-<kind>.json,
+    the layout of kubeconform's -schema-location template below. $refs are
+    inlined (a recursive one accepts anything); objects with properties
+    reject unknown fields unless Kubernetes preserves them; IntOrString
+    takes both."""
+    defs = openapi["definitions"]
+
+    def resolve(node, stack):
+        if isinstance(node, list):
+            return [resolve(n, stack) for n in node]
+        if not isinstance(node, dict):
+            return node
+        if isinstance(node.get("$ref"), str):
+            name = node["$ref"].rsplit("/", 1)[1]
+            return {} if name in stack else resolve(defs[name], stack + (name,))
+        if node.get("format") == "int-or-string":
+            return {"oneOf": [{"type": "string"}, {"type": "integer"}]}
+        out = {k: resolve(v, stack) for k, v in node.items()}
+        if "properties" in out and "additionalProperties" not in out and \
+                not node.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+        return out
+    n = 0
+    for name, d in defs.items():
+        for gvk in d.get("x-kubernetes-group-version-kind", []):
+            group = gvk["group"] or gvk["version"]
+            path = os.path.join(out_dir, ("%s-%s-%s.json" % (group, gvk["version"], gvk["kind"])).lower())
+            with open(path, "w") as f:
+                json.dump(resolve(d, (name,)), f)
+            n += 1
+    return n
+
+
+def test_kubeconform_passes_every_value_set(kube, monitoring_crds, tmp_path):
+    """kubeconform -strict over what the chart renders for each golden value
+    set, against schemas from the suite's kube-apiserver with the CRDs
+    installed (no schema registry is reachable here), CRDs and
+    monitoring kinds included; a misspelt field fails it."""
+    kube.kubectl("apply", "-f", CRDS)
+    kube.kubectl("wait", "--for=condition=Established", "crd/journalspecs.gazette-c.dev", "--timeout=60s")
+
+    def published():
+        spec = json.loads(kube.kubectl("get", "--raw", "/openapi/v2").stdout)
+        kinds = {g["kind"] for d in spec["definitions"].values() for g in d.get("x-kubernetes-group-version-kind", [])}
+        return spec if {"ServiceMonitor", "PodMonitor", "JournalSpec", "Deployment"} <= kinds else None
+    spec = wait_for(published, 30, "CRD schemas in /openapi/v2")
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    assert standalone_schemas(spec, str(schemas)) > 100
+    location = str(schemas) + "/{{ .Group }}-{{ .ResourceAPIVersion }}-{{ .ResourceKind }}.json"
+
+    def conform(text):
+        return subprocess.run([KUBECONFORM, "-strict", "-summary", "-schema-location", location, "-"],
+                              input=text, capture_output=True, text=True, timeout=120)
+    for name, sets in sorted(GOLDEN_SETS.items()):
+        text, docs = render(*sets, include_crds=True)
+        r = conform(text)
+        assert r.returncode == 0, (name, r.stdout, r.stderr)
+        assert "Valid: %d, Invalid: 0, Errors: 0, Skipped: 0" % len(docs) in r.stdout, (name, r.stdout)
+    text, _ = render()
+    bad = text.replace("      maxUnavailable: 0\n", "      maxUnavailble: 0\n", 1)
+    assert bad != text
+    r = conform(bad)
+    assert r.returncode != 0 and "maxUnavailble" in r.stdout, r.stdout
 
 
 def apply_rbac(kube, ns):
