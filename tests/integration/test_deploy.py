@@ -178,6 +178,32 @@ def test_rendered_chart_matches_its_golden_file(name):
                              "change):\n%s" % (path, diff[:4000]))
 
 
+def test_uninstall_hook_drains_the_brokers_first():
+    """helm uninstall runs a pre-delete Job that scales the broker
+    Deployment to 0 and waits for its pods, with a Role for exactly
+    that, before the operator and its RBAC go."""
+    _, docs = render()
+    job = find(docs, "Job", "-uninstall")
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete"
+    role = find(docs, "Role", "-uninstall")
+    assert role["metadata"]["annotations"]["helm.sh/hook-weight"] == "-10"
+    assert role["rules"] == [
+        {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": ["rel-gazette-c-broker"],
+         "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    pod = job["spec"]["template"]["spec"]
+    env = env_of(pod["containers"][0])
+    broker = find(docs, "Deployment", "-broker")
+    assert env["DEPLOYMENT"] == broker["metadata"]["name"]
+    assert dict(kv.split("=") for kv in env["SELECTOR"].split(",")) == broker["spec"]["selector"]["matchLabels"]
+    assert pod["serviceAccountName"] == find(docs, "ServiceAccount", "-uninstall")["metadata"]["name"]
+    assert job["spec"]["activeDeadlineSeconds"] > broker["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    _, docs = render("uninstall.drainBrokers=false")
+    assert not [d for d in docs if d["kind"] == "Job"]
+    _, docs = render("operator.enabled=false")
+    assert not [d for d in docs if d["kind"] == "Job"]
+
+
 def test_zone_from_pod_label():
     _, docs = render("broker.zoneFromPodLabel=true")
     env = env_of(find(docs, "Deployment", "-broker")["spec"]["template"]["spec"]["containers"][0])
@@ -224,10 +250,10 @@ def test_static_pdb_without_the_operator():
 
 def test_chart_rbac_is_the_standalone_manifest():
     _, docs = render()
-    role = find(docs, "Role")
+    role = find(docs, "Role", "-operator")
     standalone = [d for d in yaml.safe_load_all(open(RBAC)) if d and d["kind"] == "Role"][0]
     assert role["rules"] == standalone["rules"]
-    binding = find(docs, "RoleBinding")
+    binding = find(docs, "RoleBinding", "-operator")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "rel-gazette-c-operator",
                                     "namespace": "gazette"}]
 
@@ -264,9 +290,9 @@ def test_e2e_manifests_pass_a_server_side_dry_run(kube, ns):
     kube.kubectl("apply", "--dry-run=server", "-f", "-", input=text, namespace=ns)
     r = kube.kubectl("apply", "--dry-run=server", "-f", os.path.join(ROOT, "e2e/journals.yaml"), namespace=ns)
     assert r.stdout.count("(server dry run)") == 3, r.stdout
-    for m in ("etcd.yaml", "minio.yaml"):
+    for m in ("seaweedfs.yaml", "minio.yaml"):
         body = open(os.path.join(ROOT, "e2e/manifests", m)).read()
-        body = body.replace("${ETCD_IMAGE}", "etcd:pinned").replace("${MINIO_IMAGE}", "minio:pinned")
+        body = body.replace("${MINIO_IMAGE}", "minio:pinned")
         kube.kubectl("apply", "--dry-run=server", "-f", "-", input=body, namespace=ns)
 
 
