@@ -26,9 +26,10 @@ def test_plan_lists_every_build_with_time_and_space(tmp_path):
     assert lines[0] == "deps: building from the Go module proxy into %s:" % (tmp_path / "cache")
     builds = [l for l in lines if re.search(r"~\d+ min, ~[\d.]+ GB$", l)]
     names = " ".join(builds)
-    for what in ("Gazette", "etcd", "SeaweedFS", "kube-apiserver", "helm"):
+    for what in ("Gazette", "etcd", "SeaweedFS", "kube-apiserver", "helm", "prometheus-operator",
+                 "kubeconform"):
         assert what in names, (what, r.stderr)
-    assert len(builds) == 5
+    assert len(builds) == 7
     assert re.match(r"deps: about \d+ minutes and [\d.]+ GB of disk in all \(`make demo` needs none",
                     lines[-1]), lines[-1]
     assert not (tmp_path / "cache").exists()  # nothing built
