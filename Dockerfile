@@ -1,4 +1,5 @@
-# One image with gazette (the broker), gazctl and gazette-operator, built
+# One image with gazette (the broker), gazctl, gazload (a load generator
+# that verifies what it was acknowledged) and gazette-operator, built
 # with the project's Makefile on Debian 12 and run on Debian 12 slim with
 # only the shared libraries they link (plus curl, for probes and the e2e
 # bucket set-up).
@@ -24,9 +25,9 @@ COPY lib lib
 COPY broker broker
 COPY client client
 COPY operator operator
-# Only the three programs: the unit tests (cmocka) and tools stay out.
-RUN make -j"$(nproc)" build/bin/gazette build/bin/gazctl build/bin/gazette-operator \
-    && strip build/bin/gazette build/bin/gazctl build/bin/gazette-operator
+# Only the four programs: the unit tests (cmocka) and test tools stay out.
+RUN make -j"$(nproc)" build/bin/gazette build/bin/gazctl build/bin/gazload build/bin/gazette-operator \
+    && strip build/bin/gazette build/bin/gazctl build/bin/gazload build/bin/gazette-operator
 
 FROM debian:12-slim
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
@@ -36,7 +37,8 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
     && groupadd --gid 65532 gazette \
     && useradd --uid 65532 --gid 65532 --home-dir /home/gazette --create-home gazette \
     && mkdir -p /var/lib/gazette/spool && chown gazette:gazette /var/lib/gazette/spool
-COPY --from=build /src/build/bin/gazette /src/build/bin/gazctl /src/build/bin/gazette-operator /usr/local/bin/
+COPY --from=build /src/build/bin/gazette /src/build/bin/gazctl /src/build/bin/gazload \
+     /src/build/bin/gazette-operator /usr/local/bin/
 USER 65532:65532
 WORKDIR /home/gazette
 ENV TMPDIR=/var/lib/gazette/spool

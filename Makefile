@@ -9,7 +9,9 @@
 #   make SAN=1 test the same suite under ASan+UBSan (in build-san/)
 #   make TSAN=1 test the same suite under ThreadSanitizer (clang, in build-tsan/)
 #   make chart      helm lint and helm template of charts/gazette-c
-#   make image      docker build of gazette, gazctl and gazette-operator
+#   make image      docker build of gazette, gazctl, gazload and gazette-operator
+#   make e2e        the deployment scenarios on a real kind cluster
+#                   (scripts/images.sh builds every image first; Docker)
 
 CC      ?= cc
 SAN     ?=
@@ -69,7 +71,7 @@ TOOL_BINS = $(BUILD)/bin/client-probe
 # Generated sources are kept between builds.
 .SECONDARY: $(GEN_C) $(GEN_H)
 
-.PHONY: all test unit integration demo bench bench-scale soak deps clean format operator chart image
+.PHONY: all test unit integration demo bench bench-scale soak deps clean format operator chart image e2e
 all: $(GAZETTE) $(GAZCTL) $(GAZLOAD) $(OPERATOR) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
@@ -208,7 +210,13 @@ chart:
 
 IMAGE ?= gazette-c:dev
 image:
-	docker build -t $(IMAGE) .
+	DOCKER_BUILDKIT=0 docker build -t $(IMAGE) .
+
+# The images (cached; seconds when nothing changed), then a kind cluster
+# that run-kind.sh creates, runs the scenarios on and deletes.
+e2e: $(GAZCTL) $(GAZLOAD)
+	@scripts/images.sh
+	@eval "$$(scripts/images.sh --print-env)" && GAZCTL=$(GAZCTL) e2e/run-kind.sh
 
 format:
 	clang-format -i $(LIB_SRCS) $(BROKER_SRCS) $(CLIENT_SRCS) $(GAZCTL_SRCS) $(GAZLOAD_SRCS) $(OPERATOR_SRCS)
