@@ -228,9 +228,12 @@ scenario_install_checks() {
 	specs=$(k get journalspec -o name | wc -l)
 	for j in $(k get journalspec -o jsonpath='{.items[*].metadata.name}'); do
 		k wait --for=condition=Ready "journalspec/$j" --timeout=120s >/dev/null
-		[ -n "$(journal_status "$j" primary)" ] || fail "journalspec $j has no primary in status"
-		[ "$(k get journalspec "$j" -o jsonpath='{.status.replicas}' | jq length)" -ge 1 ] ||
-			fail "journalspec $j has no replicas in status"
+		# Ready means synced into etcd; the route follows once the
+		# allocator has assigned it (the operator reports it at its next
+		# look, on the assignment's change or the resync).
+		wait_until 120 "a primary and replicas in the status of $j" sh -c "
+			[ -n \"\$(kubectl -n $NS get journalspec $j -o jsonpath='{.status.primary}')\" ] &&
+			[ \"\$(kubectl -n $NS get journalspec $j -o jsonpath='{.status.replicas}' | jq length)\" -ge 1 ]"
 	done
 	summary "install: pods_ready=$pods journalspecs_ready=$specs etcd_members=$(k get pods -l app.kubernetes.io/component=etcd -o name | wc -l)"
 }
