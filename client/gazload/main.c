@@ -101,21 +101,25 @@ static void *append_main(void *arg)
 		record(buf, l->size, j->journal, seq);
 		j->attempted++;
 		rc = gaz_client_append(l->client, &o, &src, &r, &st);
+		int64_t took = gaz_mono_ns() - t0;
 		if (rc == 0 && j->n_acks == j->cap_acks) {
 			size_t ncap = j->cap_acks ? 2 * j->cap_acks : 1024;
 			struct ack *p = realloc(j->acks, ncap * sizeof(*p));
-			if (!p) {
-				fprintf(stderr, "gazload: out of memory\n");
-				atomic_store(&l->stop, true);
-			} else {
+			if (p) {
 				j->acks = p;
 				j->cap_acks = ncap;
 			}
 		}
-		if (rc == 0 && j->n_acks < j->cap_acks) {
+		if (rc == 0 && j->n_acks == j->cap_acks) {
+			/* Acknowledged but not recorded: it cannot be verified, so it
+			 * counts as failed, and the run stops. */
+			fprintf(stderr, "gazload: out of memory recording an acknowledged append\n");
+			j->failed++;
+			atomic_store(&l->stop, true);
+		} else if (rc == 0) {
 			j->acks[j->n_acks++] = (struct ack){seq, r->commit->begin, r->commit->end};
-			if (gaz_mono_ns() - t0 > j->max_ns)
-				j->max_ns = gaz_mono_ns() - t0;
+			if (took > j->max_ns)
+				j->max_ns = took;
 		} else if (rc == GAZ_ECANCELLED) {
 			j->unfinished++;
 		} else if (rc) {
