@@ -27,7 +27,11 @@
 #   uninstall     helm uninstall (its hook drains the brokers first) and the
 #                 namespace's deletion complete with no finalizer patched,
 #                 Retain journals stay in etcd until then, and a reinstall
-#                 into a fresh namespace serves appends
+#                 into a fresh namespace serves appends: of the previous
+#                 chart (0.1.0, brokers as a StatefulSet, external etcd)
+#   chart-upgrade helm upgrade of that release to this chart (brokers as a
+#                 Deployment) under load at replication 3: the StatefulSet
+#                 goes, its brokers drain at once; failed 0, lost 0
 # Each prints one "e2e: <name>: ..." line; all of them again at the end.
 #
 # Needs docker, kind, kubectl, helm, envsubst and jq on PATH, and:
@@ -92,11 +96,17 @@ SUMMARY=$tmp/summary
 : >"$SUMMARY"
 . e2e/scenarios.sh
 
-# install_release: into $NS, the S3 server and its bucket, then the chart.
-install_release() {
+# install_s3: into $NS, the S3 server and its bucket.
+install_s3() {
 	envsubst '${MINIO_IMAGE}' <"$MINIO_MANIFEST" | k apply -f - >/dev/null
 	k rollout status deploy/minio --timeout=180s >/dev/null
 	k wait --for=condition=complete job/minio-bucket --timeout=180s >/dev/null
+}
+
+# install_release: into $NS, the S3 server and its bucket, then the chart
+# with its own etcd.
+install_release() {
+	install_s3
 	helm install "$REL" charts/gazette-c -n "$NS" -f e2e/values-kind.yaml \
 		--set "etcd.deploy.image.repository=${ETCD_IMAGE%:*}" --set "etcd.deploy.image.tag=${ETCD_IMAGE##*:}" \
 		--wait --timeout 8m >/dev/null
@@ -208,6 +218,7 @@ wait_until 60 "a new Lease holder" \
 summary "operator-failover: lease $leader -> $(k get lease "$REL-gazette-c-operator" -o jsonpath='{.spec.holderIdentity}')"
 scenario_operator_policies
 scenario_uninstall_reinstall
+NS=$NS-again scenario_chart_upgrade
 
 echo "e2e: summary ($(($(date +%s) - t_start)) s):" >&2
 cat "$SUMMARY" >&2

@@ -382,10 +382,68 @@ scenario_uninstall_reinstall() {
 	kubectl delete namespace "$NS" --timeout=10m >/dev/null || fail "the namespace did not go"
 	local gone_s=$(($(date +%s) - t0))
 	kubectl create namespace "$ns2" >/dev/null
-	NS=$ns2 install_release
+	# The reinstall is of the previous chart, which chart-upgrade then
+	# upgrades to this one.
+	NS=$ns2 install_previous_release
 	NS=$ns2 k apply -f e2e/journals.yaml >/dev/null
 	NS=$ns2 k wait --for=condition=Ready journalspec/e2e-a --timeout=180s >/dev/null
 	echo reinstalled | NS=$ns2 k exec -i "$(NS=$ns2 a_broker)" -- gazctl journals append -l name=e2e/a \
 		--broker.address http://localhost:8080 >/dev/null
-	summary "uninstall: helm_uninstall_s=$uninstall_s namespace_gone_s=$gone_s finalizers_patched=0 retain_kept=yes reinstall_in=$ns2 appended=ok"
+	summary "uninstall: helm_uninstall_s=$uninstall_s namespace_gone_s=$gone_s finalizers_patched=0 retain_kept=yes reinstall_in=$ns2 chart=$PREV_CHART_VERSION appended=ok"
+}
+
+# ---- upgrade from the previous chart ----------------------------------------------------
+
+# The previous chart as released: 0.1.0, brokers as a StatefulSet (pods
+# <release>-gazette-c-broker-<n>), etcd outside the chart.
+PREV_CHART=e2e/charts/gazette-c-0.1.0.tgz
+PREV_CHART_VERSION=0.1.0
+
+# install_previous_release: into $NS, the S3 server, a 3-member etcd (this
+# chart's etcd StatefulSet rendered as release "ext" and applied, so it
+# belongs to neither release) and the previous chart on it.
+install_previous_release() {
+	install_s3
+	helm template ext charts/gazette-c -n "$NS" -f e2e/values-kind.yaml \
+		--set "etcd.deploy.image.repository=${ETCD_IMAGE%:*}" --set "etcd.deploy.image.tag=${ETCD_IMAGE##*:}" \
+		--show-only templates/etcd-statefulset.yaml | k apply -f - >/dev/null
+	k rollout status statefulset/ext-gazette-c-etcd --timeout=300s >/dev/null
+	helm install "$REL" "$PREV_CHART" -n "$NS" -f e2e/values-kind-0.1.yaml --wait --timeout 8m >/dev/null
+	[ "$(helm get metadata "$REL" -n "$NS" -o json | jq -r .version)" = "$PREV_CHART_VERSION" ] ||
+		fail "the release in $NS is not chart $PREV_CHART_VERSION"
+	k get statefulset "$REL-gazette-c-broker" >/dev/null || fail "chart $PREV_CHART_VERSION made no broker StatefulSet"
+}
+
+# scenario_chart_upgrade: in $NS (install_previous_release's), helm upgrade
+# to this chart under load at replication 3. Helm creates the broker
+# Deployment and deletes the StatefulSet in the one step, so its three
+# brokers get SIGTERM together while the new ones start: they hand their
+# journals over and exit (README, "Upgrading from chart 0.1").
+scenario_chart_upgrade() {
+	local since t0 upgrade_s old version
+	log "upgrade from chart $PREV_CHART_VERSION under load"
+	load_specs | k apply -f - >/dev/null
+	for i in $(seq 0 9); do
+		k wait --for=condition=Ready "journalspec/e2e-load-$i" --timeout=180s >/dev/null
+	done
+	old=$(k get pods -l app.kubernetes.io/component=broker -o name | sed 's|pod/||' | sort | paste -sd, -)
+	load_start chart-upgrade
+	sleep 10
+	since=$(now_rfc3339)
+	t0=$(date +%s)
+	helm upgrade "$REL" charts/gazette-c -n "$NS" -f e2e/values-kind.yaml \
+		--set etcd.deploy.enabled=false --set etcd.address=http://ext-gazette-c-etcd:2379 \
+		--wait --timeout 15m >/dev/null
+	k rollout status "deploy/$BROKERS_DEPLOY" --timeout=15m >/dev/null
+	wait_until 600 "the StatefulSet's brokers to exit" \
+		sh -c "[ -z \"\$(kubectl -n $NS get pods -o name | grep -E '/$REL-gazette-c-broker-[0-9]+\$')\" ]"
+	upgrade_s=$(($(date +%s) - t0))
+	! k get statefulset "$REL-gazette-c-broker" >/dev/null 2>&1 || fail "the broker StatefulSet is still there"
+	version=$(helm get metadata "$REL" -n "$NS" -o json | jq -r .version)
+	sleep 10
+	load_stop chart-upgrade
+	# What the reinstall appended under the previous chart reads back.
+	[ "$(k exec "$(a_broker)" -- gazctl journals read -l name=e2e/a --broker.address http://localhost:8080)" = reinstalled ] ||
+		fail "e2e/a does not read back after the chart upgrade"
+	summary "chart-upgrade: from=$PREV_CHART_VERSION to=$version $(load_fields) statefulset_brokers=$old drain=$(drain_seconds "$since") upgrade_s=$upgrade_s"
 }
