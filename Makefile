@@ -36,7 +36,7 @@ endif
 
 PKGS     = libprotobuf-c openssl libzstd zlib libcurl jansson yaml-0.1 expat
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers \
-           -g $(OPT) -pthread $(SANFLAGS) -I. -Ilib -Iclient/include -I$(BUILD)/gen \
+           -g $(OPT) -pthread $(SANFLAGS) -I. -Ilib -Iclient/include -Imessage/include -I$(BUILD)/gen \
            $(shell pkg-config --cflags $(PKGS))
 LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS   = -lgrpc -lgpr $(shell pkg-config --libs $(PKGS)) -lsnappy -lm
@@ -49,6 +49,7 @@ GEN_H      = $(GEN_C:.c=.h)
 LIB_SRCS    = $(sort $(shell find lib -name '*.c'))
 BROKER_SRCS = $(sort $(wildcard broker/*.c))
 CLIENT_SRCS = $(sort $(wildcard client/lib/*.c))
+MESSAGE_SRCS = $(sort $(wildcard message/*.c))
 GAZCTL_SRCS = $(sort $(wildcard client/gazctl/*.c))
 GAZLOAD_SRCS = $(sort $(wildcard client/gazload/*.c))
 OPERATOR_SRCS = $(sort $(wildcard operator/*.c))
@@ -59,6 +60,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 LIBGAZ    = $(BUILD)/libgaz.a
 LIBCLIENT = $(BUILD)/libgazclient.a
+LIBMESSAGE = $(BUILD)/libgazmessage.a
 GAZETTE   = $(BUILD)/bin/gazette
 GAZCTL    = $(BUILD)/bin/gazctl
 GAZLOAD   = $(BUILD)/bin/gazload
@@ -99,6 +101,13 @@ $(LIBGAZ): $(call obj,$(LIB_SRCS)) $(patsubst %.c,$(BUILD)/obj/%.o,$(GEN_C))
 	@rm -f $@ && ar rcs $@ $^
 
 $(LIBCLIENT): $(call obj,$(CLIENT_SRCS))
+	@mkdir -p $(dir $@)
+	@echo "  AR $@"
+	@rm -f $@ && ar rcs $@ $^
+
+# The message layer (message/): UUIDs, framings, the sequencer, the
+# publisher; over the client library.
+$(LIBMESSAGE): $(call obj,$(MESSAGE_SRCS))
 	@mkdir -p $(dir $@)
 	@echo "  AR $@"
 	@rm -f $@ && ar rcs $@ $^
@@ -153,11 +162,11 @@ $(BUILD)/bin/client-probe: $(call obj,tests/tools/client_probe.c) $(LIBCLIENT) $
 
 # A unit test may #include the .c under test; it links against the libraries
 # with --allow-multiple-definition so the included copy wins.
-$(BUILD)/tests/%: tests/unit/%.c $(LIBOPERATOR) $(LIBCLIENT) $(LIBGAZ) | $(GEN_H)
+$(BUILD)/tests/%: tests/unit/%.c $(LIBOPERATOR) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) | $(GEN_H)
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
 	@$(CC) $(CFLAGS) -Wno-unused-function -o $@ $< $(LDFLAGS) -Wl,--allow-multiple-definition \
-	  $(LIBOPERATOR) $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) -lcmocka
+	  $(LIBOPERATOR) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) -lcmocka
 
 unit: $(UNIT_BINS)
 	@scripts/run-unit.sh $(UNIT_BINS)
@@ -219,7 +228,7 @@ e2e: $(GAZCTL) $(GAZLOAD)
 	@eval "$$(scripts/images.sh --print-env)" && GAZCTL=$(GAZCTL) e2e/run-kind.sh
 
 format:
-	clang-format -i $(LIB_SRCS) $(BROKER_SRCS) $(CLIENT_SRCS) $(GAZCTL_SRCS) $(GAZLOAD_SRCS) $(OPERATOR_SRCS)
+	clang-format -i $(LIB_SRCS) $(BROKER_SRCS) $(CLIENT_SRCS) $(MESSAGE_SRCS) $(GAZCTL_SRCS) $(GAZLOAD_SRCS) $(OPERATOR_SRCS)
 
 clean:
 	rm -rf build build-san build-tsan
