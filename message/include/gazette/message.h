@@ -121,4 +121,145 @@ void gaz_uuid_format(const gaz_uuid *u, char out[GAZ_UUID_STR_LEN + 1]);
  * Returns 0, or GAZ_EINVAL with a reason in st (out untouched). */
 int gaz_uuid_parse(const char *s, size_t len, gaz_uuid *out, struct gaz_status *st);
 
+
+/* ---- envelopes and the read-committed sequencer ------------------------ */
+
+/* A message as read from a journal: where it sits and its UUID. `msg` is
+ * the application's decoded message (opaque here); who owns it is said
+ * by each function. */
+struct gaz_envelope {
+	const char *journal; /* NUL-terminated journal name */
+	int64_t begin, end;  /* byte offsets of the message's frame */
+	gaz_uuid uuid;
+	void *msg;
+};
+
+/* What a producer has committed to a journal, as a consumer checkpoint
+ * keeps it (Gazette's message.ProducerState, consumer.Checkpoint's
+ * ProducerEntry). */
+struct gaz_producer_state {
+	char *journal; /* owned by whoever owns the array */
+	gaz_producer_id producer;
+	gaz_clock_t last_ack; /* clock of its last ACK_TXN or OUTSIDE_TXN */
+	int64_t begin;        /* offset of its first unacknowledged CONTINUE_TXN, or -1 */
+};
+
+/* A journal's read-through offset: every message before it was queued. */
+struct gaz_read_through {
+	char *journal; /* owned by whoever owns the array */
+	int64_t offset;
+};
+
+/* gaz_sequencer_checkpoint's result; release with
+ * gaz_sequencer_checkpoint_release. */
+struct gaz_sequencer_checkpoint {
+	struct gaz_read_through *offsets;
+	size_t n_offsets;
+	struct gaz_producer_state *states;
+	size_t n_states;
+};
+
+/* What queueing one envelope did (Gazette's message.QueueOutcome). The
+ * three COMMIT outcomes and ACK_EMPTY leave committed messages to
+ * dequeue with gaz_sequencer_step; ACK_COMMIT_REPLAY first needs the part
+ * of the transaction that fell out of the ring re-read
+ * (gaz_sequencer_replay_range). */
+enum gaz_queue_outcome {
+	GAZ_QUEUE_OUTSIDE_ALREADY_ACKED, /* OUTSIDE_TXN at or below the last ACK: a duplicate, dropped */
+	GAZ_QUEUE_OUTSIDE_COMMIT,        /* OUTSIDE_TXN: delivered now */
+	GAZ_QUEUE_CONTINUE_ALREADY_ACKED, /* CONTINUE_TXN at or below the last ACK: dropped */
+	GAZ_QUEUE_CONTINUE_CLOCK_LARGER, /* CONTINUE_TXN not above the span's largest clock: a duplicate, dropped */
+	GAZ_QUEUE_CONTINUE_BEGIN_SPAN,   /* CONTINUE_TXN opening a producer's span: held */
+	GAZ_QUEUE_CONTINUE_EXTEND_SPAN,  /* CONTINUE_TXN extending it: held */
+	GAZ_QUEUE_ACK_ROLLBACK,          /* ACK_TXN at or below the last ACK: the span is discarded */
+	GAZ_QUEUE_ACK_EMPTY,             /* ACK_TXN with no span: only the ACK is delivered */
+	GAZ_QUEUE_ACK_COMMIT_RING,       /* ACK_TXN: the span, all in the ring, is delivered */
+	GAZ_QUEUE_ACK_COMMIT_REPLAY,     /* ACK_TXN: the span's start must be re-read first */
+};
+
+/* gaz_queue_outcome_str: Gazette's name of an outcome ("ackCommitRing"),
+ * as its metrics label them. */
+const char *gaz_queue_outcome_str(enum gaz_queue_outcome o);
+
+struct gaz_sequencer_opts {
+	/* Envelopes of open transactions kept for their commit (Gazette's
+	 * ShardSpec ring_buffer_size); 0 means 8192. A span longer than
+	 * the ring is re-read from the journal at its ACK. */
+	size_t ring_size;
+	/* Frees an envelope's msg once the sequencer is done with it; NULL
+	 * when messages need no freeing. Called on the sequencer's thread. */
+	void (*free_msg)(void *msg, void *arg);
+	void *arg;
+};
+
+/* Reads the next envelope of a replay (a read-uncommitted iterator over
+ * one journal's range): fills *out (msg consumed by the sequencer) and
+ * returns 0, GAZ_EOF at the range's end, or a negative error. */
+typedef int (*gaz_replay_next_fn)(void *arg, struct gaz_envelope *out);
+
+struct gaz_sequencer;
+
+/* gaz_sequencer_new makes a sequencer that resumes from a checkpoint:
+ * `offsets` (n_offsets) and `states` (n_states), both borrowed for the
+ * call, both may be empty (Gazette's NewSequencer). *out is owned by the
+ * caller (gaz_sequencer_free). Returns 0 or GAZ_ENOMEM. */
+int gaz_sequencer_new(const struct gaz_sequencer_opts *opts, const struct gaz_read_through *offsets,
+		      size_t n_offsets, const struct gaz_producer_state *states, size_t n_states,
+		      struct gaz_sequencer **out);
+
+/* gaz_sequencer_queue queues one envelope read (uncommitted) from its
+ * journal, in the journal's order, and says in *outcome what became of
+ * it. The envelope's msg is consumed in every outcome (held, or freed
+ * when dropped); its journal is copied. A clock of 0 (a message type
+ * without UUIDs) is delivered at once and never deduplicated. Flags other
+ * than the three are taken as OUTSIDE_TXN with an error logged, as
+ * Gazette does. Returns 0; GAZ_EINVAL when committed messages remain to
+ * dequeue (Gazette panics there; nothing is queued and msg is not
+ * consumed); GAZ_ENOMEM (msg freed). */
+int gaz_sequencer_queue(struct gaz_sequencer *s, struct gaz_envelope *env, enum gaz_queue_outcome *outcome);
+
+/* gaz_sequencer_replay_range: when the commit being dequeued needs a
+ * replay (GAZ_QUEUE_ACK_COMMIT_REPLAY, before its first step), true with
+ * the journal (borrowed, valid while the sequencer lives) and the byte
+ * range [begin, end) to re-read; else false (Gazette's ReplayRange). */
+bool gaz_sequencer_replay_range(const struct gaz_sequencer *s, const char **journal, int64_t *begin,
+				int64_t *end);
+
+/* gaz_sequencer_start_replay gives the sequencer the reader of that range;
+ * `next` is called from gaz_sequencer_step until it returns GAZ_EOF. The
+ * sequencer delivers the range's messages of the committing producer and
+ * skips the rest (Gazette's StartReplay). */
+void gaz_sequencer_start_replay(struct gaz_sequencer *s, gaz_replay_next_fn next, void *arg);
+
+/* gaz_sequencer_step dequeues the next committed message: 0 with
+ * *dequeued (borrowed until the next step or queue; its msg is freed
+ * then), or GAZ_EOF when the commit is fully dequeued (then queue the
+ * next envelope). ACK_TXN messages are dequeued too, last, as in Gazette
+ * (applications skip them by their flags). Errors: GAZ_EINVAL when a
+ * needed replay was not started; GAZ_EPROTO when the replay reads another
+ * journal or outside the range; the replay reader's own error. Gazette's
+ * Sequencer.Step. */
+int gaz_sequencer_step(struct gaz_sequencer *s, const struct gaz_envelope **dequeued);
+
+/* gaz_sequencer_has_pending: whether a producer began a transaction
+ * since the last checkpoint that is neither committed nor rolled back
+ * (Gazette's HasPending). */
+bool gaz_sequencer_has_pending(const struct gaz_sequencer *s);
+
+/* gaz_sequencer_checkpoint fills *out with the read-through offsets and
+ * the producers' states to persist, and forgets producers of a journal
+ * whose last clock is older than `prune_horizon_ns` before that journal's
+ * newest last-ACK (0 keeps every producer). Clears the pending mark.
+ * Call between commits (Gazette's Sequencer.Checkpoint). Returns 0 or
+ * GAZ_ENOMEM (*out empty, the sequencer unchanged). */
+int gaz_sequencer_checkpoint(struct gaz_sequencer *s, int64_t prune_horizon_ns, struct gaz_sequencer_checkpoint *out);
+
+/* gaz_sequencer_checkpoint_release frees a checkpoint's arrays and
+ * strings; *cp is empty after. */
+void gaz_sequencer_checkpoint_release(struct gaz_sequencer_checkpoint *cp);
+
+/* gaz_sequencer_free frees the sequencer and every message it holds.
+ * NULL is a no-op. */
+void gaz_sequencer_free(struct gaz_sequencer *s);
+
 #endif
