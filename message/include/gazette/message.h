@@ -122,6 +122,103 @@ void gaz_uuid_format(const gaz_uuid *u, char out[GAZ_UUID_STR_LEN + 1]);
 int gaz_uuid_parse(const char *s, size_t len, gaz_uuid *out, struct gaz_status *st);
 
 
+/* ---- framings and message types --------------------------------------- */
+
+/* How messages are laid out in a journal, chosen by its content-type
+ * label (spec/gazette-facts.md §10.3):
+ *   GAZ_FRAMING_JSON   "application/x-ndjson": one JSON document per line,
+ *                      ended by '\n';
+ *   GAZ_FRAMING_FIXED  "application/x-protobuf-fixed": an 8-byte header,
+ *                      the magic 66 33 93 36 and the payload's length as
+ *                      a little-endian uint32, then the payload. */
+enum gaz_framing {
+	GAZ_FRAMING_JSON = 1,
+	GAZ_FRAMING_FIXED = 2,
+};
+
+#define GAZ_CONTENT_TYPE_JSON "application/x-ndjson"
+#define GAZ_CONTENT_TYPE_FIXED "application/x-protobuf-fixed"
+#define GAZ_FIXED_HEADER_LEN 8
+/* Frames longer than this are taken as corruption (a fixed header's
+ * length) or refused (a JSON line), so a reader's buffer stays bounded. */
+#define GAZ_MESSAGE_MAX_LEN (64u << 20)
+/* Where a JSON message carries its UUID unless told otherwise (RFC 6901
+ * pointer; Estuary's documents keep it there). */
+#define GAZ_JSON_UUID_POINTER "/_meta/uuid"
+
+/* gaz_framing_for_content_type: the framing of a content-type label value
+ * (parameters after ';' ignored, as a media type). Returns 0, or
+ * GAZ_EINVAL naming the type (text/csv and recovery logs are not message
+ * framings here). */
+int gaz_framing_for_content_type(const char *content_type, enum gaz_framing *out, struct gaz_status *st);
+
+/* gaz_framing_content_type: the label value of a framing. */
+const char *gaz_framing_content_type(enum gaz_framing f);
+
+/* One frame found at the start of a byte range. */
+struct gaz_frame {
+	size_t len;         /* bytes of the whole frame (header or '\n' included) */
+	size_t payload_off; /* where the message's bytes start within it */
+	size_t payload_len;
+};
+
+/* gaz_frame_next finds the frame at the start of p[0..n):
+ *   0          *f is a whole frame;
+ *   GAZ_EOF    p holds no whole frame: read more. With at_eof (the range
+ *              read has ended) f->len is the count of bytes left to
+ *              consume, 0 or a lone trailing '\n' after fixed frames,
+ *              which Gazette tolerates;
+ *   GAZ_EPROTO skip f->len bytes and go on: a fixed frame's magic is
+ *              missing or its length is past GAZ_MESSAGE_MAX_LEN (f->len
+ *              reaches the next magic within p: Gazette's
+ *              de-synchronization); a JSON line is longer than
+ *              GAZ_MESSAGE_MAX_LEN; or with at_eof, a frame is cut short
+ *              ("unexpected EOF", f->len = n).
+ * Pure; st gets the reason. */
+int gaz_frame_next(enum gaz_framing framing, const uint8_t *p, size_t n, bool at_eof, struct gaz_frame *f,
+		   struct gaz_status *st);
+
+/* gaz_fixed_header writes the 8-byte header of a payload_len-byte
+ * payload. */
+void gaz_fixed_header(uint8_t out[GAZ_FIXED_HEADER_LEN], uint32_t payload_len);
+
+/* An application's message type: how its messages decode from a frame's
+ * payload, encode into one, carry their UUID, and what its ACK messages
+ * are (Gazette's Message interface and NewMessageFunc). Every function is
+ * called with `arg`; none may block. */
+struct gaz_message_type {
+	/* Decodes payload[0..len) into a new message (*msg owned by the
+	 * caller; free with free_msg): 0, or GAZ_EINVAL with a reason. */
+	int (*decode)(const uint8_t *payload, size_t len, void **msg, struct gaz_status *st, void *arg);
+	/* Encodes msg's payload into a new buffer (*out malloc'd, owned by the
+	 * caller; *len bytes; no framing): 0, or an error. */
+	int (*encode)(const void *msg, uint8_t **out, size_t *len, struct gaz_status *st, void *arg);
+	/* The message's UUID: 0, or GAZ_ENOTFOUND when it carries none. */
+	int (*get_uuid)(const void *msg, gaz_uuid *out, void *arg);
+	/* Sets the message's UUID: 0, or an error (GAZ_ENOMEM). */
+	int (*set_uuid)(void *msg, const gaz_uuid *u, void *arg);
+	/* A new acknowledgement message for journal (Gazette's
+	 * NewAcknowledgement), or NULL when out of memory. */
+	void *(*new_ack)(const char *journal, void *arg);
+	void (*free_msg)(void *msg, void *arg);
+	void *arg;
+};
+
+/* gaz_json_message_type: messages as jansson documents (json_t *, a
+ * reference owned by whoever holds the message), framed as JSON lines,
+ * with the UUID as canonical text at RFC 6901 pointer `uuid_pointer`
+ * (NULL: GAZ_JSON_UUID_POINTER); setting it creates the objects on its
+ * path. An ACK is a document holding only the UUID. `uuid_pointer` is
+ * borrowed and must outlive the type's use. Documents encode compactly,
+ * keys in insertion order, without Go's HTML escaping. */
+struct gaz_message_type gaz_json_message_type(const char *uuid_pointer);
+
+/* gaz_message_frame encodes msg with its type and frames it: a new buffer
+ * (*out malloc'd, owned by the caller) of *len bytes. Errors: the type's,
+ * GAZ_ERANGE past GAZ_MESSAGE_MAX_LEN, GAZ_ENOMEM. */
+int gaz_message_frame(enum gaz_framing framing, const struct gaz_message_type *type, const void *msg,
+		      uint8_t **out, size_t *len, struct gaz_status *st);
+
 /* ---- envelopes and the read-committed sequencer ------------------------ */
 
 /* A message as read from a journal: where it sits and its UUID. `msg` is
