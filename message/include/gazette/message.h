@@ -219,6 +219,122 @@ struct gaz_message_type gaz_json_message_type(const char *uuid_pointer);
 int gaz_message_frame(enum gaz_framing framing, const struct gaz_message_type *type, const void *msg,
 		      uint8_t **out, size_t *len, struct gaz_status *st);
 
+/* ---- partitions, mappings and the publisher --------------------------- */
+
+struct gaz_client;
+struct gaz_append_service;
+struct gaz_append_handle;
+
+/* Journal names are at most this long (Gazette's token rule). */
+#define GAZ_MESSAGE_JOURNAL_MAX 512
+
+/* Where a mapping sends a message. */
+struct gaz_mapped {
+	char journal[GAZ_MESSAGE_JOURNAL_MAX + 1];
+	enum gaz_framing framing;
+};
+
+/* A polled list of the journals a label selector matches, in name order
+ * (Gazette's client.PolledList): listed once when made, then again every
+ * interval by its own thread. Mappings read it under its lock. */
+struct gaz_partitions;
+
+/* gaz_partitions_new lists the journals matching `selector` (the gazctl
+ * -l grammar) through `c` (borrowed; must outlive the partitions) and
+ * re-lists every interval_ms (<= 0: 30 s). Errors: the selector's
+ * GAZ_EINVAL, the first List's error (nothing is made). *out is owned by
+ * the caller (gaz_partitions_free). A later failed List keeps the last
+ * good one and is logged. */
+int gaz_partitions_new(struct gaz_client *c, const char *selector, int64_t interval_ms,
+		       struct gaz_partitions **out, struct gaz_status *st);
+
+/* gaz_partitions_count: journals in the current list. */
+size_t gaz_partitions_count(struct gaz_partitions *p);
+
+/* gaz_partitions_free stops the polling thread and frees. NULL is a no-op. */
+void gaz_partitions_free(struct gaz_partitions *p);
+
+/* Mappings (Gazette's message routines), choosing among the current
+ * partitions by a key of key_len bytes:
+ *   modulo      FNV-1a-32(key) mod the journal count (name order);
+ *   rendezvous  the journal maximising FNV-1a-32(key) XOR
+ *               FNV-1a-32(journal name), the first of equals;
+ *   random      uniformly (key unused).
+ * Each fills *out and returns 0, or GAZ_ENOTFOUND when no journal matches
+ * ("empty ListResponse"), or GAZ_EINVAL when the chosen journal's
+ * content-type has no framing. Thread-safe. */
+int gaz_map_modulo(struct gaz_partitions *p, const void *key, size_t key_len, struct gaz_mapped *out,
+		   struct gaz_status *st);
+int gaz_map_rendezvous(struct gaz_partitions *p, const void *key, size_t key_len, struct gaz_mapped *out,
+		       struct gaz_status *st);
+int gaz_map_random(struct gaz_partitions *p, struct gaz_mapped *out, struct gaz_status *st);
+
+/* gaz_fnv1a32: FNV-1a, 32 bits (Go's hash/fnv New32a), as the mappings
+ * hash keys and journal names. */
+uint32_t gaz_fnv1a32(const void *p, size_t n);
+
+/* A mapping for the publisher: where msg goes (Gazette's MappingFunc).
+ * Returns 0 with *out, or an error with a reason. */
+typedef int (*gaz_mapping_fn)(const void *msg, void *arg, struct gaz_mapped *out, struct gaz_status *st);
+
+struct gaz_publisher_opts {
+	struct gaz_append_service *appends;   /* borrowed; required */
+	const struct gaz_message_type *type;  /* borrowed; required */
+	/* A clock shared with others (a consumer's, moved by its
+	 * transactions), borrowed; NULL gives the publisher its own, moved
+	 * to the wall time at each publish (Gazette's NewPublisher). */
+	gaz_clock *clock;
+};
+
+/* An acknowledgement to write when a transaction commits: the framed ACK
+ * message for one journal (Gazette's AckIntent). */
+struct gaz_ack_intent {
+	char *journal;
+	uint8_t *intent;
+	size_t len;
+};
+
+struct gaz_publisher;
+
+/* gaz_publisher_new makes a publisher with a new ProducerID (*out owned
+ * by the caller: gaz_publisher_free). Errors: GAZ_EINVAL (missing
+ * options), GAZ_EIO (no randomness), GAZ_ENOMEM. Not thread-safe: one
+ * thread publishes through it (a consumer shard's). */
+int gaz_publisher_new(const struct gaz_publisher_opts *opts, struct gaz_publisher **out, struct gaz_status *st);
+
+gaz_producer_id gaz_publisher_producer(const struct gaz_publisher *p);
+
+/* gaz_publish_committed maps msg (borrowed; its UUID is set), ticks the
+ * clock, gives msg an OUTSIDE_TXN UUID and queues its frame on the append
+ * service. Read-committed readers deliver it at once. *h (may be NULL)
+ * is the append's handle, owned by the caller. Errors: the mapping's, the
+ * type's, the append service's (nothing appended). Gazette's
+ * PublishCommitted. */
+int gaz_publish_committed(struct gaz_publisher *p, gaz_mapping_fn map, void *map_arg, void *msg,
+			  struct gaz_append_handle **h, struct gaz_status *st);
+
+/* gaz_publish_uncommitted is gaz_publish_committed with a CONTINUE_TXN
+ * UUID, and remembers the journal: read-committed readers hold the
+ * message until an ACK from gaz_publisher_build_ack_intents is written
+ * there (Gazette's PublishUncommitted). */
+int gaz_publish_uncommitted(struct gaz_publisher *p, gaz_mapping_fn map, void *map_arg, void *msg,
+			    struct gaz_append_handle **h, struct gaz_status *st);
+
+/* gaz_publisher_build_ack_intents builds, for every journal published to
+ * uncommitted since the last call, a framed ACK_TXN message with a fresh
+ * clock (*out: n of them, owned by the caller: gaz_ack_intents_free), and
+ * forgets those journals. Writing them commits the transaction; a
+ * consumer stores them in its checkpoint first, so a recovered shard
+ * writes them again (Gazette's BuildAckIntents). Errors: the type's,
+ * GAZ_ENOMEM (the journals are kept). */
+int gaz_publisher_build_ack_intents(struct gaz_publisher *p, struct gaz_ack_intent **out, size_t *n,
+				    struct gaz_status *st);
+
+void gaz_ack_intents_free(struct gaz_ack_intent *a, size_t n);
+
+/* gaz_publisher_free frees the publisher (not its append service). */
+void gaz_publisher_free(struct gaz_publisher *p);
+
 /* ---- envelopes and the read-committed sequencer ------------------------ */
 
 /* A message as read from a journal: where it sits and its UUID. `msg` is
