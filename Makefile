@@ -68,7 +68,7 @@ OPERATOR  = $(BUILD)/bin/gazette-operator
 UNIT_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 BENCH_BIN = $(if $(BENCH_SRCS),$(BUILD)/bin/gazbench $(BUILD)/bin/gazscale)
 # A program over the client library that the integration suite drives.
-TOOL_BINS = $(BUILD)/bin/client-probe
+TOOL_BINS = $(BUILD)/bin/client-probe $(BUILD)/bin/message-probe
 
 # Generated sources are kept between builds.
 .SECONDARY: $(GEN_C) $(GEN_H)
@@ -156,6 +156,11 @@ $(BUILD)/bin/gazscale: $(call obj,bench/scale/gazscale.c bench/bench_stats.c ben
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bin/client-probe: $(call obj,tests/tools/client_probe.c) $(LIBCLIENT) $(LIBGAZ)
+	@mkdir -p $(dir $@)
+	@echo "  LD $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/message-probe: $(call obj,tests/tools/message_probe.c) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ)
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

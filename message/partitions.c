@@ -8,6 +8,7 @@
  * what they pick out under it. A snapshot is immutable once published.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

@@ -475,4 +475,78 @@ void gaz_sequencer_checkpoint_release(struct gaz_sequencer_checkpoint *cp);
  * NULL is a no-op. */
 void gaz_sequencer_free(struct gaz_sequencer *s);
 
+/* ---- readers ---------------------------------------------------------- */
+
+struct gaz_message_reader_opts {
+	struct gaz_client *client;  /* borrowed; must outlive the reader */
+	const char *journal;        /* copied */
+	int64_t offset;             /* where to begin (a message boundary) */
+	int64_t end_offset;         /* stop there (exclusive); 0 = no end */
+	bool block;                 /* wait at the write head for more */
+	const struct gaz_message_type *type; /* borrowed */
+	/* The journal's framing; 0 looks up its content-type label with a
+	 * List, as Gazette's reader fetches the JournalSpec. */
+	enum gaz_framing framing;
+	struct gaz_sequencer_opts sequencer; /* read-committed: ring size */
+};
+
+struct gaz_message_reader;
+
+/* gaz_message_reader_new makes a reader of one journal's messages, read
+ * uncommitted: every message as written, duplicates and rolled-back ones
+ * included (Gazette's ReadUncommittedIter), through the client library's
+ * retrying reader. *out is owned by the caller
+ * (gaz_message_reader_free). Errors: GAZ_EINVAL (options; a content-type
+ * with no framing), the List's error, GAZ_ENOMEM. */
+int gaz_message_reader_new(const struct gaz_message_reader_opts *o, struct gaz_message_reader **out,
+			   struct gaz_status *st);
+
+/* gaz_message_reader_next reads the next message into *env: its journal
+ * (borrowed from the reader), offsets and UUID, and msg decoded by the
+ * type (owned by the caller). Frames that do not decode, messages
+ * without a UUID, and de-synchronized bytes are skipped with a warning
+ * logged (counted in gaz_message_reader_skipped); an offset jump (content
+ * deleted from the journal) drops a partial frame with a warning, as
+ * Gazette's reader. Returns 0; GAZ_EOF at end_offset, or for a reader
+ * that does not block, at the write head; a frame cut short at
+ * end_offset is an error (GAZ_EPROTO); the client reader's errors
+ * (GAZ_ECANCELLED, GAZ_EPERM for SUSPENDED, GAZ_ENOTFOUND). */
+int gaz_message_reader_next(struct gaz_message_reader *r, struct gaz_envelope *env, struct gaz_status *st);
+
+/* gaz_message_reader_skipped: frames skipped so far. */
+uint64_t gaz_message_reader_skipped(const struct gaz_message_reader *r);
+
+/* gaz_message_reader_offset: the offset after the last message returned
+ * (or skipped): where a new reader would continue. */
+int64_t gaz_message_reader_offset(const struct gaz_message_reader *r);
+
+void gaz_message_reader_free(struct gaz_message_reader *r);
+
+struct gaz_committed_reader;
+
+/* gaz_committed_reader_new makes a read-committed reader: messages of
+ * committed transactions and OUTSIDE_TXN messages, each once, in journal
+ * order, ACKs included (Gazette's ReadCommittedIter). It resumes from
+ * `cp` (may be NULL: the journal's start at o->offset), whose read-through
+ * for the journal, when present, overrides o->offset. Replays of
+ * transactions longer than the ring read the journal again by
+ * themselves. *out owned by the caller (gaz_committed_reader_free). */
+int gaz_committed_reader_new(const struct gaz_message_reader_opts *o, const struct gaz_sequencer_checkpoint *cp,
+			     struct gaz_committed_reader **out, struct gaz_status *st);
+
+/* gaz_committed_reader_next: the next committed message, *env borrowed
+ * until the next call (its msg freed then). Returns as
+ * gaz_message_reader_next, plus the sequencer's errors. */
+int gaz_committed_reader_next(struct gaz_committed_reader *r, const struct gaz_envelope **env,
+			      struct gaz_status *st);
+
+/* gaz_committed_reader_sequencer: its sequencer (borrowed), for
+ * checkpoints. */
+struct gaz_sequencer *gaz_committed_reader_sequencer(struct gaz_committed_reader *r);
+
+/* gaz_committed_reader_skipped: frames its reader skipped so far. */
+uint64_t gaz_committed_reader_skipped(const struct gaz_committed_reader *r);
+
+void gaz_committed_reader_free(struct gaz_committed_reader *r);
+
 #endif
