@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/hex.h"
 #include "gazette/message.h"
 
 /* 100 ns intervals from the Gregorian reform (1582-10-15) to the Unix
@@ -142,17 +143,6 @@ void gaz_uuid_format(const gaz_uuid *u, char out[GAZ_UUID_STR_LEN + 1])
 	*p = '\0';
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int gaz_uuid_parse(const char *s, size_t len, gaz_uuid *out, struct gaz_status *st)
 {
 	bool dashed = true;
@@ -174,7 +164,7 @@ int gaz_uuid_parse(const char *s, size_t len, gaz_uuid *out, struct gaz_status *
 	for (int i = 0; i < 16; i++) {
 		if (dashed && (at == 8 || at == 13 || at == 18 || at == 23))
 			at++;
-		int hi = hexval(s[at]), lo = hexval(s[at + 1]);
+		int hi = gaz_hex_digit(s[at]), lo = gaz_hex_digit(s[at + 1]);
 		if (hi < 0 || lo < 0)
 			return gaz_status_set(st, GAZ_EINVAL, "invalid UUID format %.*s", (int)len, s);
 		u.b[i] = (uint8_t)(hi << 4 | lo);

@@ -25,6 +25,7 @@
  *
  * Must not call: grpc, curl, or anything that starts threads.
  */
+#include "common/hex.h"
 #include "common/http.h"
 
 #include <errno.h>
@@ -395,17 +396,6 @@ static char *scratch_alloc(struct gaz__http_conn *c, size_t n)
 	return p;
 }
 
-static int hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decodes s[0..n) into scratch. Query mode maps '+' to ' ' and keeps
  * bad escapes literally; path mode rejects them (and %00). */
 static const char *pct_decode(struct gaz__http_conn *c, const char *s, size_t n, bool query)
@@ -419,8 +409,8 @@ static const char *pct_decode(struct gaz__http_conn *c, const char *s, size_t n,
 			*o++ = query && s[i] == '+' ? ' ' : s[i];
 			continue;
 		}
-		int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-		int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+		int hi = i + 2 < n ? gaz_hex_digit(s[i + 1]) : -1;
+		int lo = i + 2 < n ? gaz_hex_digit(s[i + 2]) : -1;
 		if (hi >= 0 && lo >= 0 && (query || hi || lo)) {
 			*o++ = (char)(hi << 4 | lo);
 			i += 2;
@@ -650,10 +640,10 @@ static int chunk_size(struct gaz__http_conn *c)
 
 	if ((rc = read_line(c, &line)))
 		return rc;
-	for (p = line; hexval(*p) >= 0; p++) {
+	for (p = line; gaz_hex_digit(*p) >= 0; p++) {
 		if (n >> 56)
 			return GAZ_EPROTO;
-		n = n << 4 | (uint64_t)hexval(*p);
+		n = n << 4 | (uint64_t)gaz_hex_digit(*p);
 	}
 	while (*p == ' ' || *p == '\t')
 		p++;

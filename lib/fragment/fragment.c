@@ -11,6 +11,7 @@
  * wrong guess would corrupt the index (exactly 20 sum bytes, begin <= end,
  * no signs, a clean postfix). No I/O happens here.
  */
+#include "common/hex.h"
 #include "fragment/fragment.h"
 
 #include <ctype.h>
@@ -281,16 +282,6 @@ static int codec_of_base(const char *base, size_t *stem_len)
 	return -1;
 }
 
-static int hex_val(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = (char)tolower((unsigned char)c);
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 /* Hex digits s[0:n) as a non-negative int64 (no sign, no "0x"). */
 static bool parse_hex_i64(const char *s, size_t n, int64_t *out)
 {
@@ -299,7 +290,7 @@ static bool parse_hex_i64(const char *s, size_t n, int64_t *out)
 	if (n == 0)
 		return false;
 	for (size_t i = 0; i < n; i++) {
-		int d = hex_val(s[i]);
+		int d = gaz_hex_digit(s[i]);
 		if (d < 0 || v > ((uint64_t)INT64_MAX >> 4))
 			return false;
 		v = v << 4 | (uint64_t)d;
@@ -315,7 +306,7 @@ static bool parse_sum(const char *s, size_t n, uint8_t sum[GAZ_SHA1_LEN])
 	if (n != GAZ_SHA1_HEX_LEN)
 		return false;
 	for (size_t i = 0; i < GAZ_SHA1_LEN; i++) {
-		int hi = hex_val(s[2 * i]), lo = hex_val(s[2 * i + 1]);
+		int hi = gaz_hex_digit(s[2 * i]), lo = gaz_hex_digit(s[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return false;
 		sum[i] = (uint8_t)(hi << 4 | lo);

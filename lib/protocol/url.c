@@ -5,6 +5,7 @@
  * strlen(raw) + 8 bytes. The fields are disjoint substrings of raw, and
  * %-decoding only shrinks, so seven NUL terminators fit in the slack.
  */
+#include "common/hex.h"
 #include "protocol/url.h"
 #include "protocol/vctx.h"
 
@@ -20,17 +21,6 @@ struct carve {
 	char *p;
 	char why[160]; /* reason of the failure, without the `parse "..."` part */
 };
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 static bool is_alnum(unsigned char c)
 {
@@ -71,8 +61,8 @@ static char *carve_unescape(struct carve *cv, const char *s, size_t n, enum esc_
 		unsigned char c = (unsigned char)s[i];
 
 		if (c == '%') {
-			int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-			int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+			int hi = i + 2 < n ? gaz_hex_digit(s[i + 1]) : -1;
+			int lo = i + 2 < n ? gaz_hex_digit(s[i + 2]) : -1;
 			size_t k = n - i < 3 ? n - i : 3;
 
 			if (hi < 0 || lo < 0 || zone_escape_bad(s + i, m, hi << 4 | lo) ||

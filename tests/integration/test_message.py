@@ -9,7 +9,6 @@ Driven through tests/tools/message_probe.c (bin/message-probe)."""
 import json
 import os
 import subprocess
-import time
 
 from conftest import BIN, wait_for
 from gazpb import Client, spec
@@ -52,6 +51,21 @@ def journals(cluster, *names):
     for n in names:
         wait_route(c, n, 1)
     return b, c
+
+
+def held_publisher(cluster, b, journal, count, txn):
+    """A publisher of `count` messages in transactions of `txn` whose last
+    transaction's ACKs wait; the returned function releases them and waits
+    for the publisher to finish."""
+    hold = os.path.join(cluster.dir, "ack-" + journal.replace("/", "-"))
+    p = subprocess.Popen([PROBE, "publish", b.address, "name=" + journal, str(count), str(txn)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, PROBE_HOLD_ACK=hold))
+
+    def release():
+        open(hold, "w").close()
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err.decode()
+    return release
 
 
 def raw(c, journal):
@@ -100,12 +114,11 @@ def test_committed_messages_read_once_and_mapped_like_gazette(cluster):
 def test_transactions_commit_at_their_ack_and_roll_back_without(cluster):
     """Transactions of 5: a read-committed reader delivers a transaction's
     messages only once its ACK is in the journal, each once, followed by
-    the ACK; the last transaction, never acknowledged, is never
-    delivered, though read-uncommitted shows it."""
+    the ACK (the fourth's is held back, then written). A second publisher
+    dies before its ACK: its messages are never delivered, though
+    read-uncommitted shows them."""
     b, c = journals(cluster, "txn/a")
-    hold = os.path.join(cluster.dir, "ack-now")
-    p = subprocess.Popen([PROBE, "publish", b.address, "name=txn/a", "20", "5"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=dict(os.environ, PROBE_HOLD_ACK=hold))
+    release = held_publisher(cluster, b, "txn/a", 20, 5)
     # The first three transactions commit; the fourth's messages are in
     # the journal, its ACK held back.
     wait_for(lambda: len(data(read(b.address, "txn/a", "uncommitted")[0])) == 20, timeout=60,
@@ -113,9 +126,7 @@ def test_transactions_commit_at_their_ack_and_roll_back_without(cluster):
     rows, _, _ = read(b.address, "txn/a", "committed")
     assert [s for _, s in data(rows)] == list(range(15))
     assert sum(1 for r in rows if r[2] == 2) == 3  # the three ACKs
-    open(hold, "w").close()
-    out, err = p.communicate(timeout=60)
-    assert p.returncode == 0, err.decode()
+    release()
     rows, _, _ = read(b.address, "txn/a", "committed")
     assert [s for _, s in data(rows)] == list(range(20))
 
@@ -134,14 +145,11 @@ def test_a_transaction_longer_than_the_ring_is_replayed(cluster):
     once, the other producer's as they were read and the transaction's at
     its ACK."""
     b, c = journals(cluster, "ring/a")
-    hold = os.path.join(cluster.dir, "ack-ring")
-    p = subprocess.Popen([PROBE, "publish", b.address, "name=ring/a", "12", "12"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=dict(os.environ, PROBE_HOLD_ACK=hold))
+    release = held_publisher(cluster, b, "ring/a", 12, 12)
     wait_for(lambda: len(data(read(b.address, "ring/a", "uncommitted")[0])) == 12, timeout=60,
              what="the open transaction written")
     probe("publish", b.address, "name=ring/a", 12, 0)
-    open(hold, "w").close()
-    assert p.wait(timeout=60) == 0
+    release()
     for ring in ("4", "0"):
         rows, _, _ = read(b.address, "ring/a", "committed", env={"PROBE_RING": ring})
         got = data(rows)
