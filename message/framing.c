@@ -90,7 +90,7 @@ static int fixed_next(const uint8_t *p, size_t n, bool at_eof, struct gaz_frame 
 
 static int json_next(const uint8_t *p, size_t n, bool at_eof, struct gaz_frame *f, struct gaz_status *st)
 {
-	const uint8_t *nl = memchr(p, '\n', n);
+	const uint8_t *nl = n ? memchr(p, '\n', n) : NULL;
 	if (nl) {
 		size_t len = (size_t)(nl - p) + 1;
 		if (len - 1 > GAZ_MESSAGE_MAX_LEN) {

@@ -112,6 +112,10 @@ static void test_json_lines(void **state)
 	assert_non_null(strstr(st.msg, "unexpected EOF"));
 	assert_int_equal(gaz_frame_next(GAZ_FRAMING_JSON, (const uint8_t *)s, 0, true, &f, NULL), GAZ_EOF);
 	assert_int_equal(f.len, 0);
+	/* A reader's first look, before it has a buffer (UBSan caught
+	 * memchr(NULL, ...) here). */
+	assert_int_equal(gaz_frame_next(GAZ_FRAMING_JSON, NULL, 0, false, &f, NULL), GAZ_EOF);
+	assert_int_equal(gaz_frame_next(GAZ_FRAMING_FIXED, NULL, 0, false, &f, NULL), GAZ_EOF);
 }
 
 static void test_json_message_type(void **state)
