@@ -41,8 +41,9 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initi
 LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS   = -lgrpc -lgpr $(shell pkg-config --libs $(PKGS)) -lsnappy -lm
 
-GEN_PROTOS = proto/protocol.proto proto/etcd.proto proto/consumer.proto
+GEN_PROTOS = proto/protocol.proto proto/etcd.proto proto/consumer.proto proto/recoverylog.proto
 GEN_C      = $(BUILD)/gen/protocol.pb-c.c $(BUILD)/gen/etcd.pb-c.c $(BUILD)/gen/consumer.pb-c.c \
+             $(BUILD)/gen/recoverylog.pb-c.c \
              $(BUILD)/gen/google/protobuf/duration.pb-c.c
 GEN_H      = $(GEN_C:.c=.h)
 
