@@ -36,7 +36,7 @@ endif
 
 PKGS     = libprotobuf-c openssl libzstd zlib libcurl jansson yaml-0.1 expat
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers \
-           -g $(OPT) -pthread $(SANFLAGS) -I. -Ilib -Iclient/include -Imessage/include -I$(BUILD)/gen \
+           -g $(OPT) -pthread $(SANFLAGS) -I. -Ilib -Iclient/include -Imessage/include -Iconsumer/include -I$(BUILD)/gen \
            $(shell pkg-config --cflags $(PKGS))
 LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS   = -lgrpc -lgpr $(shell pkg-config --libs $(PKGS)) -lsnappy -lm
@@ -51,6 +51,7 @@ LIB_SRCS    = $(sort $(shell find lib -name '*.c'))
 BROKER_SRCS = $(sort $(wildcard broker/*.c))
 CLIENT_SRCS = $(sort $(wildcard client/lib/*.c))
 MESSAGE_SRCS = $(sort $(wildcard message/*.c))
+CONSUMER_SRCS = $(sort $(wildcard consumer/*.c))
 GAZCTL_SRCS = $(sort $(wildcard client/gazctl/*.c))
 GAZLOAD_SRCS = $(sort $(wildcard client/gazload/*.c))
 OPERATOR_SRCS = $(sort $(wildcard operator/*.c))
@@ -62,6 +63,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIBGAZ    = $(BUILD)/libgaz.a
 LIBCLIENT = $(BUILD)/libgazclient.a
 LIBMESSAGE = $(BUILD)/libgazmessage.a
+LIBCONSUMER = $(BUILD)/libgazconsumer.a
 GAZETTE   = $(BUILD)/bin/gazette
 GAZCTL    = $(BUILD)/bin/gazctl
 GAZLOAD   = $(BUILD)/bin/gazload
@@ -109,6 +111,12 @@ $(LIBCLIENT): $(call obj,$(CLIENT_SRCS))
 # The message layer (message/): UUIDs, framings, the sequencer, the
 # publisher; over the client library.
 $(LIBMESSAGE): $(call obj,$(MESSAGE_SRCS))
+	@mkdir -p $(dir $@)
+	@echo "  AR $@"
+	@rm -f $@ && ar rcs $@ $^
+
+# The consumer layer (consumer/), over the message layer.
+$(LIBCONSUMER): $(call obj,$(CONSUMER_SRCS))
 	@mkdir -p $(dir $@)
 	@echo "  AR $@"
 	@rm -f $@ && ar rcs $@ $^
@@ -168,11 +176,11 @@ $(BUILD)/bin/message-probe: $(call obj,tests/tools/message_probe.c) $(LIBMESSAGE
 
 # A unit test may #include the .c under test; it links against the libraries
 # with --allow-multiple-definition so the included copy wins.
-$(BUILD)/tests/%: tests/unit/%.c $(LIBOPERATOR) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) | $(GEN_H)
+$(BUILD)/tests/%: tests/unit/%.c $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) | $(GEN_H)
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
 	@$(CC) $(CFLAGS) -Wno-unused-function -o $@ $< $(LDFLAGS) -Wl,--allow-multiple-definition \
-	  $(LIBOPERATOR) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) -lcmocka
+	  $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) -lcmocka
 
 unit: $(UNIT_BINS)
 	@scripts/run-unit.sh $(UNIT_BINS)
@@ -234,7 +242,7 @@ e2e: $(GAZCTL) $(GAZLOAD)
 	@eval "$$(scripts/images.sh --print-env)" && GAZCTL=$(GAZCTL) e2e/run-kind.sh
 
 format:
-	clang-format -i $(LIB_SRCS) $(BROKER_SRCS) $(CLIENT_SRCS) $(MESSAGE_SRCS) $(GAZCTL_SRCS) $(GAZLOAD_SRCS) $(OPERATOR_SRCS)
+	clang-format -i $(LIB_SRCS) $(BROKER_SRCS) $(CLIENT_SRCS) $(MESSAGE_SRCS) $(CONSUMER_SRCS) $(GAZCTL_SRCS) $(GAZLOAD_SRCS) $(OPERATOR_SRCS)
 
 clean:
 	rm -rf build build-san build-tsan
