@@ -218,7 +218,7 @@ bench-scale: all
 SOAK_SECONDS ?= 300
 soak:
 	@scripts/deps.sh --examples
-	@$(MAKE) --no-print-directory $(GAZETTE) $(GAZCTL)
+	@$(MAKE) --no-print-directory $(GAZETTE) $(GAZCTL) $(BUILD)/bin/message-probe
 	@BUILD=$(BUILD) SOAK_SECONDS=$(SOAK_SECONDS) /usr/bin/python3 tests/soak/soak.py
 
 deps:

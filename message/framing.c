@@ -228,6 +228,10 @@ static int json_decode(const uint8_t *payload, size_t len, void **msg, struct ga
 	(void)arg;
 	json_error_t err;
 	json_t *doc = json_loadb((const char *)payload, len, JSON_DECODE_ANY, &err);
+	/* jansson's integers are int64; a larger one (Go's uint64 sums, say)
+	 * is read as a double rather than losing the whole message. */
+	if (!doc && json_error_code(&err) == json_error_numeric_overflow)
+		doc = json_loadb((const char *)payload, len, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &err);
 	if (!doc)
 		return gaz_status_set(st, GAZ_EINVAL, "invalid JSON message: %s (column %d)", err.text, err.column);
 	*msg = doc;

@@ -768,7 +768,41 @@ class Soak:
         self.check_wordcount(wc)
         verified = probe.verify()
         sums.stop.set()
+        self.check_sums_read_committed()
         return self.summary(start, end, probe, sums, chunker, wc, verified)
+
+    def check_sums_read_committed(self):
+        """Our read-committed reader (message/, through bin/message-probe)
+        over the sums journal that Gazette's summers published in
+        transactions through the faults: every stream's final sum comes
+        exactly once; the read-uncommitted view also holds the copies
+        that recovered shards wrote again, which the sequencer drops."""
+        exe = os.path.join(ROOT, os.environ["BUILD"], "bin", "message-probe")
+        env = dict(os.environ, PROBE_UUID_POINTER="/UUID")
+        seen = {}
+        for mode in ("committed", "uncommitted"):
+            r = subprocess.run([exe, "read", self.proxy.endpoint, SUMS_JOURNAL, mode], capture_output=True,
+                               env=env, timeout=300)
+            if r.returncode != 0:
+                stats.fail("message-probe read %s: %s" % (mode, r.stderr.decode()[-500:]))
+                return
+            ids = collections.Counter()
+            for ln in r.stdout.decode().splitlines():
+                if ln.startswith("skipped "):
+                    if int(ln.split()[1]):
+                        stats.fail("our reader skipped %s frames of %s" % (ln.split()[1], SUMS_JOURNAL))
+                    continue
+                _, _, flags, doc = ln.split(" ", 3)
+                if int(flags) != 2:  # not an ACK
+                    # (numbers may come back as doubles: jansson reads uint64 sums so)
+                    ids[bytes(int(x) for x in json.loads(doc)["ID"])] += 1
+            seen[mode] = ids
+        twice = [i for i, k in seen["committed"].items() if k > 1]
+        if twice:
+            stats.fail("our read-committed reader gave %d streams' sums more than once" % len(twice))
+        stats.add("sums read committed by ours", sum(seen["committed"].values()))
+        stats.add("sums read uncommitted by ours", sum(seen["uncommitted"].values()))
+        stats.add("streams with a sum twice (ours, committed)", len(twice))
 
     def check_wordcount(self, wc):
         deadline, got = time.time() + 90, None
@@ -815,6 +849,9 @@ class Soak:
             ("chunker failures", n["chunker failures"]),
             ("chunker max sum delay", "%.1f s" % chunker.max_delay),
             ("sums in journal", len(sums.ids)),
+            ("sums read committed by ours", n["sums read committed by ours"]),
+            ("sums read uncommitted by ours", n["sums read uncommitted by ours"]),
+            ("streams with a sum twice (ours, committed)", n["streams with a sum twice (ours, committed)"]),
             ("probe appends acknowledged", len(probe.acks)),
             ("probe appends verified", verified),
             ("probe rpc errors", n["probe rpc errors"]),

@@ -16,7 +16,9 @@
  *       "committed" or "uncommitted"; prints one line per message:
  *       "BEGIN END FLAGS DOC" (DOC compact JSON without _meta), ACKs
  *       included; then "skipped N" (frames that did not decode).
- *       PROBE_RING sets the sequencer's ring size.
+ *       PROBE_RING sets the sequencer's ring size, PROBE_UUID_POINTER
+ *       where documents keep their UUID (default /_meta/uuid; Gazette's
+ *       examples' Go structs: /UUID).
  *
  * Exit 0, or 1 with the error on stderr.
  */
@@ -155,7 +157,7 @@ static void print_env(const struct gaz_envelope *e)
 static int cmd_read(char **argv)
 {
 	struct gaz_client *c = client(argv[0]);
-	struct gaz_message_type type = gaz_json_message_type(NULL);
+	struct gaz_message_type type = gaz_json_message_type(getenv("PROBE_UUID_POINTER"));
 	struct gaz_message_reader_opts o = {.client = c, .journal = argv[1], .type = &type};
 	o.sequencer.ring_size = getenv("PROBE_RING") ? (size_t)atol(getenv("PROBE_RING")) : 0;
 	struct gaz_status st = {0};

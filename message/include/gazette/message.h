@@ -210,7 +210,10 @@ struct gaz_message_type {
  * (NULL: GAZ_JSON_UUID_POINTER); setting it creates the objects on its
  * path. An ACK is a document holding only the UUID. `uuid_pointer` is
  * borrowed and must outlive the type's use. Documents encode compactly,
- * keys in insertion order, without Go's HTML escaping. */
+ * keys in insertion order, without Go's HTML escaping. jansson holds
+ * integers as int64: a document with a larger one (Go's uint64) has all
+ * its numbers decoded as doubles, exact only to 2^53; an application
+ * that needs such integers exactly brings its own type. */
 struct gaz_message_type gaz_json_message_type(const char *uuid_pointer);
 
 /* gaz_message_frame encodes msg with its type and frames it: a new buffer
