@@ -469,17 +469,17 @@ void gaz_sequencer_start_replay(struct gaz_sequencer *s, gaz_replay_next_fn next
 
 /* ---- dequeueing ------------------------------------------------------ */
 
-/* release_dequeued frees the message last dequeued. */
-static void release_dequeued(struct gaz_sequencer *s)
+/* release_env frees the message of an envelope the sequencer owns (a
+ * ring slot's or the replay's) and marks its holder empty: after it was
+ * delivered, or when it is skipped. */
+static void release_env(struct gaz_sequencer *s, struct gaz_envelope *env)
 {
-	if (!s->dq)
-		return;
-	free_msg(s, s->dq->msg);
-	s->dq->msg = NULL;
-	if (s->dq == &s->replay_env)
+	free_msg(s, env->msg);
+	env->msg = NULL;
+	if (env == &s->replay_env)
 		s->replay_live = false;
 	else
-		((struct slot *)((char *)s->dq - offsetof(struct slot, env)))->live = false;
+		((struct slot *)((char *)env - offsetof(struct slot, env)))->live = false;
 }
 
 /* next_candidate: the next envelope of the commit, from the replay or the
@@ -530,17 +530,6 @@ static int next_candidate(struct gaz_sequencer *s, struct gaz_envelope **env)
 	return 1;
 }
 
-/* drop_candidate frees a candidate that is not delivered. */
-static void drop_candidate(struct gaz_sequencer *s, struct gaz_envelope *env)
-{
-	free_msg(s, env->msg);
-	env->msg = NULL;
-	if (env == &s->replay_env)
-		s->replay_live = false;
-	else
-		((struct slot *)((char *)env - offsetof(struct slot, env)))->live = false;
-}
-
 int gaz_sequencer_step(struct gaz_sequencer *s, const struct gaz_envelope **dequeued)
 {
 	struct partial *p = s->emit;
@@ -552,7 +541,7 @@ int gaz_sequencer_step(struct gaz_sequencer *s, const struct gaz_envelope **dequ
 	if (s->dq) {
 		p->min_clock = s->dq_clock;
 		last_end = s->dq->end;
-		release_dequeued(s);
+		release_env(s, s->dq);
 		s->dq = NULL;
 	}
 	for (;;) {
@@ -566,7 +555,7 @@ int gaz_sequencer_step(struct gaz_sequencer *s, const struct gaz_envelope **dequ
 		/* At or below what was delivered, or past what the ACK commits. */
 		if ((c != 0 && c <= p->min_clock) || c > p->max_clock) {
 			last_end = env->end;
-			drop_candidate(s, env);
+			release_env(s, env);
 			continue;
 		}
 		p->begin = env->begin;

@@ -77,13 +77,16 @@ static void write_acks(struct gaz_publisher *pub, struct gaz_append_service *svc
 	struct gaz_status st = {0};
 	if (gaz_publisher_build_ack_intents(pub, &acks, &n, &st))
 		die("ack intents", &st);
-	struct gaz_append_handle *h[64];
-	for (size_t i = 0; i < n && i < 64; i++) {
+	struct gaz_append_handle **h = calloc(n ? n : 1, sizeof *h);
+	if (!h)
+		die("append ack", &(struct gaz_status){.msg = "out of memory"});
+	for (size_t i = 0; i < n; i++) {
 		struct gaz_append_opts ao = {.journal = acks[i].journal};
 		if (gaz_append_service_append(svc, &ao, acks[i].intent, acks[i].len, &h[i], &st))
 			die("append ack", &st);
 	}
-	wait_all(h, n < 64 ? n : 64);
+	wait_all(h, n);
+	free(h);
 	gaz_ack_intents_free(acks, n);
 }
 

@@ -254,7 +254,9 @@ int gaz_partitions_new(struct gaz_client *c, const char *selector, int64_t inter
 /* gaz_partitions_count: journals in the current list. */
 size_t gaz_partitions_count(struct gaz_partitions *p);
 
-/* gaz_partitions_free stops the polling thread and frees. NULL is a no-op. */
+/* gaz_partitions_free stops the polling thread and frees. A List in
+ * flight is waited for (at most the client's connect and RPC timeouts).
+ * No mapping may run on p concurrently. NULL is a no-op. */
 void gaz_partitions_free(struct gaz_partitions *p);
 
 /* Mappings (Gazette's message routines), choosing among the current
@@ -305,6 +307,8 @@ struct gaz_publisher;
  * thread publishes through it (a consumer shard's). */
 int gaz_publisher_new(const struct gaz_publisher_opts *opts, struct gaz_publisher **out, struct gaz_status *st);
 
+/* gaz_publisher_producer: the publisher's ProducerID, which every UUID it
+ * builds carries (Gazette's Publisher.ProducerID). */
 gaz_producer_id gaz_publisher_producer(const struct gaz_publisher *p);
 
 /* gaz_publish_committed maps msg (borrowed; its UUID is set), ticks the
@@ -333,6 +337,9 @@ int gaz_publish_uncommitted(struct gaz_publisher *p, gaz_mapping_fn map, void *m
 int gaz_publisher_build_ack_intents(struct gaz_publisher *p, struct gaz_ack_intent **out, size_t *n,
 				    struct gaz_status *st);
 
+/* gaz_ack_intents_free frees n intents from
+ * gaz_publisher_build_ack_intents (or gaz_checkpoint_decode), their
+ * strings and buffers, and the array. NULL is a no-op. */
 void gaz_ack_intents_free(struct gaz_ack_intent *a, size_t n);
 
 /* gaz_publisher_free frees the publisher (not its append service). */
@@ -523,6 +530,8 @@ uint64_t gaz_message_reader_skipped(const struct gaz_message_reader *r);
  * (or skipped): where a new reader would continue. */
 int64_t gaz_message_reader_offset(const struct gaz_message_reader *r);
 
+/* gaz_message_reader_free closes the reader's stream and frees it;
+ * messages it returned stay the caller's. NULL is a no-op. */
 void gaz_message_reader_free(struct gaz_message_reader *r);
 
 struct gaz_committed_reader;
@@ -550,6 +559,9 @@ struct gaz_sequencer *gaz_committed_reader_sequencer(struct gaz_committed_reader
 /* gaz_committed_reader_skipped: frames its reader skipped so far. */
 uint64_t gaz_committed_reader_skipped(const struct gaz_committed_reader *r);
 
+/* gaz_committed_reader_free closes its readers and frees the sequencer
+ * with every message it holds (an envelope borrowed from the last
+ * gaz_committed_reader_next included). NULL is a no-op. */
 void gaz_committed_reader_free(struct gaz_committed_reader *r);
 
 #endif
