@@ -64,6 +64,7 @@ const char *gaz_err_str(int code)
 	case GAZ_ESTOPPED: return "stopped";
 	case GAZ_EPERM: return "permission denied";
 	case GAZ_ERANGE: return "limit exceeded";
+	case GAZ_EFENCED: return "fenced";
 	}
 	return "unknown error";
 }
@@ -82,6 +83,7 @@ int gaz_err_grpc_code(int code)
 	case GAZ_ERANGE: return 8;      /* RESOURCE_EXHAUSTED */
 	case GAZ_EUNAVAIL: return 14;   /* UNAVAILABLE */
 	case GAZ_ESTOPPED: return 14;   /* UNAVAILABLE */
+	case GAZ_EFENCED: return 9;     /* FAILED_PRECONDITION */
 	}
 	return 2; /* UNKNOWN, as Gazette answers plain errors */
 }

@@ -28,6 +28,7 @@ enum {
 	GAZ_ESTOPPED = -11,    /* the component is shutting down */
 	GAZ_EPERM = -12,       /* permission or authorization failure */
 	GAZ_ERANGE = -13,      /* a size or count exceeds a limit */
+	GAZ_EFENCED = -14,     /* another instance took over (a newer fence) */
 };
 
 /* Bounded detail for an error. `code` is a GAZ_E* value; `grpc` the gRPC
