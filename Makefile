@@ -40,6 +40,11 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initi
            $(shell pkg-config --cflags $(PKGS))
 LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS   = -lgrpc -lgpr $(shell pkg-config --libs $(PKGS)) -lsnappy -lm
+# libpq (libpq-dev) for the consumer layer's PostgreSQL store: only what
+# links libgazconsumer takes -lpq, so the broker's image needs no libpq.
+PG_INCLUDE := $(shell pg_config --includedir 2>/dev/null)
+CFLAGS  += $(if $(PG_INCLUDE),-I$(PG_INCLUDE))
+CONSUMER_LDLIBS = -lpq
 
 GEN_PROTOS = proto/protocol.proto proto/etcd.proto proto/consumer.proto proto/recoverylog.proto
 GEN_C      = $(BUILD)/gen/protocol.pb-c.c $(BUILD)/gen/etcd.pb-c.c $(BUILD)/gen/consumer.pb-c.c \
@@ -180,7 +185,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(L
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
 	@$(CC) $(CFLAGS) -Wno-unused-function -o $@ $< $(LDFLAGS) -Wl,--allow-multiple-definition \
-	  $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) -lcmocka
+	  $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) $(CONSUMER_LDLIBS) -lcmocka
 
 unit: $(UNIT_BINS)
 	@scripts/run-unit.sh $(UNIT_BINS)

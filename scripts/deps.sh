@@ -61,19 +61,22 @@ PKGS=(build-essential pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compil
       protobuf-compiler libprotobuf-dev etcd-server etcd-client libssl-dev libzstd-dev
       libcurl4-openssl-dev libjansson-dev libyaml-dev libexpat1-dev zlib1g-dev libsnappy-dev
       libcmocka-dev python3-grpcio python3-protobuf python3-yaml python3-boto3 python3-pytest python3-pytest-xdist curl
-      wamerican-huge clang-14 libclang-rt-14-dev gdb)
+      wamerican-huge clang-14 libclang-rt-14-dev gdb libpq-dev postgresql-15)
+# libpq-dev builds the consumer layer's PostgreSQL store; postgresql-15's
+# initdb and pg_ctl run the throwaway server of its tests
+# (scripts/pg-test.sh; the package's own cluster is never used).
 # The example applications' consumer stores (RocksDB through cgo; SQLite
 # with Gazette's `libsqlite3` build tag), needed by --examples only.
 EXAMPLE_PKGS=(librocksdb-dev libsqlite3-dev)
 WANT_EXAMPLES=
 
 # What `make demo` needs (scripts/demo.sh): the build's compilers and
-# libraries (cmocka too: `make` builds the unit tests), Debian's etcd
+# libraries (cmocka and libpq too: `make` builds the unit tests), Debian's etcd
 # (the demo prefers the cache's etcd 3.6 when it is there), curl,
 # python3 and the word list it appends.
 DEMO_PKGS=(build-essential pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
            libprotobuf-dev etcd-server libssl-dev libzstd-dev libcurl4-openssl-dev libjansson-dev
-           libyaml-dev libexpat1-dev zlib1g-dev libsnappy-dev libcmocka-dev curl python3
+           libyaml-dev libexpat1-dev zlib1g-dev libsnappy-dev libcmocka-dev libpq-dev curl python3
            wamerican-huge)
 
 missing_pkgs() {
