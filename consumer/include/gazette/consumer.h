@@ -2,7 +2,8 @@
  * gazette/consumer.h - the consumer layer (Gazette's package `consumer`):
  * shards that read journals through read-committed readers, change a
  * store and publish, committing each transaction's checkpoint with the
- * store. Built up in steps; this part is the checkpoint's encoding.
+ * store. Built up in steps; this part is the checkpoint's encoding, and
+ * gazette/store.h the stores that commit it with the application's state.
  *
  * A checkpoint (Gazette's consumer.Checkpoint, spec/gazette-facts.md
  * §1.7) holds, per source journal, the read-through offset and the states
