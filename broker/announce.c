@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "keyspace/member.h"
 
 /* Packs this broker's BrokerSpec into a malloc'd buffer. */
 static uint8_t *broker_spec_pack(struct gaz_broker *b, bool exiting, size_t *len)
@@ -53,56 +54,6 @@ bool gaz_broker_lease_valid(struct gaz_broker *b)
 	return gaz_mono_ns() < gaz_etcd_keepalive_valid_until(b->keepalive);
 }
 
-/* One attempt: put the member key if absent, else check it is ours.
- * Returns 0 when announced, GAZ_EEXIST when another lease holds it. */
-static int announce_once(struct gaz_broker *b, const uint8_t *val, size_t len,
-			 struct gaz_status *st)
-{
-	Etcdserverpb__Compare cmp = ETCDSERVERPB__COMPARE__INIT;
-	Etcdserverpb__Compare *cmps[1] = {&cmp};
-	Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
-	Etcdserverpb__RangeRequest get = ETCDSERVERPB__RANGE_REQUEST__INIT;
-	Etcdserverpb__RequestOp op_put = ETCDSERVERPB__REQUEST_OP__INIT, op_get = op_put;
-	Etcdserverpb__RequestOp *succ[1] = {&op_put}, *fail[1] = {&op_get};
-	Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
-	Etcdserverpb__TxnResponse *resp = NULL;
-	ProtobufCBinaryData key = {strlen(b->member_key), (uint8_t *)b->member_key};
-	int rc;
-
-	cmp.result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
-	cmp.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__VERSION;
-	cmp.key = key;
-	cmp.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_VERSION;
-	cmp.version = 0;
-	put.key = key;
-	put.value.data = (uint8_t *)val;
-	put.value.len = len;
-	put.lease = b->lease_id;
-	op_put.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
-	op_put.request_put = &put;
-	get.key = key;
-	op_get.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
-	op_get.request_range = &get;
-	txn.n_compare = 1;
-	txn.compare = cmps;
-	txn.n_success = 1;
-	txn.success = succ;
-	txn.n_failure = 1;
-	txn.failure = fail;
-	if ((rc = gaz_etcd_txn(b->etcd, &txn, &resp, st)))
-		return rc;
-	rc = 0;
-	if (!resp->succeeded) {
-		const Etcdserverpb__RangeResponse *r =
-			resp->n_responses ? resp->responses[0]->response_range : NULL;
-		if (!r || !r->n_kvs || r->kvs[0]->lease != b->lease_id)
-			rc = gaz_status_set(st, GAZ_EEXIST, "member key %s is held by another lease",
-					    b->member_key);
-	}
-	protobuf_c_message_free_unpacked(&resp->base, NULL);
-	return rc;
-}
-
 int gaz_announce(struct gaz_broker *b, struct gaz_status *st)
 {
 	int64_t ttl_s = b->cfg.etcd_lease_ns / GAZ_NS_PER_S;
@@ -119,7 +70,7 @@ int gaz_announce(struct gaz_broker *b, struct gaz_status *st)
 		return st->code ? st->code : GAZ_EUNAVAIL;
 	if (!(val = broker_spec_pack(b, false, &len)))
 		return gaz_status_set(st, GAZ_ENOMEM, "announce: out of memory");
-	while ((rc = announce_once(b, val, len, st)) == GAZ_EEXIST && !atomic_load(&b->exiting)) {
+	while ((rc = gaz_member_put_once(b->etcd, b->member_key, b->lease_id, val, len, st)) == GAZ_EEXIST && !atomic_load(&b->exiting)) {
 		/* An earlier process with our id still holds the key until its
 		 * lease expires; Gazette retries every 10 s. */
 		gaz_warn("member key already exists; retrying", "key=%s", b->member_key);

@@ -379,7 +379,7 @@ void gaz_handle_append(struct gaz_rpc_call *call, void *arg)
 	struct gaz_status st = {0};
 
 	a.res.route.primary = -1;
-	if (gaz_recv_request(call, &protocol__append_request__descriptor, (ProtobufCMessage **)&a.req, "AppendRequest"))
+	if (gaz_rpc_recv_request(call, &protocol__append_request__descriptor, (ProtobufCMessage **)&a.req, "AppendRequest"))
 		return;
 	if (!a.req->journal[0])
 		gaz_status_set(&st, GAZ_EINVAL, "expected first AppendRequest to have a Journal");

@@ -58,6 +58,8 @@ struct gaz_broker_config {
 	struct gaz_strlist allow_origin; /* CORS origins of the /v1/ gateway */
 };
 
+struct gaz_allocator;
+
 struct gaz_broker {
 	struct gaz_broker_config cfg;
 	char *root;                    /* etcd prefix, no trailing slash */
@@ -72,11 +74,11 @@ struct gaz_broker {
 	struct gaz_persister *persister;
 	char *spool_dir;               /* $TMPDIR */
 
-	pthread_mutex_t mu;            /* guards replicas, and the wake flags */
-	pthread_cond_t cond;           /* maintenance / allocator wake-ups */
+	pthread_mutex_t mu;            /* guards replicas, and the wake flag */
+	pthread_cond_t cond;           /* maintenance wake-ups */
 	struct gaz_replica **replicas; /* sorted by journal name */
 	size_t n_replicas, cap_replicas;
-	bool maintain_wake, alloc_wake;
+	bool maintain_wake;
 	/* Journals maintenance is asked to look at (gaz_maintain_look), taken
 	 * by its next pass; maintain_mu guards these two only and is a leaf
 	 * lock. */
@@ -101,7 +103,10 @@ struct gaz_broker {
 	pthread_cond_t pulse_cond;
 	bool pulse_kicked, pulse_kick_all;
 	struct gaz_strset pulse_journals; /* kicked journals (pulse_mu) */
-	pthread_t maintain_thread, alloc_thread, pulse_thread;
+	pthread_t maintain_thread, pulse_thread;
+	/* The allocator (allocator.c): set once at start, read by any thread
+	 * kicking it; freed after the keyspace (whose observer kicks it). */
+	_Atomic(struct gaz_allocator *) allocator;
 	bool threads_started;
 	size_t unpersisted;            /* fragments left unpersisted at exit (main thread) */
 
@@ -161,7 +166,6 @@ void gaz_resolution_release(struct gaz_resolution *res);
 Protocol__Header *gaz_header_build(struct gaz_broker *b, const struct gaz_resolution *res);
 /* gaz_header_unrouted: List/Apply style header (route {primary -1}). */
 Protocol__Header *gaz_header_unrouted(struct gaz_broker *b, int64_t revision);
-void gaz_header_free(Protocol__Header *h);
 
 /* gaz_wait_revision waits until the keyspace reflects `rev`, waking on
  * cancellation of `call` (may be NULL). Returns 0, GAZ_ECANCELLED or
@@ -187,8 +191,9 @@ int gaz_announce_exiting(struct gaz_broker *b, struct gaz_status *st);
  * had its journals moved, and must not acknowledge anything on waking
  * before it notices (cases BR-18). Thread-safe. */
 bool gaz_broker_lease_valid(struct gaz_broker *b);
-/* Thread bodies (arg: the broker); each returns once b->stopping is set. */
-void *gaz_allocator_thread(void *arg);
+/* gaz_broker_allocator_start starts the allocator over the broker's
+ * keyspace (allocator.c). Returns 0 or GAZ_ENOMEM. */
+int gaz_broker_allocator_start(struct gaz_broker *b);
 /* gaz_pulse_kick wakes the pulse thread (pulse.c): after a keyspace
  * change, or at stopping. gaz_pulse_kick_journal also has it look at
  * `journal` (its spool got its first content, its index its first
@@ -213,13 +218,6 @@ bool gaz_broker_is_local(const struct gaz_broker *b, const char *zone, const cha
 
 /* ---- RPC handlers ------------------------------------------------------ */
 
-/* gaz_recv_request receives a handler's first request message into *out
- * (caller frees with protobuf_c_message_free_unpacked). On failure it ends
- * the call itself — INVALID_ARGUMENT "malformed <what>" when the bytes do
- * not unpack, CANCELLED when the client went away or sent nothing — and
- * returns the gaz_rpc_recv error; the handler then just returns. */
-int gaz_recv_request(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
-		     ProtobufCMessage **out, const char *what);
 
 
 /* protocol.Journal handlers (arg: the broker), registered in main.c. Each

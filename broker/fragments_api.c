@@ -188,7 +188,7 @@ void gaz_handle_list_fragments(struct gaz_rpc_call *call, void *arg)
 	struct gaz_status st = {0};
 	int rc;
 
-	if (gaz_recv_request(call, &protocol__fragments_request__descriptor, (ProtobufCMessage **)&q, "FragmentsRequest"))
+	if (gaz_rpc_recv_request(call, &protocol__fragments_request__descriptor, (ProtobufCMessage **)&q, "FragmentsRequest"))
 		return;
 	if (gaz_validate_fragments_request(q, &st)) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
@@ -243,7 +243,7 @@ void gaz_handle_store_health(struct gaz_rpc_call *call, void *arg)
 	struct gaz_store *s = NULL;
 	int rc;
 
-	if (gaz_recv_request(call, &protocol__fragment_store_health_request__descriptor, (ProtobufCMessage **)&q, "FragmentStoreHealthRequest"))
+	if (gaz_rpc_recv_request(call, &protocol__fragment_store_health_request__descriptor, (ProtobufCMessage **)&q, "FragmentStoreHealthRequest"))
 		return;
 	if (gaz_validate_store_health_request(q, &st)) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);

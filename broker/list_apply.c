@@ -56,7 +56,7 @@ static Protocol__ListResponse__Journal *journal_of(struct gaz_broker *b,
 	j->spec = (Protocol__JournalSpec *)gaz_pb_copy(&v->spec->base);
 	j->mod_revision = e->mod_revision;
 	j->create_revision = e->create_revision;
-	if (gaz_route_build(b->ks, b->root, v->journal, &r) == 0) {
+	if (gaz_route_build(b->ks, b->root, v->item, &r) == 0) {
 		if ((rp = gaz_route_to_proto(&r, true))) {
 			j->route = (Protocol__Route *)gaz_pb_copy(&rp->base);
 			gaz_route_proto_free(rp);
@@ -168,7 +168,7 @@ void gaz_handle_list(struct gaz_rpc_call *call, void *arg)
 	struct gaz_status st = {0};
 	int rc;
 
-	if (gaz_recv_request(call, &protocol__list_request__descriptor, (ProtobufCMessage **)&req, "ListRequest"))
+	if (gaz_rpc_recv_request(call, &protocol__list_request__descriptor, (ProtobufCMessage **)&req, "ListRequest"))
 		return;
 	if (gaz_validate_list_request(req, &st)) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
@@ -307,7 +307,7 @@ void gaz_handle_apply(struct gaz_rpc_call *call, void *arg)
 	int status = 0, rc;
 	int64_t revision = 0;
 
-	if (gaz_recv_request(call, &protocol__apply_request__descriptor, (ProtobufCMessage **)&req, "ApplyRequest"))
+	if (gaz_rpc_recv_request(call, &protocol__apply_request__descriptor, (ProtobufCMessage **)&req, "ApplyRequest"))
 		return;
 	if (apply_validate(req, &st)) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);

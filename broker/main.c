@@ -38,6 +38,7 @@
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "keyspace/allocator.h"
 #include "protocol/validate.h"
 
 static struct gaz_broker broker;
@@ -303,9 +304,9 @@ static int64_t held_assignments(struct gaz_broker *b, int64_t *primaries, char *
 			continue;
 		held++;
 		*primaries += v->slot == 0;
-		if (used + strlen(v->journal) + 8 < cap)
+		if (used + strlen(v->item) + 8 < cap)
 			used += (size_t)snprintf(names + used, cap - used, "%s%s", used ? ", " : "",
-						 v->journal);
+						 v->item);
 		else if (used + 5 < cap && !strstr(names, "..."))
 			used += (size_t)snprintf(names + used, cap - used, ", ...");
 	}
@@ -442,7 +443,7 @@ static void graceful_exit(struct gaz_broker *b, const sigset_t *sigs)
 	gaz_broker_kick(b);
 	if (b->threads_started) {
 		pthread_join(b->maintain_thread, NULL);
-		pthread_join(b->alloc_thread, NULL);
+		gaz_allocator_stop(atomic_load(&b->allocator));
 		pthread_join(b->pulse_thread, NULL);
 	}
 	struct gaz_release_head *heads = NULL;
@@ -500,6 +501,7 @@ static void shutdown_all(struct gaz_broker *b)
 	if (b->lease_id && gaz_etcd_lease_revoke(b->etcd, b->lease_id, &st))
 		gaz_warn("revoking the member lease failed", "err=%s", st.msg);
 	gaz_keyspace_free(b->ks);
+	gaz_allocator_free(atomic_exchange(&b->allocator, NULL));
 	gaz_peers_close();
 	gaz_stores_close_all();
 	gaz_rpc_server_free(b->srv);
@@ -528,8 +530,9 @@ static int serve(struct gaz_broker *b, sigset_t *sigs)
 	b->persister = gaz_persister_start(b, 4);
 	if ((rc = gaz_announce(b, &st)))
 		goto fail;
+	if ((rc = gaz_broker_allocator_start(b)))
+		goto fail;
 	pthread_create(&b->maintain_thread, NULL, gaz_maintain_thread, b);
-	pthread_create(&b->alloc_thread, NULL, gaz_allocator_thread, b);
 	pthread_create(&b->pulse_thread, NULL, gaz_pulse_thread, b);
 	b->threads_started = true;
 	gaz_broker_kick(b);

@@ -29,6 +29,7 @@
 #include "common/dueq.h"
 #include "common/log.h"
 #include "common/strset.h"
+#include "keyspace/allocator.h"
 
 /* The longest sleep between passes: a wake-up or a due listing comes
  * sooner in all but an idle broker's life. */
@@ -37,11 +38,14 @@
 /* Wakes the maintenance thread, and the allocator too with `alloc`. */
 static void wake(struct gaz_broker *b, bool alloc)
 {
+	struct gaz_allocator *a = alloc ? atomic_load(&b->allocator) : NULL;
+
 	pthread_mutex_lock(&b->mu);
 	b->maintain_wake = true;
-	b->alloc_wake = b->alloc_wake || alloc;
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&b->mu);
+	if (a)
+		gaz_allocator_wake(a);
 	if (alloc)
 		gaz_pulse_kick(b); /* a keyspace change, or stopping */
 }
@@ -84,9 +88,9 @@ static char *slot0_member(struct gaz_keyspace *ks, size_t lo, size_t hi, size_t 
 	size_t a = i, z = i;
 	char *out = NULL;
 
-	while (a > lo && !strcmp(assign_at(ks, a - 1)->journal, journal))
+	while (a > lo && !strcmp(assign_at(ks, a - 1)->item, journal))
 		a--;
-	while (z + 1 < hi && !strcmp(assign_at(ks, z + 1)->journal, journal))
+	while (z + 1 < hi && !strcmp(assign_at(ks, z + 1)->item, journal))
 		z++;
 	for (size_t k = a; k <= z; k++) {
 		const struct gaz_ks_value *v = assign_at(ks, k);
@@ -253,7 +257,7 @@ static int local_sync(struct gaz_broker *b, struct local_set *ls, char ***change
 		size_t n = 0;
 		for (size_t i = lo; as && i < hi; i++) {
 			const struct gaz_ks_value *v = gaz_keyspace_at(b->ks, i)->decoded;
-			n += local_assign_of(b, lo, hi, i, v->journal, &as[n]);
+			n += local_assign_of(b, lo, hi, i, v->item, &as[n]);
 		}
 		if (as) {
 			for (size_t i = 0; i < ls->n; i++)

@@ -305,7 +305,7 @@ void gaz_handle_read(struct gaz_rpc_call *call, void *arg)
 	struct gaz_status st = {0};
 	int rc;
 
-	if (gaz_recv_request(call, &protocol__read_request__descriptor, (ProtobufCMessage **)&c.req, "ReadRequest"))
+	if (gaz_rpc_recv_request(call, &protocol__read_request__descriptor, (ProtobufCMessage **)&c.req, "ReadRequest"))
 		return;
 	if (gaz_validate_read_request(c.req, &st)) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);

@@ -204,7 +204,7 @@ void gaz_handle_replicate(struct gaz_rpc_call *call, void *arg)
 	struct gaz_status st = {0};
 	int rc;
 
-	if (gaz_recv_request(call, &protocol__replicate_request__descriptor, (ProtobufCMessage **)&m, "ReplicateRequest"))
+	if (gaz_rpc_recv_request(call, &protocol__replicate_request__descriptor, (ProtobufCMessage **)&m, "ReplicateRequest"))
 		return;
 	if (!m->header || !m->proposal || gaz_validate_replicate_request(m, &st)) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT,

@@ -11,43 +11,10 @@
 #include "broker/replica.h"
 #include "common/clock.h"
 
-static void wake_call(void *arg) { gaz_rpc_wake(arg); }
-
 int gaz_wait_revision(struct gaz_broker *b, struct gaz_rpc_call *call, int64_t rev,
 		      int64_t deadline_ns)
 {
-	struct gaz_waiter w = {.wake = wake_call, .arg = call};
-	int rc = 0;
-
-	if (!call)
-		return gaz_keyspace_wait_revision(b->ks, rev, deadline_ns);
-	gaz_notifier_add(gaz_keyspace_notifier(b->ks), &w);
-	for (;;) {
-		int64_t cur;
-		gaz_keyspace_rlock(b->ks);
-		cur = gaz_keyspace_revision(b->ks);
-		gaz_keyspace_runlock(b->ks);
-		if (cur >= rev)
-			break;
-		rc = gaz_rpc_wait(call, deadline_ns);
-		if (rc)
-			break;
-	}
-	gaz_notifier_remove(gaz_keyspace_notifier(b->ks), &w);
-	return rc;
-}
-
-int gaz_recv_request(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
-		     ProtobufCMessage **out, const char *what)
-{
-	char msg[96];
-	int rc = gaz_rpc_recv(call, desc, out, GAZ_DEADLINE_NEVER);
-
-	if (rc == 0)
-		return 0;
-	snprintf(msg, sizeof(msg), "%s %s", rc == GAZ_EPROTO ? "malformed" : "expected", what);
-	gaz_rpc_finish(call, NULL, rc == GAZ_EPROTO ? GAZ_GRPC_INVALID_ARGUMENT : GAZ_GRPC_CANCELLED, msg);
-	return rc;
+	return gaz_keyspace_wait_call(b->ks, call, rev, deadline_ns);
 }
 
 bool gaz_broker_is_local(const struct gaz_broker *b, const char *zone, const char *suffix)
@@ -222,84 +189,32 @@ int gaz_resolve(struct gaz_broker *b, const char *journal, const struct gaz_reso
 
 /* ---- headers ------------------------------------------------------------- */
 
-struct header_alloc {
-	Protocol__Header h;
-	Protocol__ProcessSpec__ID pid;
-	Protocol__Header__Etcd etcd;
-};
-
-static Protocol__Header *header_new(struct gaz_broker *b, const struct gaz_etcd_header *eh)
-{
-	struct header_alloc *a = calloc(1, sizeof(*a));
-
-	if (!a)
-		return NULL;
-	protocol__header__init(&a->h);
-	protocol__process_spec__id__init(&a->pid);
-	protocol__header__etcd__init(&a->etcd);
-	a->etcd.cluster_id = eh->cluster_id;
-	a->etcd.member_id = eh->member_id;
-	a->etcd.revision = eh->revision;
-	a->etcd.raft_term = eh->raft_term;
-	a->h.etcd = &a->etcd;
-	a->h.process_id = &a->pid;
-	(void)b;
-	return &a->h;
-}
-
 Protocol__Header *gaz_header_build(struct gaz_broker *b, const struct gaz_resolution *res)
 {
-	struct header_alloc *a = (struct header_alloc *)header_new(b, &res->etcd);
+	const char *zone = NULL, *suffix = NULL;
 
-	if (!a)
-		return NULL;
 	if (res->process_index >= 0) {
-		a->pid.zone = res->route.zone[res->process_index];
-		a->pid.suffix = res->route.suffix[res->process_index];
+		zone = res->route.zone[res->process_index];
+		suffix = res->route.suffix[res->process_index];
 	} else if (res->status != PROTOCOL__STATUS__OK) {
 		/* The responder; not a route member (or shutting down). */
 		bool present = atomic_load(&b->announced) && !atomic_load(&b->stopping);
-		a->pid.zone = present ? b->cfg.zone : "local-BrokerSpec";
-		a->pid.suffix = present ? b->cfg.id : "missing-from-Etcd";
+		zone = present ? b->cfg.zone : "local-BrokerSpec";
+		suffix = present ? b->cfg.id : "missing-from-Etcd";
 	}
-	a->h.route = gaz_route_to_proto(&res->route, true);
-	if (!a->h.route) {
-		free(a);
-		return NULL;
-	}
-	return &a->h;
+	return gaz_header_new(&res->etcd, zone, suffix, &res->route);
 }
 
 Protocol__Header *gaz_header_unrouted(struct gaz_broker *b, int64_t revision)
 {
 	struct gaz_etcd_header eh;
-	struct header_alloc *a;
-	struct gaz_route none = {.primary = -1};
+	bool announced = atomic_load(&b->announced);
 
 	gaz_keyspace_rlock(b->ks);
 	eh = gaz_keyspace_header(b->ks);
 	gaz_keyspace_runlock(b->ks);
 	if (revision)
 		eh.revision = revision;
-	a = (struct header_alloc *)header_new(b, &eh);
-	if (!a)
-		return NULL;
-	if (atomic_load(&b->announced)) {
-		a->pid.zone = b->cfg.zone;
-		a->pid.suffix = b->cfg.id;
-	}
-	a->h.route = gaz_route_to_proto(&none, false);
-	if (!a->h.route) {
-		free(a);
-		return NULL;
-	}
-	return &a->h;
+	return gaz_header_new(&eh, announced ? b->cfg.zone : NULL, announced ? b->cfg.id : NULL, NULL);
 }
 
-void gaz_header_free(Protocol__Header *h)
-{
-	if (!h)
-		return;
-	gaz_route_proto_free(h->route);
-	free(h); /* h is the first member of its header_alloc */
-}

@@ -240,7 +240,7 @@ static int summarise(struct gaz_drain *d, struct view *v)
 		int64_t want;
 		if (!kv || !kv->spec || (want = desired(d, kv->spec)) <= 0)
 			continue;
-		if ((rc = gaz_route_build(d->ks, root, kv->journal, &r)))
+		if ((rc = gaz_route_build(d->ks, root, kv->item, &r)))
 			goto out;
 		v->under_replicated += (int64_t)live_replicas(d, root, &r) < want;
 		gaz_route_release(&r);

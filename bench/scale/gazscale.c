@@ -246,7 +246,7 @@ static void *pulse_main(void *arg)
 			const struct gaz_ks_value *v = gaz_keyspace_at(s->ks, i)->decoded;
 			struct gaz_route r;
 			bool bad = false;
-			if (gaz_route_build(s->ks, s->root, v->journal, &r))
+			if (gaz_route_build(s->ks, s->root, v->item, &r))
 				abort();
 			for (size_t k = 0; k < r.n; k++)
 				bad |= !r.consistent[k];
@@ -262,7 +262,7 @@ static void *pulse_main(void *arg)
 					gaz_txn_init(&txns[n_txns++]);
 				}
 				for (size_t k = 0; k < r.n; k++) {
-					char *key = gaz_ks_assign_key(s->root, v->journal, r.zone[k], r.suffix[k],
+					char *key = gaz_ks_assign_key(s->root, v->item, r.zone[k], r.suffix[k],
 								      r.slot[k]);
 					gaz_txn_compare_mod(&txns[n_txns - 1], key, r.mod_revision[k]);
 					gaz_txn_put(&txns[n_txns - 1], key, val, len, 0, true);
@@ -342,7 +342,7 @@ static void view_take(struct scale *s, struct view *v, bool pairs)
 		struct gaz_route r;
 		bool ok;
 		size_t zones = 0;
-		if (gaz_route_build(s->ks, s->root, jv->journal, &r))
+		if (gaz_route_build(s->ks, s->root, jv->item, &r))
 			abort();
 		ok = (int64_t)r.n == s->replication && r.primary >= 0;
 		for (size_t k = 0; k < r.n; k++) {
@@ -360,7 +360,7 @@ static void view_take(struct scale *s, struct view *v, bool pairs)
 			}
 			if (pairs && v->n_pairs < (hi - lo) * (size_t)(s->replication + 2)) {
 				char *p = NULL;
-				if (asprintf(&p, "%s#%s#%s", jv->journal, r.zone[k], r.suffix[k]) < 0)
+				if (asprintf(&p, "%s#%s#%s", jv->item, r.zone[k], r.suffix[k]) < 0)
 					abort();
 				v->pairs[v->n_pairs++] = p;
 			}

@@ -11,11 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocol/shard.h"
 #include "protocol/validate.h"
 
 struct journals_ctx {
 	char *root; /* "/gazette/cluster" */
 	size_t root_len;
+	bool shards; /* a consumer application's keyspace */
 };
 
 static void value_free(void *arg, void *p)
@@ -25,7 +27,7 @@ static void value_free(void *arg, void *p)
 	(void)arg;
 	if (!v)
 		return;
-	free(v->journal);
+	free(v->item);
 	free(v->zone);
 	free(v->suffix);
 	if (v->spec)
@@ -34,6 +36,12 @@ static void value_free(void *arg, void *p)
 		protobuf_c_message_free_unpacked(&v->broker->base, NULL);
 	if (v->route)
 		protobuf_c_message_free_unpacked(&v->route->base, NULL);
+	if (v->shard)
+		protobuf_c_message_free_unpacked(&v->shard->base, NULL);
+	if (v->consumer)
+		protobuf_c_message_free_unpacked(&v->consumer->base, NULL);
+	if (v->status)
+		protobuf_c_message_free_unpacked(&v->status->base, NULL);
 	free(v);
 }
 
@@ -53,7 +61,40 @@ static int split_hash(const char *s, char **parts, int max)
 	return n + 1; /* too many parts */
 }
 
-static struct gaz_ks_value *decode_item(const char *name, const uint8_t *val, size_t len,
+/* A consumer application's item: a ShardSpec valid as Gazette's, of the
+ * key's id. */
+static struct gaz_ks_value *decode_shard(const char *id, const uint8_t *val, size_t len,
+					 struct gaz_status *st)
+{
+	struct gaz_ks_value *v;
+	Consumer__ShardSpec *spec = consumer__shard_spec__unpack(NULL, len, val);
+
+	if (!spec) {
+		gaz_status_set(st, GAZ_EINVAL, "ShardSpec does not unpack");
+		return NULL;
+	}
+	if (gaz_validate_shard_spec(spec, st) || strcmp(spec->id ? spec->id : "", id)) {
+		if (st && !st->code)
+			gaz_status_set(st, GAZ_EINVAL, "ShardSpec id %s != key", spec->id ? spec->id : "");
+		protobuf_c_message_free_unpacked(&spec->base, NULL);
+		return NULL;
+	}
+	v = calloc(1, sizeof(*v));
+	if (v) {
+		v->kind = GAZ_KS_ITEM;
+		v->shard = spec;
+		if (!(v->item = strdup(id))) {
+			protobuf_c_message_free_unpacked(&spec->base, NULL);
+			free(v);
+			v = NULL;
+		}
+	} else {
+		protobuf_c_message_free_unpacked(&spec->base, NULL);
+	}
+	return v;
+}
+
+static struct gaz_ks_value *decode_item(const char *name, const uint8_t *val, size_t len, bool shards,
 					struct gaz_status *st)
 {
 	struct gaz_ks_value *v;
@@ -63,6 +104,8 @@ static struct gaz_ks_value *decode_item(const char *name, const uint8_t *val, si
 		gaz_status_set(st, GAZ_EINVAL, "item key contains '#'");
 		return NULL;
 	}
+	if (shards)
+		return decode_shard(name, val, len, st);
 	spec = protocol__journal_spec__unpack(NULL, len, val);
 	if (!spec) {
 		gaz_status_set(st, GAZ_EINVAL, "JournalSpec does not unpack");
@@ -77,12 +120,41 @@ static struct gaz_ks_value *decode_item(const char *name, const uint8_t *val, si
 	if (v) {
 		v->kind = GAZ_KS_ITEM;
 		v->spec = spec;
-		v->journal = strdup(name);
+		v->item = strdup(name);
 	}
 	return v;
 }
 
-static struct gaz_ks_value *decode_member(const char *rest, const uint8_t *val, size_t len,
+/* A consumer application's member: a ConsumerSpec of the key's process
+ * id, with a valid ProcessSpec (Gazette's ConsumerSpec.Validate; its shard
+ * limit takes any value). Takes p[0], p[1] on success. */
+static struct gaz_ks_value *decode_consumer(char **p, const uint8_t *val, size_t len, struct gaz_status *st)
+{
+	Consumer__ConsumerSpec *c = consumer__consumer_spec__unpack(NULL, len, val);
+	struct gaz_ks_value *v = NULL;
+	const Protocol__ProcessSpec__ID *id = c && c->process_spec ? c->process_spec->id : NULL;
+
+	if (!c || !id || gaz_validate_process_spec(c->process_spec, st) || strcmp(id->zone, p[0]) ||
+	    strcmp(id->suffix, p[1])) {
+		gaz_status_set(st, GAZ_EINVAL, "ConsumerSpec invalid or not of its key");
+		goto out;
+	}
+	if (!(v = calloc(1, sizeof(*v))))
+		goto out;
+	v->kind = GAZ_KS_MEMBER;
+	v->zone = p[0];
+	v->suffix = p[1];
+	v->consumer = c;
+	v->item_limit = c->shard_limit;
+	v->exiting = c->exiting;
+	return v;
+out:
+	if (c)
+		protobuf_c_message_free_unpacked(&c->base, NULL);
+	return NULL;
+}
+
+static struct gaz_ks_value *decode_member(const char *rest, const uint8_t *val, size_t len, bool shards,
 					  struct gaz_status *st)
 {
 	char *p[3] = {0};
@@ -92,6 +164,11 @@ static struct gaz_ks_value *decode_member(const char *rest, const uint8_t *val, 
 
 	if (n != 2) {
 		gaz_status_set(st, GAZ_EINVAL, "member key needs zone#suffix");
+		goto out;
+	}
+	if (shards) {
+		if ((v = decode_consumer(p, val, len, st)))
+			return v;
 		goto out;
 	}
 	b = protocol__broker_spec__unpack(NULL, len, val);
@@ -108,6 +185,8 @@ static struct gaz_ks_value *decode_member(const char *rest, const uint8_t *val, 
 	v->zone = p[0];
 	v->suffix = p[1];
 	v->broker = b;
+	v->item_limit = b->journal_limit;
+	v->exiting = b->exiting;
 	return v;
 out:
 	if (b)
@@ -117,13 +196,14 @@ out:
 	return NULL;
 }
 
-static struct gaz_ks_value *decode_assign(const char *rest, const uint8_t *val, size_t len,
+static struct gaz_ks_value *decode_assign(const char *rest, const uint8_t *val, size_t len, bool shards,
 					  struct gaz_status *st)
 {
 	char *p[5] = {0}, *end = NULL;
 	int n = split_hash(rest, p, 4);
 	struct gaz_ks_value *v = NULL;
 	Protocol__Route *r = NULL;
+	Consumer__ReplicaStatus *rs = NULL;
 	long long slot = 0;
 
 	if (n == 4)
@@ -132,7 +212,18 @@ static struct gaz_ks_value *decode_assign(const char *rest, const uint8_t *val, 
 		gaz_status_set(st, GAZ_EINVAL, "assignment key needs journal#zone#suffix#slot");
 		goto out;
 	}
-	if (len) {
+	if (shards) {
+		/* Gazette's ReplicaStatus.Validate: a known code. */
+		rs = consumer__replica_status__unpack(NULL, len, val);
+		if (!rs || (rs->code != CONSUMER__REPLICA_STATUS__CODE__IDLE &&
+			    rs->code != CONSUMER__REPLICA_STATUS__CODE__BACKFILL &&
+			    rs->code != CONSUMER__REPLICA_STATUS__CODE__STANDBY &&
+			    rs->code != CONSUMER__REPLICA_STATUS__CODE__PRIMARY &&
+			    rs->code != CONSUMER__REPLICA_STATUS__CODE__FAILED)) {
+			gaz_status_set(st, GAZ_EINVAL, "assignment ReplicaStatus invalid");
+			goto out;
+		}
+	} else if (len) {
 		r = protocol__route__unpack(NULL, len, val);
 		if (!r || gaz_validate_route(r, st)) {
 			gaz_status_set(st, GAZ_EINVAL, "assignment Route invalid");
@@ -143,16 +234,19 @@ static struct gaz_ks_value *decode_assign(const char *rest, const uint8_t *val, 
 	if (!v)
 		goto out;
 	v->kind = GAZ_KS_ASSIGN;
-	v->journal = p[0];
+	v->item = p[0];
 	v->zone = p[1];
 	v->suffix = p[2];
 	v->slot = slot;
 	v->route = r;
+	v->status = rs;
 	free(p[3]);
 	return v;
 out:
 	if (r)
 		protobuf_c_message_free_unpacked(&r->base, NULL);
+	if (rs)
+		protobuf_c_message_free_unpacked(&rs->base, NULL);
 	for (int i = 0; i < 5; i++)
 		free(p[i]);
 	return NULL;
@@ -169,11 +263,11 @@ static void *decode(void *arg, const char *key, const uint8_t *val, size_t len,
 		return NULL;
 	}
 	if (!strncmp(rest, "/items/", 7))
-		return decode_item(rest + 7, val, len, st);
+		return decode_item(rest + 7, val, len, c->shards, st);
 	if (!strncmp(rest, "/members/", 9))
-		return decode_member(rest + 9, val, len, st);
+		return decode_member(rest + 9, val, len, c->shards, st);
 	if (!strncmp(rest, "/assign/", 8))
-		return decode_assign(rest + 8, val, len, st);
+		return decode_assign(rest + 8, val, len, c->shards, st);
 	gaz_status_set(st, GAZ_EINVAL, "unknown key kind");
 	return NULL;
 }
@@ -186,7 +280,7 @@ static void ctx_free(void *arg)
 	free(c);
 }
 
-struct gaz_keyspace *gaz_journals_keyspace_new(struct gaz_etcd *etcd, const char *root)
+static struct gaz_keyspace *keyspace_new(struct gaz_etcd *etcd, const char *root, bool shards)
 {
 	struct journals_ctx *c = calloc(1, sizeof(*c));
 	char *prefix = NULL;
@@ -199,6 +293,7 @@ struct gaz_keyspace *gaz_journals_keyspace_new(struct gaz_etcd *etcd, const char
 		return NULL;
 	}
 	c->root_len = strlen(root);
+	c->shards = shards;
 	ks = gaz_keyspace_new(etcd, prefix, decode, value_free, c);
 	free(prefix);
 	if (!ks) {
@@ -207,6 +302,21 @@ struct gaz_keyspace *gaz_journals_keyspace_new(struct gaz_etcd *etcd, const char
 	}
 	gaz_keyspace_set_cleanup(ks, ctx_free);
 	return ks;
+}
+
+struct gaz_keyspace *gaz_journals_keyspace_new(struct gaz_etcd *etcd, const char *root)
+{
+	return keyspace_new(etcd, root, false);
+}
+
+struct gaz_keyspace *gaz_shards_keyspace_new(struct gaz_etcd *etcd, const char *root)
+{
+	return keyspace_new(etcd, root, true);
+}
+
+const ProtobufCMessage *gaz_ks_assign_value(const struct gaz_ks_value *v)
+{
+	return v->status ? &v->status->base : v->route ? &v->route->base : NULL;
 }
 
 char *gaz_ks_item_key(const char *root, const char *journal)
@@ -227,6 +337,14 @@ char *gaz_ks_assign_key(const char *root, const char *journal, const char *zone,
 	char *k = NULL;
 	return asprintf(&k, "%s/assign/%s#%s#%s#%lld", root, journal, zone, suffix,
 			(long long)slot) < 0 ? NULL : k;
+}
+
+/* The endpoint a member (a broker or a consumer) serves at. */
+static const char *member_endpoint(const struct gaz_ks_value *v)
+{
+	const Protocol__ProcessSpec *ps = v->broker ? v->broker->process_spec
+					: v->consumer ? v->consumer->process_spec : NULL;
+	return ps && ps->endpoint ? ps->endpoint : "";
 }
 
 const struct gaz_ks_entry *gaz_ks_item(struct gaz_keyspace *ks, const char *root,
@@ -301,7 +419,7 @@ int gaz_route_build(struct gaz_keyspace *ks, const char *root, const char *journ
 	for (size_t i = b; i < e; i++) {
 		const struct gaz_ks_value *v = gaz_keyspace_at(ks, i)->decoded;
 		const struct gaz_ks_entry *m = gaz_ks_member(ks, root, v->zone, v->suffix);
-		const char *ep = m ? ((struct gaz_ks_value *)m->decoded)->broker->process_spec->endpoint
+		const char *ep = m ? member_endpoint(m->decoded)
 				   : "";
 		size_t j = r->n++;
 		r->zone[j] = strdup(v->zone);
@@ -453,4 +571,47 @@ int gaz_ks_note_journal(struct gaz_strset *set, const char *root, size_t root_le
 	memcpy(buf, j, len);
 	buf[len] = 0;
 	return gaz_strset_add(set, buf) < 0 ? -1 : 1;
+}
+
+struct header_alloc {
+	Protocol__Header h; /* first: gaz_header_free frees through it */
+	Protocol__ProcessSpec__ID pid;
+	Protocol__Header__Etcd etcd;
+};
+
+Protocol__Header *gaz_header_new(const struct gaz_etcd_header *eh, const char *zone, const char *suffix,
+				 const struct gaz_route *r)
+{
+	struct header_alloc *a = calloc(1, sizeof(*a));
+	struct gaz_route none = {.primary = -1};
+
+	if (!a)
+		return NULL;
+	protocol__header__init(&a->h);
+	protocol__process_spec__id__init(&a->pid);
+	protocol__header__etcd__init(&a->etcd);
+	a->etcd.cluster_id = eh->cluster_id;
+	a->etcd.member_id = eh->member_id;
+	a->etcd.revision = eh->revision;
+	a->etcd.raft_term = eh->raft_term;
+	a->h.etcd = &a->etcd;
+	a->h.process_id = &a->pid;
+	if (zone && suffix) {
+		a->pid.zone = (char *)zone;
+		a->pid.suffix = (char *)suffix;
+	}
+	a->h.route = gaz_route_to_proto(r ? r : &none, r != NULL);
+	if (!a->h.route) {
+		free(a);
+		return NULL;
+	}
+	return &a->h;
+}
+
+void gaz_header_free(Protocol__Header *h)
+{
+	if (!h)
+		return;
+	gaz_route_proto_free(h->route);
+	free(h);
 }

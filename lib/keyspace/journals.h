@@ -3,7 +3,9 @@
  * items, members and assignments (facts §4.1), and the routes derived from
  * assignments (§4.4).
  *
- * Layout under root R (--etcd.prefix):
+ * Layout under root R (--etcd.prefix), for brokers (a consumer
+ * application's is the same with shards for journals, ShardSpec,
+ * ConsumerSpec and ReplicaStatus values):
  *   R/items/<journal>                      JournalSpec bytes
  *   R/members/<zone>#<suffix>              BrokerSpec bytes, member lease
  *   R/assign/<journal>#<zone>#<suffix>#<slot>   Route bytes or "", the
@@ -15,24 +17,45 @@
 #define GAZ_KEYSPACE_JOURNALS_H
 
 #include "keyspace/keyspace.h"
+#include "consumer.pb-c.h"
 #include "protocol.pb-c.h"
 
 enum gaz_ks_kind { GAZ_KS_ITEM = 1, GAZ_KS_MEMBER, GAZ_KS_ASSIGN };
 
-/* The decoded value of one key. Strings and messages are owned. */
+/* The decoded value of one key, of a brokers' keyspace (journals) or a
+ * consumers' one (shards). Strings and messages are owned. */
 struct gaz_ks_value {
 	enum gaz_ks_kind kind;
-	char *journal;                 /* ITEM, ASSIGN */
+	char *item;                    /* ITEM, ASSIGN: the journal or the shard id */
 	char *zone, *suffix;           /* MEMBER, ASSIGN */
 	int64_t slot;                  /* ASSIGN */
+	int64_t item_limit;            /* MEMBER: journal_limit or shard_limit */
+	bool exiting;                  /* MEMBER */
+	/* Brokers' keyspace: */
 	Protocol__JournalSpec *spec;   /* ITEM */
 	Protocol__BrokerSpec *broker;  /* MEMBER */
 	Protocol__Route *route;        /* ASSIGN; NULL for an empty value */
+	/* Consumers' keyspace: */
+	Consumer__ShardSpec *shard;    /* ITEM */
+	Consumer__ConsumerSpec *consumer; /* MEMBER */
+	Consumer__ReplicaStatus *status; /* ASSIGN; an empty value decodes as IDLE */
 };
+
+/* gaz_ks_assign_value: an ASSIGN value's message (its Route or its
+ * ReplicaStatus), or NULL for an empty Route value. Borrowed. */
+const ProtobufCMessage *gaz_ks_assign_value(const struct gaz_ks_value *v);
 
 /* gaz_journals_keyspace_new makes the mirror of `root` ("/gazette/cluster",
  * no trailing slash) with Gazette's decoders. Returns NULL on OOM. */
 struct gaz_keyspace *gaz_journals_keyspace_new(struct gaz_etcd *etcd, const char *root);
+
+/* gaz_shards_keyspace_new makes the mirror of a consumer application's
+ * `root` (its --etcd.prefix, e.g. "/gazette/consumers/stream-sum", no
+ * trailing slash) with Gazette's consumer decoders (consumer/key_space.go):
+ * items are ShardSpecs (validated, id equal to the key), members
+ * ConsumerSpecs, assignment values ReplicaStatus (empty: IDLE). Returns
+ * NULL on OOM. */
+struct gaz_keyspace *gaz_shards_keyspace_new(struct gaz_etcd *etcd, const char *root);
 
 /* Key builders; each returns a malloc'd string (free with free) or NULL. */
 char *gaz_ks_item_key(const char *root, const char *journal);
@@ -88,6 +111,16 @@ bool gaz_route_equivalent(const struct gaz_route *a, const struct gaz_route *b);
  * Free with gaz_route_proto_free (frees arrays, not strings). */
 Protocol__Route *gaz_route_to_proto(const struct gaz_route *r, bool with_endpoints);
 void gaz_route_proto_free(Protocol__Route *p);
+
+/* gaz_header_new builds a protocol.Header: the etcd header `eh`, the
+ * process id (zone, suffix; NULL leaves it empty) and the route `r` with
+ * endpoints (NULL: an empty route). Strings are borrowed from the
+ * arguments, valid while they are. NULL when out of memory. Free with
+ * gaz_header_free. */
+struct gaz_etcd_header;
+Protocol__Header *gaz_header_new(const struct gaz_etcd_header *eh, const char *zone, const char *suffix,
+				 const struct gaz_route *r);
+void gaz_header_free(Protocol__Header *h);
 
 /* gaz_pb_copy deep-copies any protobuf-c message through its wire form.
  * Free the copy with protobuf_c_message_free_unpacked. NULL on OOM. */

@@ -26,6 +26,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "rpc/rpc.h"
 
 struct gaz_keyspace {
 	struct gaz_etcd *etcd;
@@ -677,5 +678,25 @@ int gaz_keyspace_wait_revision(struct gaz_keyspace *ks, int64_t revision, int64_
 		}
 	}
 	pthread_mutex_unlock(&ks->rev_mu);
+	return rc;
+}
+
+static void wake_call(void *arg)
+{
+	gaz_rpc_wake(arg);
+}
+
+int gaz_keyspace_wait_call(struct gaz_keyspace *ks, struct gaz_rpc_call *call, int64_t revision,
+			   int64_t deadline_ns)
+{
+	struct gaz_waiter w = {.wake = wake_call, .arg = call};
+	int rc = 0;
+
+	if (!call)
+		return gaz_keyspace_wait_revision(ks, revision, deadline_ns);
+	gaz_notifier_add(&ks->notifier, &w);
+	while (gaz_keyspace_revision_now(ks) < revision && !(rc = gaz_rpc_wait(call, deadline_ns)))
+		;
+	gaz_notifier_remove(&ks->notifier, &w);
 	return rc;
 }

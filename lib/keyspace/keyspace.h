@@ -138,6 +138,15 @@ struct gaz_notifier *gaz_keyspace_notifier(struct gaz_keyspace *ks);
  * through the notifier so that cancellation wakes them). */
 int gaz_keyspace_wait_revision(struct gaz_keyspace *ks, int64_t revision, int64_t deadline_ns);
 
+struct gaz_rpc_call;
+/* gaz_keyspace_wait_call is gaz_keyspace_wait_revision for an RPC
+ * handler: it waits through the notifier, so the call's cancellation
+ * (gaz_rpc_wait) ends the wait too. Without a call (NULL) it is
+ * gaz_keyspace_wait_revision. Returns 0, GAZ_ETIMEDOUT or the wait's
+ * cancellation error. */
+int gaz_keyspace_wait_call(struct gaz_keyspace *ks, struct gaz_rpc_call *call, int64_t revision,
+			   int64_t deadline_ns);
+
 /* gaz_keyspace_watch_failed: whether the watch ended for good (the broker
  * treats that as fatal, as Gazette does). */
 bool gaz_keyspace_watch_failed(struct gaz_keyspace *ks);

@@ -206,6 +206,14 @@ void gaz_rpc_server_free(struct gaz_rpc_server *srv);
 int gaz_rpc_recv(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
 		 ProtobufCMessage **out, int64_t deadline_ns);
 
+/* gaz_rpc_recv_request receives a handler's first request message into *out
+ * (caller frees with protobuf_c_message_free_unpacked). On failure it ends
+ * the call itself — INVALID_ARGUMENT "malformed <what>" when the bytes do
+ * not unpack, CANCELLED when the client went away or sent nothing — and
+ * returns the gaz_rpc_recv error; the handler then just returns. */
+int gaz_rpc_recv_request(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
+		     ProtobufCMessage **out, const char *what);
+
 /* gaz_rpc_recv_each hands the call's further request messages, in order,
  * unpacked as `desc`, to fn(arg, m) (m owned by fn; free it with
  * protobuf_c_message_free_unpacked): those already read ahead on this

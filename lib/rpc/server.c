@@ -1708,3 +1708,17 @@ void gaz_rpc_local_free(struct gaz_rpc_call *call)
 	free(call->peer);
 	free(call);
 }
+
+int gaz_rpc_recv_request(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
+		     ProtobufCMessage **out, const char *what)
+{
+	char msg[96];
+	int rc = gaz_rpc_recv(call, desc, out, GAZ_DEADLINE_NEVER);
+
+	if (rc == 0)
+		return 0;
+	snprintf(msg, sizeof(msg), "%s %s", rc == GAZ_EPROTO ? "malformed" : "expected", what);
+	gaz_rpc_finish(call, NULL, rc == GAZ_EPROTO ? GAZ_GRPC_INVALID_ARGUMENT : GAZ_GRPC_CANCELLED, msg);
+	return rc;
+}
+
