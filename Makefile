@@ -77,12 +77,16 @@ UNIT_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 BENCH_BIN = $(if $(BENCH_SRCS),$(BUILD)/bin/gazbench $(BUILD)/bin/gazscale)
 # A program over the client library that the integration suite drives.
 TOOL_BINS = $(BUILD)/bin/client-probe $(BUILD)/bin/message-probe
+# Example applications over the consumer layer, which the tests run too:
+# examples/<app>/<program>.c is $(BUILD)/bin/<app>-<program>.
+EXAMPLE_SRCS = $(sort $(wildcard examples/*/*.c))
+EXAMPLE_BINS = $(foreach f,$(EXAMPLE_SRCS),$(BUILD)/bin/$(notdir $(patsubst %/,%,$(dir $(f))))-$(basename $(notdir $(f))))
 
 # Generated sources are kept between builds.
 .SECONDARY: $(GEN_C) $(GEN_H)
 
 .PHONY: all test unit integration demo bench bench-scale soak deps clean format operator chart image e2e
-all: $(GAZETTE) $(GAZCTL) $(GAZLOAD) $(OPERATOR) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS)
+all: $(GAZETTE) $(GAZCTL) $(GAZLOAD) $(OPERATOR) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS) $(EXAMPLE_BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
@@ -178,6 +182,14 @@ $(BUILD)/bin/message-probe: $(call obj,tests/tools/message_probe.c) $(LIBMESSAGE
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+define example_rule
+$(BUILD)/bin/$(notdir $(patsubst %/,%,$(dir $(1))))-$(basename $(notdir $(1))): $(call obj,$(1)) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ)
+	@mkdir -p $$(dir $$@)
+	@echo "  LD $$@"
+	@$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS) $$(CONSUMER_LDLIBS)
+endef
+$(foreach f,$(EXAMPLE_SRCS),$(eval $(call example_rule,$(f))))
 
 # A unit test may #include the .c under test; it links against the libraries
 # with --allow-multiple-definition so the included copy wins.

@@ -9,6 +9,12 @@
  * a publisher writes to a journal increase along the journal, which the
  * read-committed reader relies on.
  *
+ * Every append is tracked until gaz_publisher_wait_pending: the last
+ * handle of each journal published to, which tells whether all of them
+ * committed (the service commits a journal's appends in order and a
+ * failure is sticky), so a consumer commits its checkpoint only after
+ * everything its transaction published is written.
+ *
  * Single-threaded: one thread owns a publisher (its clock may be shared).
  */
 #include <stdlib.h>
@@ -33,7 +39,59 @@ struct gaz_publisher {
 	struct intent *intents; /* journals published to uncommitted, in order */
 	size_t n_intents, cap_intents;
 	struct gaz_strset intent_set;
+	/* Appends not waited for yet: the last handle per journal. */
+	struct pending {
+		char *journal;
+		struct gaz_append_handle *last;
+	} *pending;
+	size_t n_pending, cap_pending;
 };
+
+/* track keeps `h` (a new reference) as journal's last pending append. */
+static int track(struct gaz_publisher *p, const char *journal, struct gaz_append_handle *h, struct gaz_status *st)
+{
+	for (size_t i = 0; i < p->n_pending; i++) {
+		if (!strcmp(p->pending[i].journal, journal)) {
+			gaz_append_handle_free(p->pending[i].last);
+			p->pending[i].last = h;
+			return 0;
+		}
+	}
+	if (p->n_pending == p->cap_pending) {
+		size_t cap = p->cap_pending ? p->cap_pending * 2 : 8;
+		struct pending *np = realloc(p->pending, cap * sizeof *np);
+		if (!np)
+			goto oom;
+		p->pending = np;
+		p->cap_pending = cap;
+	}
+	char *j = strdup(journal);
+	if (!j)
+		goto oom;
+	p->pending[p->n_pending++] = (struct pending){j, h};
+	return 0;
+oom:
+	/* Untracked, it could not be waited for: wait now. */
+	gaz_append_handle_wait(h, -1, NULL, NULL);
+	gaz_append_handle_free(h);
+	return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+}
+
+int gaz_publisher_wait_pending(struct gaz_publisher *p, struct gaz_status *st)
+{
+	int first = 0;
+
+	for (size_t i = 0; i < p->n_pending; i++) {
+		struct gaz_status ast = {0};
+		int rc = gaz_append_handle_wait(p->pending[i].last, -1, NULL, &ast);
+		if (rc && !first)
+			first = gaz_status_set(st, rc, "appending to %s: %s", p->pending[i].journal, ast.msg);
+		gaz_append_handle_free(p->pending[i].last);
+		free(p->pending[i].journal);
+	}
+	p->n_pending = 0;
+	return first;
+}
 
 int gaz_publisher_new(const struct gaz_publisher_opts *opts, struct gaz_publisher **out, struct gaz_status *st)
 {
@@ -102,9 +160,14 @@ static int publish(struct gaz_publisher *p, gaz_mapping_fn map, void *map_arg, v
 	if ((rc = gaz_message_frame(m->framing, p->type, msg, &frame, &len, st)))
 		return rc;
 	struct gaz_append_opts ao = {.journal = m->journal};
-	rc = gaz_append_service_append(p->appends, &ao, frame, len, h, st);
+	struct gaz_append_handle *mine = NULL;
+	rc = gaz_append_service_append(p->appends, &ao, frame, len, &mine, st);
 	free(frame);
-	return rc;
+	if (rc)
+		return rc;
+	if (h)
+		*h = gaz_append_handle_ref(mine);
+	return track(p, m->journal, mine, st);
 }
 
 int gaz_publish_committed(struct gaz_publisher *p, gaz_mapping_fn map, void *map_arg, void *msg,
@@ -182,5 +245,10 @@ void gaz_publisher_free(struct gaz_publisher *p)
 		free(p->intents[i].journal);
 	free(p->intents);
 	gaz_strset_release(&p->intent_set);
+	for (size_t i = 0; i < p->n_pending; i++) {
+		gaz_append_handle_free(p->pending[i].last);
+		free(p->pending[i].journal);
+	}
+	free(p->pending);
 	free(p);
 }

@@ -175,6 +175,14 @@ int gaz_append_handle_wait(struct gaz_append_handle *h, int64_t timeout_ms,
 	return rc;
 }
 
+struct gaz_append_handle *gaz_append_handle_ref(struct gaz_append_handle *h)
+{
+	pthread_mutex_lock(&h->mu);
+	h->refs++;
+	pthread_mutex_unlock(&h->mu);
+	return h;
+}
+
 void gaz_append_handle_free(struct gaz_append_handle *h)
 {
 	if (h)

@@ -121,6 +121,10 @@ int gaz_append_service_append(struct gaz_append_service *svc, const struct gaz_a
 int gaz_append_handle_wait(struct gaz_append_handle *h, int64_t timeout_ms,
 			   struct gaz_append_result *res, struct gaz_status *st);
 
+/* gaz_append_handle_ref gives another owner of `h` (the same handle,
+ * returned), which frees it with gaz_append_handle_free in turn. */
+struct gaz_append_handle *gaz_append_handle_ref(struct gaz_append_handle *h);
+
 /* gaz_append_handle_free releases the caller's handle; the append itself
  * goes on. NULL is ignored. */
 void gaz_append_handle_free(struct gaz_append_handle *h);

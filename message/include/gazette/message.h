@@ -342,6 +342,14 @@ int gaz_publisher_build_ack_intents(struct gaz_publisher *p, struct gaz_ack_inte
  * strings and buffers, and the array. NULL is a no-op. */
 void gaz_ack_intents_free(struct gaz_ack_intent *a, size_t n);
 
+/* gaz_publisher_wait_pending waits until every message published since
+ * the last call was written (committed or failed): the last append of
+ * each journal, since a journal's appends commit in order and a failure
+ * fails every later one (Gazette's consumer waits on the client's
+ * pending appends before a store commit). Returns 0, or the first
+ * failure ("appending to <journal>: ..."). */
+int gaz_publisher_wait_pending(struct gaz_publisher *p, struct gaz_status *st);
+
 /* gaz_publisher_free frees the publisher (not its append service). */
 void gaz_publisher_free(struct gaz_publisher *p);
 
