@@ -76,7 +76,7 @@ OPERATOR  = $(BUILD)/bin/gazette-operator
 UNIT_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 BENCH_BIN = $(if $(BENCH_SRCS),$(BUILD)/bin/gazbench $(BUILD)/bin/gazscale)
 # A program over the client library that the integration suite drives.
-TOOL_BINS = $(BUILD)/bin/client-probe $(BUILD)/bin/message-probe
+TOOL_BINS = $(BUILD)/bin/client-probe $(BUILD)/bin/message-probe $(BUILD)/bin/chain-consumer
 # Example applications over the consumer layer, which the tests run too:
 # examples/<app>/<program>.c is $(BUILD)/bin/<app>-<program>.
 EXAMPLE_SRCS = $(sort $(wildcard examples/*/*.c))
@@ -182,6 +182,11 @@ $(BUILD)/bin/message-probe: $(call obj,tests/tools/message_probe.c) $(LIBMESSAGE
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/chain-consumer: $(call obj,tests/tools/chain_consumer.c) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ)
+	@mkdir -p $(dir $@)
+	@echo "  LD $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CONSUMER_LDLIBS)
 
 define example_rule
 $(BUILD)/bin/$(notdir $(patsubst %/,%,$(dir $(1))))-$(basename $(notdir $(1))): $(call obj,$(1)) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ)

@@ -1,0 +1,155 @@
+/*
+ * runtime_int.h - the consumer runtime's internals (runtime.h is the
+ * application's view).
+ *
+ *   service.c    the process: flags, etcd, the member key on a lease, the
+ *                keyspace of the application's prefix, the allocator over
+ *                shards, the gRPC server, the exit
+ *   resolver.c   this member's assignments -> local shards (started,
+ *                promoted, stopped), and the resolution of Shard API calls
+ *   shard.c      one shard's life: standby, primary (store, checkpoint),
+ *                failed; its ReplicaStatus in its assignment
+ *   txn.c        a primary's transactions over its sources
+ *   shard_api.c  the consumer.Shard service (Stat, List, Apply, GetHints,
+ *                Unassign)
+ *
+ * Lock order: consumer->mu before a shard's mu; the keyspace's read lock
+ * is taken with neither held, or after consumer->mu (never after a
+ * shard's). Each lock guards what its comment says; everything else is
+ * set before the threads start and read-only after.
+ */
+#ifndef GAZ_CONSUMER_RUNTIME_INT_H
+#define GAZ_CONSUMER_RUNTIME_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "etcd/etcd.h"
+#include "gazette/client.h"
+#include "gazette/runtime.h"
+#include "keyspace/allocator.h"
+#include "keyspace/journals.h"
+#include "rpc/rpc.h"
+
+struct gaz_consumer_cfg {
+	char *zone, *id, *host, *port;
+	int64_t limit, max_hot_standbys;
+	int64_t watch_delay_ns, exit_timeout_ns;
+	char *broker_address, *broker_file_root;
+	int64_t broker_cache_size, broker_cache_ttl_ns;
+	char *etcd_address, *etcd_prefix;
+	int64_t etcd_lease_ns;
+	char *log_level, *log_format;
+};
+
+struct gaz_consumer {
+	struct gaz_consumer_cfg cfg;
+	const struct gaz_consumer_app *app;
+	struct gaz_message_type type;  /* the app's, or JSON's */
+	char *root;                    /* --etcd.prefix, no trailing slash */
+	char *member_key, *endpoint;
+
+	struct gaz_etcd *etcd;
+	int64_t lease_id;
+	struct gaz_etcd_keepalive *keepalive;
+	struct gaz_keyspace *ks;
+	struct gaz_allocator *allocator;
+	struct gaz_rpc_server *srv;
+	struct gaz_rpc_channel *self;  /* to our own endpoint: loopback of proxied calls */
+
+	pthread_mutex_t mu;            /* guards shards, resolve_wake, stopping */
+	pthread_cond_t cond;           /* the resolver's wake-ups */
+	struct gaz_shard **shards;     /* local shards, sorted by id */
+	size_t n_shards, cap_shards;
+	bool resolve_wake, stopping;
+	pthread_t resolver;
+	bool resolver_started;
+
+	atomic_bool announced, exiting, lease_lost;
+};
+
+/* A shard's progress (Stat), guarded by the shard's progress_mu: what
+ * its last completed transaction read through and published at. */
+struct gaz_offsets {
+	char **journal;
+	int64_t *offset;
+	size_t n;
+};
+
+struct gaz_shard {
+	struct gaz_consumer *c;
+	char *id, *fqn;
+	Consumer__ShardSpec *spec;     /* as of start; read-only */
+	int64_t item_create_revision;
+
+	pthread_mutex_t mu;            /* guards slot, stop, primary_done, store_ready */
+	pthread_cond_t cond;
+	int64_t slot;                  /* of our assignment (0: primary) */
+	bool stop;                     /* assignment gone, or the process stops */
+	bool store_ready;              /* primary with its checkpoint restored */
+	bool primary_done;             /* primary ended (failed, or stopped) */
+	atomic_bool stopping;          /* stop, readable without mu */
+	int refs;                      /* consumer->mu: the resolver's and API calls' */
+	pthread_t thread;
+
+	/* Of the primary, owned by the shard's thread: */
+	struct gaz_client *client;     /* cancelled at stop */
+	struct gaz_append_service *appends;
+	struct gaz_publisher *publisher;
+	struct gaz_store *store;
+	gaz_clock clock;
+
+	pthread_mutex_t progress_mu;   /* guards read_through, publish_at */
+	struct gaz_offsets read_through, publish_at;
+	struct gaz_notifier progress;  /* broadcast on each progress change */
+};
+
+/* resolver.c */
+int gaz_consumer_resolver_start(struct gaz_consumer *c);
+void gaz_consumer_resolver_wake(struct gaz_consumer *c);
+/* Stops every shard and the resolver, waiting for them. */
+void gaz_consumer_resolver_stop(struct gaz_consumer *c);
+/* gaz_consumer_local_shards: how many shards this process runs now. */
+size_t gaz_consumer_local_shards(struct gaz_consumer *c);
+/* gaz_consumer_shard_get: the local shard of `id` with a reference the
+ * caller drops with gaz_shard_unref (it stays allocated meanwhile), or
+ * NULL. */
+struct gaz_shard *gaz_consumer_shard_get(struct gaz_consumer *c, const char *id);
+void gaz_shard_unref(struct gaz_shard *s);
+
+/* shard.c */
+struct gaz_shard *gaz_shard_new(struct gaz_consumer *c, const char *id, const Consumer__ShardSpec *spec,
+				int64_t create_revision, int64_t slot);
+/* gaz_shard_set_slot: our assignment moved (a promotion to slot 0). */
+void gaz_shard_set_slot(struct gaz_shard *s, int64_t slot);
+/* gaz_shard_stop asks the shard to stop (cancelling its reads), without
+ * waiting; gaz_shard_join waits for its thread and frees it. */
+void gaz_shard_stop(struct gaz_shard *s);
+void gaz_shard_join(struct gaz_shard *s);
+/* gaz_shard_free frees a joined shard (its last reference is gone). */
+void gaz_shard_free(struct gaz_shard *s);
+/* gaz_shard_update_status writes `code` (and one error, may be NULL) into
+ * our assignment's ReplicaStatus, reduced with what is there (Gazette's
+ * updateStatus), retrying with backoff until written or the shard stops. */
+void gaz_shard_update_status(struct gaz_shard *s, Consumer__ReplicaStatus__Code code, const char *err);
+/* gaz_shard_wait_ready waits until the shard is primary with its store
+ * restored (0), its primary ended (GAZ_ESTOPPED), or the call ends. */
+int gaz_shard_wait_ready(struct gaz_shard *s, struct gaz_rpc_call *call);
+/* Progress: set `journal`'s offset in *o (progress_mu held). */
+int gaz_offsets_set(struct gaz_offsets *o, const char *journal, int64_t offset);
+int64_t gaz_offsets_get(const struct gaz_offsets *o, const char *journal);
+void gaz_offsets_release(struct gaz_offsets *o);
+/* gaz_shard_signal_progress broadcasts after a progress change. */
+void gaz_shard_signal_progress(struct gaz_shard *s);
+
+/* txn.c: runs the primary's transactions until an error or stop; the
+ * checkpoint (bytes, may be empty) is the store's restored one. Returns 0
+ * when stopped, else the error with its reason in st. */
+int gaz_shard_run_transactions(struct gaz_shard *s, const uint8_t *cp, size_t cp_len, struct gaz_status *st);
+
+/* shard_api.c */
+int gaz_consumer_register_api(struct gaz_consumer *c);
+
+#endif

@@ -1,0 +1,446 @@
+/*
+ * shard.c - one local shard's life (Gazette's consumer shard.go), on its
+ * own thread:
+ *   - as a standby: it announces STANDBY in its assignment at once (its
+ *     store needs no recovery log to tail) and waits for slot 0;
+ *   - as primary: it opens the application's store (retrying while the
+ *     store is unavailable), restores the checkpoint, which fences off any
+ *     earlier primary's store, announces PRIMARY, and runs transactions
+ *     (txn.c) until it stops or fails;
+ *   - failed: FAILED with the error in its assignment, until the
+ *     assignment goes (the allocator moves a failed primary, or
+ *     `gazctl shards unassign --failed` removes it).
+ * A shard whose spec names a recovery log fails at once: this runtime's
+ * stores commit checkpoints themselves and keep no recovery log.
+ *
+ * Locking (runtime_int.h): s->mu guards slot, stop, store_ready,
+ * primary_done and the client pointer handed to stop; progress_mu guards
+ * the progress offsets. The shard's thread alone owns the primary's
+ * client, append service, publisher and store.
+ */
+#include "consumer/runtime_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "etcd/txn.h"
+#include "gazette/append_service.h"
+
+/* Gazette's backoff for status updates and store retries (shard.go). */
+static int64_t backoff_ms(int attempt)
+{
+	return attempt < 2 ? 50 : attempt < 4 ? 100 : attempt < 6 ? 1000 : 5000;
+}
+
+/* Sleeps `ms` unless the shard stops first; returns whether it stopped. */
+static bool sleep_or_stop(struct gaz_shard *s, int64_t ms)
+{
+	struct timespec ts = gaz_abstime_of(gaz_deadline_in(ms));
+	bool stop;
+
+	pthread_mutex_lock(&s->mu);
+	while (!s->stop && pthread_cond_timedwait(&s->cond, &s->mu, &ts) == 0)
+		;
+	stop = s->stop;
+	pthread_mutex_unlock(&s->mu);
+	return stop;
+}
+
+/* ---- progress ------------------------------------------------------------ */
+
+int gaz_offsets_set(struct gaz_offsets *o, const char *journal, int64_t offset)
+{
+	for (size_t i = 0; i < o->n; i++) {
+		if (!strcmp(o->journal[i], journal)) {
+			o->offset[i] = offset;
+			return 0;
+		}
+	}
+	char **j = realloc(o->journal, (o->n + 1) * sizeof(*j));
+	if (j)
+		o->journal = j;
+	int64_t *off = realloc(o->offset, (o->n + 1) * sizeof(*off));
+	if (off)
+		o->offset = off;
+	if (!j || !off || !(o->journal[o->n] = strdup(journal)))
+		return GAZ_ENOMEM;
+	o->offset[o->n++] = offset;
+	return 0;
+}
+
+int64_t gaz_offsets_get(const struct gaz_offsets *o, const char *journal)
+{
+	for (size_t i = 0; i < o->n; i++)
+		if (!strcmp(o->journal[i], journal))
+			return o->offset[i];
+	return 0;
+}
+
+void gaz_offsets_release(struct gaz_offsets *o)
+{
+	for (size_t i = 0; i < o->n; i++)
+		free(o->journal[i]);
+	free(o->journal);
+	free(o->offset);
+	*o = (struct gaz_offsets){0};
+}
+
+void gaz_shard_signal_progress(struct gaz_shard *s)
+{
+	gaz_notifier_broadcast(&s->progress);
+}
+
+/* ---- status ------------------------------------------------------------------ */
+
+/* Our assignment of the shard now: its key (malloc'd), mod revision and
+ * status (a copy; NULL for IDLE), or NULL when we hold none. */
+static char *our_assignment(struct gaz_shard *s, int64_t *mod_revision, Consumer__ReplicaStatus **status)
+{
+	struct gaz_consumer *c = s->c;
+	char *prefix = NULL, *key = NULL;
+	size_t lo, hi;
+
+	*status = NULL;
+	if (asprintf(&prefix, "%s/assign/%s#%s#%s#", c->root, s->id, c->cfg.zone, c->cfg.id) < 0)
+		return NULL;
+	gaz_keyspace_rlock(c->ks);
+	gaz_keyspace_prefix(c->ks, prefix, &lo, &hi);
+	if (lo < hi) {
+		const struct gaz_ks_entry *e = gaz_keyspace_at(c->ks, lo);
+		const struct gaz_ks_value *v = e->decoded;
+		key = strdup(e->key);
+		*mod_revision = e->mod_revision;
+		if (v->status)
+			*status = (Consumer__ReplicaStatus *)gaz_pb_copy(&v->status->base);
+	}
+	gaz_keyspace_runlock(c->ks);
+	free(prefix);
+	return key;
+}
+
+/* One attempt of Gazette's updateStatus: `code` and `err` reduced with
+ * the stored status (the larger code; errors appended), written under a
+ * compare of the assignment's mod revision, keeping its lease. Returns 0
+ * once the keyspace reflects it. */
+static int update_status_once(struct gaz_shard *s, Consumer__ReplicaStatus__Code code, const char *err)
+{
+	struct gaz_consumer *c = s->c;
+	Consumer__ReplicaStatus *cur = NULL, next = CONSUMER__REPLICA_STATUS__INIT;
+	struct gaz_status st = {0};
+	struct gaz_txn t;
+	int64_t mod = 0, rev = 0;
+	bool ok = false;
+	char *key = our_assignment(s, &mod, &cur), **errors = NULL;
+	int rc = GAZ_ENOTFOUND;
+
+	if (!key)
+		return rc;
+	next.code = cur && cur->code > code ? cur->code : code;
+	size_t n_err = (cur ? cur->n_errors : 0) + (err ? 1 : 0);
+	if (n_err && !(errors = calloc(n_err, sizeof(*errors))))
+		goto out;
+	for (size_t i = 0; cur && i < cur->n_errors; i++)
+		errors[next.n_errors++] = cur->errors[i];
+	if (err)
+		errors[next.n_errors++] = (char *)err;
+	next.errors = errors;
+	size_t len = consumer__replica_status__get_packed_size(&next);
+	uint8_t *val = malloc(len ? len : 1);
+	if (!val)
+		goto out;
+	consumer__replica_status__pack(&next, val);
+	gaz_txn_init(&t);
+	gaz_txn_compare_mod(&t, key, mod);
+	gaz_txn_put(&t, key, val, len, 0, true);
+	free(val);
+	rc = gaz_txn_commit(c->etcd, &t, &ok, &rev, &st);
+	gaz_txn_release(&t);
+	if (!rc && !ok)
+		rc = GAZ_EEXIST; /* the assignment changed meanwhile: look again */
+	if (!rc)
+		gaz_keyspace_wait_revision(c->ks, rev, gaz_deadline_in(10000));
+	else if (rc != GAZ_EEXIST)
+		gaz_debug("writing shard status failed", "shard=%s err=%s", s->id, st.msg);
+out:
+	free(errors);
+	free(key);
+	if (cur)
+		protobuf_c_message_free_unpacked(&cur->base, NULL);
+	return rc;
+}
+
+void gaz_shard_update_status(struct gaz_shard *s, Consumer__ReplicaStatus__Code code, const char *err)
+{
+	for (int attempt = 0;; attempt++) {
+		if (sleep_or_stop(s, attempt ? backoff_ms(attempt) : 0))
+			return;
+		if (update_status_once(s, code, err) == 0)
+			return;
+		if (attempt > 1)
+			gaz_warn("failed to advertise shard status (will retry)", "shard=%s attempt=%d", s->id, attempt);
+	}
+}
+
+/* ---- the primary ------------------------------------------------------------ */
+
+static int open_store(struct gaz_shard *s, struct gaz_status *st)
+{
+	const struct gaz_consumer_app *app = s->c->app;
+
+	for (int attempt = 0;; attempt++) {
+		int rc = app->new_store(app->arg, s, &s->store, st);
+		if (rc != GAZ_EUNAVAIL)
+			return rc;
+		gaz_warn("shard store unavailable; retrying", "shard=%s err=%s", s->id, st->msg);
+		gaz_status_clear(st);
+		if (sleep_or_stop(s, backoff_ms(attempt + 4)))
+			return gaz_status_set(st, GAZ_ECANCELLED, "stopped while opening the store");
+	}
+}
+
+static int restore(struct gaz_shard *s, uint8_t **cp, size_t *len, struct gaz_status *st)
+{
+	for (int attempt = 0;; attempt++) {
+		int rc = s->store->ops->restore_checkpoint(s->store, cp, len, st);
+		if (rc != GAZ_EUNAVAIL)
+			return rc;
+		gaz_warn("restoring the checkpoint: store unavailable; retrying", "shard=%s err=%s", s->id, st->msg);
+		gaz_status_clear(st);
+		if (sleep_or_stop(s, backoff_ms(attempt + 4)))
+			return gaz_status_set(st, GAZ_ECANCELLED, "stopped while restoring the checkpoint");
+	}
+}
+
+static int serve_primary(struct gaz_shard *s, struct gaz_status *st)
+{
+	struct gaz_consumer *c = s->c;
+	struct gaz_client_opts co = {.broker_address = c->cfg.broker_address, .zone = c->cfg.zone,
+				     .file_root = c->cfg.broker_file_root[0] ? c->cfg.broker_file_root : NULL,
+				     /* Gazette's --broker.cache.size 0: no cache */
+				     .route_cache_size = c->cfg.broker_cache_size > 0 ? c->cfg.broker_cache_size : -1,
+				     .route_cache_ttl_ms = c->cfg.broker_cache_ttl_ns / GAZ_NS_PER_MS};
+	struct gaz_client *client = NULL;
+	uint8_t *cp = NULL;
+	size_t cp_len = 0;
+	int rc;
+
+	gaz_info("promoted to primary", "shard=%s", s->id);
+	if ((rc = gaz_client_new(&co, &client, st)))
+		return rc;
+	pthread_mutex_lock(&s->mu);
+	s->client = client;
+	if (s->stop)
+		gaz_client_cancel(client);
+	pthread_mutex_unlock(&s->mu);
+	struct gaz_publisher_opts po = {.type = &c->type, .clock = &s->clock};
+	if ((rc = gaz_append_service_new(client, NULL, &s->appends, st)))
+		return rc;
+	po.appends = s->appends;
+	if ((rc = gaz_publisher_new(&po, &s->publisher, st)))
+		return rc;
+	if ((rc = open_store(s, st)))
+		return gaz_status_set(st, rc, "opening the store: %s", st->msg);
+	if ((rc = restore(s, &cp, &cp_len, st)))
+		return gaz_status_set(st, rc, "store.RestoreCheckpoint: %s", st->msg);
+	gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__PRIMARY, NULL);
+	pthread_mutex_lock(&s->mu);
+	s->store_ready = true;
+	pthread_mutex_unlock(&s->mu);
+	gaz_shard_signal_progress(s);
+	rc = gaz_shard_run_transactions(s, cp, cp_len, st);
+	free(cp);
+	return rc;
+}
+
+static void *shard_thread(void *arg)
+{
+	struct gaz_shard *s = arg;
+	struct gaz_status st = {0};
+	int rc = 0;
+	bool primary;
+
+	if (s->spec->recovery_log_prefix && s->spec->recovery_log_prefix[0]) {
+		rc = gaz_status_set(&st, GAZ_EINVAL,
+				    "shard names a recovery log (%s/%s): gazette-c consumers keep state in stores "
+				    "that commit checkpoints themselves (PostgreSQL, JSON file), not in recovery logs",
+				    s->spec->recovery_log_prefix, s->id);
+		goto failed;
+	}
+	gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__STANDBY, NULL);
+	pthread_mutex_lock(&s->mu);
+	while (!s->stop && s->slot != 0)
+		pthread_cond_wait(&s->cond, &s->mu);
+	primary = !s->stop;
+	pthread_mutex_unlock(&s->mu);
+	if (primary)
+		rc = serve_primary(s, &st);
+failed:
+	if (rc && !atomic_load(&s->stopping)) {
+		gaz_error("shard failed", "shard=%s err=%s", s->id, st.msg);
+		gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__FAILED, st.msg);
+	}
+	pthread_mutex_lock(&s->mu);
+	s->primary_done = true;
+	pthread_mutex_unlock(&s->mu);
+	gaz_shard_signal_progress(s);
+	/* A failed shard keeps its assignment (FAILED) until it is removed. */
+	pthread_mutex_lock(&s->mu);
+	while (!s->stop)
+		pthread_cond_wait(&s->cond, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+struct gaz_shard *gaz_shard_new(struct gaz_consumer *c, const char *id, const Consumer__ShardSpec *spec,
+				int64_t create_revision, int64_t slot)
+{
+	struct gaz_shard *s = calloc(1, sizeof(*s));
+	pthread_condattr_t ca;
+
+	if (!s)
+		return NULL;
+	s->c = c;
+	s->id = strdup(id);
+	s->fqn = gaz_ks_item_key(c->root, id);
+	s->spec = (Consumer__ShardSpec *)gaz_pb_copy(&spec->base);
+	s->item_create_revision = create_revision;
+	s->slot = slot;
+	s->refs = 1;
+	if (!s->id || !s->fqn || !s->spec) {
+		gaz_shard_free(s);
+		return NULL;
+	}
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&s->progress_mu, NULL);
+	gaz_notifier_init(&s->progress);
+	if (pthread_create(&s->thread, NULL, shard_thread, s)) {
+		pthread_cond_destroy(&s->cond);
+		pthread_mutex_destroy(&s->mu);
+		pthread_mutex_destroy(&s->progress_mu);
+		gaz_notifier_release(&s->progress);
+		s->thread = 0;
+		free(s->id), free(s->fqn);
+		protobuf_c_message_free_unpacked(&s->spec->base, NULL);
+		free(s);
+		return NULL;
+	}
+	gaz_info("shard assigned", "shard=%s slot=%lld", id, (long long)slot);
+	return s;
+}
+
+void gaz_shard_set_slot(struct gaz_shard *s, int64_t slot)
+{
+	pthread_mutex_lock(&s->mu);
+	s->slot = slot;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+}
+
+void gaz_shard_stop(struct gaz_shard *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->stop = true;
+	atomic_store(&s->stopping, true);
+	if (s->client)
+		gaz_client_cancel(s->client);
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+	gaz_shard_signal_progress(s);
+}
+
+void gaz_shard_join(struct gaz_shard *s)
+{
+	pthread_join(s->thread, NULL);
+	/* The thread is gone: its primary's parts are ours to release. */
+	if (s->store)
+		s->store->ops->close(s->store);
+	s->store = NULL;
+	gaz_publisher_free(s->publisher);
+	s->publisher = NULL;
+	gaz_append_service_free(s->appends);
+	s->appends = NULL;
+	gaz_client_free(s->client);
+	s->client = NULL;
+	gaz_info("shard stopped", "shard=%s", s->id);
+}
+
+void gaz_shard_free(struct gaz_shard *s)
+{
+	if (!s)
+		return;
+	if (s->spec) {
+		pthread_cond_destroy(&s->cond);
+		pthread_mutex_destroy(&s->mu);
+		pthread_mutex_destroy(&s->progress_mu);
+		gaz_notifier_release(&s->progress);
+		protobuf_c_message_free_unpacked(&s->spec->base, NULL);
+	}
+	gaz_offsets_release(&s->read_through);
+	gaz_offsets_release(&s->publish_at);
+	free(s->id);
+	free(s->fqn);
+	free(s);
+}
+
+static void wake_call(void *arg)
+{
+	gaz_rpc_wake(arg);
+}
+
+int gaz_shard_wait_ready(struct gaz_shard *s, struct gaz_rpc_call *call)
+{
+	struct gaz_waiter w = {.wake = wake_call, .arg = call};
+	int rc = 0;
+
+	gaz_notifier_add(&s->progress, &w);
+	for (;;) {
+		bool ready, done;
+		pthread_mutex_lock(&s->mu);
+		ready = s->store_ready && !s->primary_done && !s->stop;
+		done = s->primary_done || s->stop;
+		pthread_mutex_unlock(&s->mu);
+		if (ready || done) {
+			rc = ready ? 0 : GAZ_ESTOPPED;
+			break;
+		}
+		if ((rc = gaz_rpc_wait(call, gaz_rpc_deadline(call))))
+			break;
+	}
+	gaz_notifier_remove(&s->progress, &w);
+	return rc;
+}
+
+/* ---- accessors (runtime.h) ----------------------------------------------- */
+
+const char *gaz_shard_id(const struct gaz_shard *s)
+{
+	return s->id;
+}
+
+const char *gaz_shard_fqn(const struct gaz_shard *s)
+{
+	return s->fqn;
+}
+
+const Consumer__ShardSpec *gaz_shard_spec(const struct gaz_shard *s)
+{
+	return s->spec;
+}
+
+struct gaz_client *gaz_shard_client(struct gaz_shard *s)
+{
+	return s->client;
+}
+
+struct gaz_publisher *gaz_shard_publisher(struct gaz_shard *s)
+{
+	return s->publisher;
+}

@@ -1,0 +1,783 @@
+/*
+ * shard_api.c - the consumer.Shard service (facts §1.7; Gazette's
+ * consumer/shard_api.go and resolver.go), wire-compatible:
+ *   Stat      resolves the shard: SHARD_NOT_FOUND, NO_SHARD_PRIMARY, or,
+ *             for a request already proxied (it carries a header),
+ *             NOT_SHARD_PRIMARY when we are not its primary; an unproxied
+ *             request for another member's shard is proxied to it. Ours
+ *             waits for the store, then for the requested read-through
+ *             offsets of its sources, and answers the progress.
+ *   List      the shards a selector matches (their labels and "id"), with
+ *             routes, endpoints and every replica's status.
+ *   Apply     upserts and deletes of ShardSpecs in one etcd transaction,
+ *             each guarded by its expected mod revision (-1: none);
+ *             answers once our keyspace reflects it.
+ *   GetHints  the primary and backup FSMHints in etcd, JSON or protobuf.
+ *   Unassign  removes the failed (and, unless only_failed, the primary)
+ *             assignments of shards in one transaction.
+ * Invalid requests get INVALID_ARGUMENT with Gazette's message.
+ *
+ * Locking (runtime_int.h): handlers read the keyspace under its read lock
+ * and copy out what they answer; they take no other lock but a shard's
+ * progress_mu (and its mu, through gaz_shard_wait_ready).
+ */
+#include "consumer/runtime_int.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/pbjson.h"
+#include "etcd/txn.h"
+#include "protocol/labels.h"
+#include "protocol/shard.h"
+#include "protocol/validate.h"
+#include "recoverylog.pb-c.h"
+
+static void wake_call(void *arg)
+{
+	gaz_rpc_wake(arg);
+}
+
+/* The responder's header: the keyspace's etcd header and our process id. */
+static Protocol__Header *header_ours(struct gaz_consumer *c, int64_t revision)
+{
+	struct gaz_etcd_header eh;
+	bool announced = atomic_load(&c->announced);
+
+	gaz_keyspace_rlock(c->ks);
+	eh = gaz_keyspace_header(c->ks);
+	gaz_keyspace_runlock(c->ks);
+	if (revision)
+		eh.revision = revision;
+	return gaz_header_new(&eh, announced ? c->cfg.zone : "local ConsumerSpec",
+			      announced ? c->cfg.id : "missing from Etcd", NULL);
+}
+
+/* The label set a selector sees of a shard: its labels and "id". */
+static int shard_labels(const Consumer__ShardSpec *spec, Protocol__LabelSet *out)
+{
+	Protocol__LabelSet none = PROTOCOL__LABEL_SET__INIT;
+
+	gaz_labelset_init(out);
+	if (gaz_labelset_copy(out, spec->labels ? spec->labels : &none))
+		return GAZ_ENOMEM;
+	return gaz_labelset_set(out, "id", spec->id);
+}
+
+static bool shard_matches(const Protocol__LabelSelector *sel, const Consumer__ShardSpec *spec)
+{
+	Protocol__LabelSet set;
+	bool m = !shard_labels(spec, &set) && gaz_labelset_matches(sel, &set);
+
+	gaz_labelset_release(&set);
+	return m;
+}
+
+/* ---- Stat -------------------------------------------------------------------- */
+
+struct resolution {
+	Consumer__Status status;
+	struct gaz_etcd_header eh;
+	struct gaz_route route;
+	bool route_ok;
+	int primary;            /* route index, -1 */
+	bool local;             /* the primary is us */
+	char *primary_endpoint;
+};
+
+static void resolution_release(struct resolution *r)
+{
+	if (r->route_ok)
+		gaz_route_release(&r->route);
+	free(r->primary_endpoint);
+}
+
+/* Gazette's Resolver.Resolve, up to the local shard's wait. */
+static int resolve(struct gaz_consumer *c, struct gaz_rpc_call *call, const char *shard,
+		   const Protocol__Header *proxy, struct resolution *r, struct gaz_status *st)
+{
+	int rc;
+
+	*r = (struct resolution){.primary = -1};
+	if (proxy) {
+		struct gaz_etcd_header eh;
+		gaz_keyspace_rlock(c->ks);
+		eh = gaz_keyspace_header(c->ks);
+		gaz_keyspace_runlock(c->ks);
+		if (proxy->etcd && proxy->etcd->cluster_id != eh.cluster_id)
+			return gaz_status_set(st, GAZ_EINVAL, "request Etcd ClusterId doesn't match our own (%llu vs %llu)",
+					      (unsigned long long)proxy->etcd->cluster_id,
+					      (unsigned long long)eh.cluster_id);
+		const Protocol__ProcessSpec__ID *pid = proxy->process_id;
+		if (pid && ((pid->zone && pid->zone[0]) || (pid->suffix && pid->suffix[0])) &&
+		    (strcmp(pid->zone ? pid->zone : "", c->cfg.zone) || strcmp(pid->suffix ? pid->suffix : "", c->cfg.id)))
+			return gaz_status_set(st, GAZ_EINVAL, "request ProcessId doesn't match our own (%s#%s vs %s#%s)",
+					      pid->zone ? pid->zone : "", pid->suffix ? pid->suffix : "", c->cfg.zone,
+					      c->cfg.id);
+		if (proxy->etcd && (rc = gaz_keyspace_wait_call(c->ks, call, proxy->etcd->revision, gaz_rpc_deadline(call))))
+			return gaz_status_set(st, rc, "waiting for etcd revision %lld", (long long)proxy->etcd->revision);
+	}
+	gaz_keyspace_rlock(c->ks);
+	r->eh = gaz_keyspace_header(c->ks);
+	const struct gaz_ks_entry *item = gaz_ks_item(c->ks, c->root, shard);
+	rc = item ? gaz_route_build(c->ks, c->root, shard, &r->route) : 0;
+	r->route_ok = item && !rc;
+	if (r->route_ok && r->route.primary >= 0) {
+		r->primary = r->route.primary;
+		r->local = !strcmp(r->route.zone[r->primary], c->cfg.zone) && !strcmp(r->route.suffix[r->primary], c->cfg.id);
+		r->primary_endpoint = strdup(r->route.endpoint[r->primary]);
+	}
+	gaz_keyspace_runlock(c->ks);
+	if (rc)
+		return gaz_status_set(st, rc, "out of memory");
+	if (!item)
+		r->status = CONSUMER__STATUS__SHARD_NOT_FOUND;
+	else if (r->primary < 0)
+		r->status = CONSUMER__STATUS__NO_SHARD_PRIMARY;
+	else if (proxy && !r->local)
+		r->status = CONSUMER__STATUS__NOT_SHARD_PRIMARY;
+	else
+		r->status = CONSUMER__STATUS__OK;
+	return 0;
+}
+
+/* Waits until the shard read through every requested offset of its
+ * sources. */
+static int wait_read_through(struct gaz_shard *s, struct gaz_rpc_call *call, const Consumer__StatRequest *req)
+{
+	struct gaz_waiter w = {.wake = wake_call, .arg = call};
+	int rc = 0;
+
+	gaz_notifier_add(&s->progress, &w);
+	for (;;) {
+		bool behind = false, stopped;
+		pthread_mutex_lock(&s->progress_mu);
+		for (size_t i = 0; i < req->n_read_through && !behind; i++) {
+			const char *j = req->read_through[i]->key;
+			bool source = false;
+			for (size_t k = 0; k < s->spec->n_sources && !source; k++)
+				source = !strcmp(s->spec->sources[k]->journal, j);
+			behind = source && req->read_through[i]->value &&
+				 gaz_offsets_get(&s->read_through, j) < req->read_through[i]->value;
+		}
+		pthread_mutex_unlock(&s->progress_mu);
+		pthread_mutex_lock(&s->mu);
+		stopped = s->stop || s->primary_done;
+		pthread_mutex_unlock(&s->mu);
+		if (!behind)
+			break;
+		if (stopped) {
+			rc = GAZ_ESTOPPED;
+			break;
+		}
+		if ((rc = gaz_rpc_wait(call, gaz_rpc_deadline(call))))
+			break;
+	}
+	gaz_notifier_remove(&s->progress, &w);
+	return rc;
+}
+
+/* Fills resp's offsets maps from progress (copies). */
+static int progress_out(struct gaz_shard *s, Consumer__StatResponse *resp)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->progress_mu);
+	const struct gaz_offsets *o[2] = {&s->read_through, &s->publish_at};
+	for (int m = 0; m < 2 && !rc; m++) {
+		size_t n = o[m]->n;
+		Consumer__StatResponse__ReadThroughEntry **e = n ? calloc(n, sizeof(*e)) : NULL;
+		Consumer__StatResponse__ReadThroughEntry *v = n ? calloc(n, sizeof(*v)) : NULL;
+		if (n && (!e || !v)) {
+			free(e), free(v);
+			rc = GAZ_ENOMEM;
+			break;
+		}
+		for (size_t i = 0; i < n; i++) {
+			consumer__stat_response__read_through_entry__init(&v[i]);
+			v[i].key = strdup(o[m]->journal[i]);
+			v[i].value = o[m]->offset[i];
+			e[i] = &v[i];
+		}
+		if (m == 0) {
+			resp->n_read_through = n;
+			resp->read_through = e;
+		} else {
+			resp->n_publish_at = n;
+			resp->publish_at = (Consumer__StatResponse__PublishAtEntry **)e;
+		}
+	}
+	pthread_mutex_unlock(&s->progress_mu);
+	return rc;
+}
+
+static void progress_free(Consumer__StatResponse *resp)
+{
+	if (resp->n_read_through)
+		for (size_t i = 0; i < resp->n_read_through; i++)
+			free(resp->read_through[i]->key);
+	if (resp->read_through)
+		free(resp->read_through[0]);
+	free(resp->read_through);
+	if (resp->n_publish_at)
+		for (size_t i = 0; i < resp->n_publish_at; i++)
+			free(resp->publish_at[i]->key);
+	if (resp->publish_at)
+		free(resp->publish_at[0]);
+	free(resp->publish_at);
+}
+
+/* Proxies an unproxied Stat to the shard's primary with our header. */
+static void stat_proxy(struct gaz_consumer *c, struct gaz_rpc_call *call, Consumer__StatRequest *req,
+		       struct resolution *r)
+{
+	struct gaz_status st = {0};
+	struct gaz_rpc_channel *ch = gaz_rpc_channel_new(r->primary_endpoint, NULL);
+	Consumer__StatResponse *resp = NULL;
+	Protocol__Header *h = gaz_header_new(&r->eh, r->route.zone[r->primary], r->route.suffix[r->primary], &r->route);
+
+	if (!ch || !h) {
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAVAILABLE, "cannot reach the shard's primary");
+	} else {
+		req->header = h;
+		int rc = gaz_rpc_unary(ch, "/consumer.Shard/Stat", &req->base, &consumer__stat_response__descriptor,
+				       (ProtobufCMessage **)&resp, gaz_rpc_deadline(call), true, NULL, &st);
+		req->header = NULL;
+		if (rc)
+			gaz_rpc_finish(call, NULL, st.grpc ? st.grpc : GAZ_GRPC_UNAVAILABLE, st.msg);
+		else
+			gaz_rpc_finish(call, &resp->base, GAZ_GRPC_OK, NULL);
+	}
+	if (resp)
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	gaz_header_free(h);
+	gaz_rpc_channel_free(ch);
+	(void)c;
+}
+
+static void handle_stat(struct gaz_rpc_call *call, void *arg)
+{
+	struct gaz_consumer *c = arg;
+	Consumer__StatRequest *req = NULL;
+	Consumer__StatResponse resp = CONSUMER__STAT_RESPONSE__INIT;
+	struct gaz_status st = {0};
+	struct resolution r;
+	struct gaz_shard *s = NULL;
+	int rc;
+
+	if (gaz_rpc_recv_request(call, &consumer__stat_request__descriptor, (ProtobufCMessage **)&req, "StatRequest"))
+		return;
+	if ((req->header && gaz_validate_header(req->header, &st)) ||
+	    gaz_validate_shard_id(req->shard, &st)) {
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
+		goto out;
+	}
+	for (size_t i = 0; i < req->n_read_through; i++) {
+		if (gaz_validate_journal(req->read_through[i]->key, &st) || req->read_through[i]->value < 0) {
+			gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT,
+				       st.msg[0] ? st.msg : "ReadThrough: invalid offset");
+			goto out;
+		}
+	}
+	if ((rc = resolve(c, call, req->shard, req->header, &r, &st))) {
+		gaz_rpc_finish(call, NULL, rc == GAZ_EINVAL ? GAZ_GRPC_INVALID_ARGUMENT : gaz_err_grpc_code(rc), st.msg);
+		goto out;
+	}
+	if (r.status == CONSUMER__STATUS__OK && !r.local) {
+		stat_proxy(c, call, req, &r);
+		resolution_release(&r);
+		goto out;
+	}
+	resp.status = r.status;
+	if (r.status == CONSUMER__STATUS__OK) {
+		if (!(s = gaz_consumer_shard_get(c, req->shard)) || (rc = gaz_shard_wait_ready(s, call)) == GAZ_ESTOPPED) {
+			resp.status = CONSUMER__STATUS__SHARD_STOPPED;
+		} else if (rc) {
+			gaz_rpc_finish(call, NULL, gaz_err_grpc_code(rc), gaz_err_str(rc));
+			goto done;
+		} else if ((rc = wait_read_through(s, call, req)) == GAZ_ESTOPPED) {
+			resp.status = CONSUMER__STATUS__SHARD_STOPPED;
+		} else if (rc) {
+			gaz_rpc_finish(call, NULL, gaz_err_grpc_code(rc), gaz_err_str(rc));
+			goto done;
+		} else if (progress_out(s, &resp)) {
+			gaz_rpc_finish(call, NULL, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+			goto done;
+		}
+	}
+	{
+		bool ours = resp.status != CONSUMER__STATUS__OK;
+		resp.header = gaz_header_new(&r.eh, ours || r.primary < 0 ? c->cfg.zone : r.route.zone[r.primary],
+					     ours || r.primary < 0 ? c->cfg.id : r.route.suffix[r.primary],
+					     r.route_ok ? &r.route : NULL);
+		if (resp.header)
+			gaz_rpc_finish(call, &resp.base, GAZ_GRPC_OK, NULL);
+		else
+			gaz_rpc_finish(call, NULL, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		gaz_header_free(resp.header);
+	}
+done:
+	progress_free(&resp);
+	if (s)
+		gaz_shard_unref(s);
+	resolution_release(&r);
+out:
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+}
+
+/* ---- List ----------------------------------------------------------------------- */
+
+static void list_shard_free(Consumer__ListResponse__Shard *sh)
+{
+	if (!sh)
+		return;
+	if (sh->spec)
+		protobuf_c_message_free_unpacked(&sh->spec->base, NULL);
+	if (sh->route)
+		protobuf_c_message_free_unpacked(&sh->route->base, NULL);
+	for (size_t i = 0; i < sh->n_status; i++)
+		protobuf_c_message_free_unpacked(&sh->status[i]->base, NULL);
+	free(sh->status);
+	free(sh);
+}
+
+/* One shard of a listing (read lock held). */
+static Consumer__ListResponse__Shard *list_shard(struct gaz_consumer *c, const struct gaz_ks_entry *e)
+{
+	const struct gaz_ks_value *v = e->decoded;
+	Consumer__ListResponse__Shard *sh = calloc(1, sizeof(*sh));
+	struct gaz_route r;
+	char *prefix = NULL;
+	size_t lo = 0, hi = 0;
+
+	if (!sh)
+		return NULL;
+	consumer__list_response__shard__init(sh);
+	sh->spec = (Consumer__ShardSpec *)gaz_pb_copy(&v->shard->base);
+	sh->mod_revision = e->mod_revision;
+	sh->create_revision = e->create_revision;
+	if (gaz_route_build(c->ks, c->root, v->item, &r) == 0) {
+		Protocol__Route *rp = gaz_route_to_proto(&r, true);
+		if (rp) {
+			sh->route = (Protocol__Route *)gaz_pb_copy(&rp->base);
+			gaz_route_proto_free(rp);
+		}
+		gaz_route_release(&r);
+	}
+	if (asprintf(&prefix, "%s/assign/%s#", c->root, v->item) >= 0)
+		gaz_keyspace_prefix(c->ks, prefix, &lo, &hi);
+	free(prefix);
+	if (hi > lo && !(sh->status = calloc(hi - lo, sizeof(*sh->status)))) {
+		list_shard_free(sh);
+		return NULL;
+	}
+	for (size_t i = lo; i < hi; i++) {
+		const struct gaz_ks_value *a = gaz_keyspace_at(c->ks, i)->decoded;
+		Consumer__ReplicaStatus idle = CONSUMER__REPLICA_STATUS__INIT;
+		sh->status[sh->n_status] = (Consumer__ReplicaStatus *)gaz_pb_copy(a->status ? &a->status->base : &idle.base);
+		if (!sh->status[sh->n_status++]) {
+			list_shard_free(sh);
+			return NULL;
+		}
+	}
+	if (!sh->spec || !sh->route) {
+		list_shard_free(sh);
+		return NULL;
+	}
+	return sh;
+}
+
+static void handle_list(struct gaz_rpc_call *call, void *arg)
+{
+	struct gaz_consumer *c = arg;
+	Consumer__ListRequest *req = NULL;
+	Consumer__ListResponse resp = CONSUMER__LIST_RESPONSE__INIT;
+	struct gaz_status st = {0};
+	char *prefix = NULL;
+	size_t lo, hi;
+	int64_t rev;
+	bool oom = false;
+
+	if (gaz_rpc_recv_request(call, &consumer__list_request__descriptor, (ProtobufCMessage **)&req, "ListRequest"))
+		return;
+	if (req->selector && gaz_validate_selector(req->selector, &st)) {
+		char msg[600];
+		snprintf(msg, sizeof(msg), "Selector.%s", st.msg);
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, msg);
+		goto out;
+	}
+	if (asprintf(&prefix, "%s/items/", c->root) < 0) {
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		goto out;
+	}
+	gaz_keyspace_rlock(c->ks);
+	rev = gaz_keyspace_revision(c->ks);
+	gaz_keyspace_prefix(c->ks, prefix, &lo, &hi);
+	resp.shards = calloc(hi - lo + 1, sizeof(*resp.shards));
+	oom = !resp.shards;
+	for (size_t i = lo; !oom && i < hi; i++) {
+		const struct gaz_ks_entry *e = gaz_keyspace_at(c->ks, i);
+		const struct gaz_ks_value *v = e->decoded;
+		if (req->selector && !shard_matches(req->selector, v->shard))
+			continue;
+		if (!(resp.shards[resp.n_shards] = list_shard(c, e)))
+			oom = true;
+		else
+			resp.n_shards++;
+	}
+	gaz_keyspace_runlock(c->ks);
+	free(prefix);
+	resp.status = CONSUMER__STATUS__OK;
+	resp.header = header_ours(c, rev);
+	if (oom || !resp.header)
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+	else
+		gaz_rpc_finish(call, &resp.base, GAZ_GRPC_OK, NULL);
+	gaz_header_free(resp.header);
+	for (size_t i = 0; i < resp.n_shards; i++)
+		list_shard_free(resp.shards[i]);
+	free(resp.shards);
+out:
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+}
+
+/* ---- Apply ---------------------------------------------------------------------- */
+
+/* Gazette's ApplyRequest_Change.Validate, with its context paths. */
+static int validate_change(const Consumer__ApplyRequest__Change *ch, size_t i, struct gaz_status *st)
+{
+	struct gaz_status inner = {0};
+
+	if (ch->upsert) {
+		if (ch->delete_ && ch->delete_[0])
+			return gaz_status_set(st, GAZ_EINVAL, "Changes[%zu]: both Upsert and Delete are set (expected exactly one)", i);
+		if (gaz_validate_shard_spec(ch->upsert, &inner))
+			return gaz_status_set(st, GAZ_EINVAL, "Changes[%zu].Upsert.%s", i, inner.msg);
+		if (ch->expect_mod_revision < 0 && ch->expect_mod_revision != -1)
+			return gaz_status_set(st, GAZ_EINVAL, "Changes[%zu]: invalid ExpectModRevision (%lld; expected >= 0 or -1)",
+					      i, (long long)ch->expect_mod_revision);
+	} else if (ch->delete_ && ch->delete_[0]) {
+		if (gaz_validate_shard_id(ch->delete_, &inner))
+			return gaz_status_set(st, GAZ_EINVAL, "Changes[%zu].Delete: %s", i, inner.msg);
+		if (ch->expect_mod_revision <= 0 && ch->expect_mod_revision != -1)
+			return gaz_status_set(st, GAZ_EINVAL, "Changes[%zu]: invalid ExpectModRevision (%lld; expected > 0 or -1)",
+					      i, (long long)ch->expect_mod_revision);
+		if (ch->primary_hints)
+			return gaz_status_set(st, GAZ_EINVAL, "Changes[%zu]: hints may be set only with an upsert, not a delete", i);
+	} else {
+		return gaz_status_set(st, GAZ_EINVAL, "Changes[%zu]: neither Upsert nor Delete are set (expected exactly one)", i);
+	}
+	return 0;
+}
+
+/* The etcd key of a spec's primary hints (Gazette's HintPrimaryKey). */
+static char *hint_primary_key(const Consumer__ShardSpec *spec)
+{
+	char *k = NULL;
+	return asprintf(&k, "%s/%s.primary", spec->hint_prefix ? spec->hint_prefix : "", spec->id) < 0 ? NULL : k;
+}
+
+static void handle_apply(struct gaz_rpc_call *call, void *arg)
+{
+	struct gaz_consumer *c = arg;
+	Consumer__ApplyRequest *req = NULL;
+	Consumer__ApplyResponse resp = CONSUMER__APPLY_RESPONSE__INIT;
+	struct gaz_status st = {0};
+	struct gaz_txn t;
+	int64_t rev = 0;
+	bool ok = false;
+	int rc = 0;
+
+	if (gaz_rpc_recv_request(call, &consumer__apply_request__descriptor, (ProtobufCMessage **)&req, "ApplyRequest"))
+		return;
+	for (size_t i = 0; i < req->n_changes; i++) {
+		if (validate_change(req->changes[i], i, &st)) {
+			gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
+			goto out;
+		}
+	}
+	gaz_txn_init(&t);
+	for (size_t i = 0; i < req->n_changes && !rc; i++) {
+		const Consumer__ApplyRequest__Change *ch = req->changes[i];
+		const char *id = ch->upsert ? ch->upsert->id : ch->delete_;
+		char *key = gaz_ks_item_key(c->root, id);
+		if (!key) {
+			rc = GAZ_ENOMEM;
+			break;
+		}
+		if (ch->expect_mod_revision != -1)
+			gaz_txn_compare_mod(&t, key, ch->expect_mod_revision);
+		if (ch->upsert) {
+			size_t len = consumer__shard_spec__get_packed_size(ch->upsert);
+			uint8_t *val = malloc(len ? len : 1);
+			if (val) {
+				consumer__shard_spec__pack(ch->upsert, val);
+				gaz_txn_put(&t, key, val, len, 0, false);
+			} else {
+				rc = GAZ_ENOMEM;
+			}
+			free(val);
+			if (!rc && ch->primary_hints) {
+				/* Protobuf bytes, which Gazette's reader senses (no
+				 * leading '{'); empty hints as JSON "{}", never empty. */
+				size_t hl = recoverylog__fsmhints__get_packed_size(ch->primary_hints);
+				uint8_t *hv = malloc(hl ? hl : 2);
+				char *hk = hint_primary_key(ch->upsert);
+				if (hv && hk) {
+					if (hl)
+						recoverylog__fsmhints__pack(ch->primary_hints, hv);
+					else
+						memcpy(hv, "{}", hl = 2);
+					gaz_txn_put(&t, hk, hv, hl, 0, false);
+				} else {
+					rc = GAZ_ENOMEM;
+				}
+				free(hv), free(hk);
+			}
+		} else {
+			gaz_txn_delete(&t, key);
+		}
+		free(key);
+	}
+	if (!rc)
+		rc = gaz_txn_commit(c->etcd, &t, &ok, &rev, &st);
+	gaz_txn_release(&t);
+	if (rc) {
+		gaz_rpc_finish(call, NULL, gaz_err_grpc_code(rc), st.msg[0] ? st.msg : gaz_err_str(rc));
+		goto out;
+	}
+	resp.status = ok ? CONSUMER__STATUS__OK : CONSUMER__STATUS__ETCD_TRANSACTION_FAILED;
+	if (ok && req->n_changes && (rc = gaz_keyspace_wait_call(c->ks, call, rev, gaz_rpc_deadline(call)))) {
+		gaz_rpc_finish(call, NULL, gaz_err_grpc_code(rc), gaz_err_str(rc));
+		goto out;
+	}
+	resp.header = header_ours(c, rev);
+	if (resp.header)
+		gaz_rpc_finish(call, &resp.base, GAZ_GRPC_OK, NULL);
+	else
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+	gaz_header_free(resp.header);
+out:
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+}
+
+/* ---- GetHints ------------------------------------------------------------------- */
+
+/* Decodes a hints value as Gazette's fetchHints: JSON when it starts with
+ * '{', else protobuf. */
+static int hints_decode(const uint8_t *v, size_t len, Recoverylog__FSMHints **out, struct gaz_status *st)
+{
+	if (len && v[0] == '{') {
+		json_error_t je;
+		json_t *j = json_loadb((const char *)v, len, 0, &je);
+		if (!j)
+			return gaz_status_set(st, GAZ_EINVAL, "json.Unmarshal(hints): %s", je.text);
+		int rc = gaz_pbjson_decode(j, &recoverylog__fsmhints__descriptor, (ProtobufCMessage **)out, st);
+		json_decref(j);
+		return rc ? gaz_status_set(st, rc, "json.Unmarshal(hints): %s", st->msg) : 0;
+	}
+	if (!(*out = recoverylog__fsmhints__unpack(NULL, len, v)))
+		return gaz_status_set(st, GAZ_EINVAL, "hints.Unmarshal: not FSMHints");
+	return 0;
+}
+
+/* Reads one hints key: *out NULL when absent. */
+static int hints_get(struct gaz_consumer *c, const char *key, const char *log, Recoverylog__FSMHints **out,
+		     struct gaz_status *st)
+{
+	Etcdserverpb__RangeRequest rr = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	Etcdserverpb__RangeResponse *resp = NULL;
+	int rc;
+
+	*out = NULL;
+	rr.key.data = (uint8_t *)key;
+	rr.key.len = strlen(key);
+	if ((rc = gaz_etcd_range(c->etcd, &rr, &resp, st)))
+		return gaz_status_set(st, rc, "fetching ShardSpec.HintKeys: %s", st->msg);
+	if (resp->n_kvs && (rc = hints_decode(resp->kvs[0]->value.data, resp->kvs[0]->value.len, out, st)) == 0 &&
+	    strcmp((*out)->log ? (*out)->log : "", log)) {
+		rc = gaz_status_set(st, GAZ_EINVAL, "hints.Log %s != ShardSpec.RecoveryLog %s", (*out)->log, log);
+		protobuf_c_message_free_unpacked(&(*out)->base, NULL);
+		*out = NULL;
+	}
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return rc;
+}
+
+static void handle_get_hints(struct gaz_rpc_call *call, void *arg)
+{
+	struct gaz_consumer *c = arg;
+	Consumer__GetHintsRequest *req = NULL;
+	Consumer__GetHintsResponse resp = CONSUMER__GET_HINTS_RESPONSE__INIT;
+	Consumer__GetHintsResponse__ResponseHints primary = CONSUMER__GET_HINTS_RESPONSE__RESPONSE_HINTS__INIT;
+	Consumer__GetHintsResponse__ResponseHints *backups = NULL, **bp = NULL;
+	Consumer__ShardSpec *spec = NULL;
+	struct gaz_status st = {0};
+	char *log = NULL, *key = NULL;
+	int64_t rev;
+	int rc = 0;
+
+	if (gaz_rpc_recv_request(call, &consumer__get_hints_request__descriptor, (ProtobufCMessage **)&req,
+				 "GetHintsRequest"))
+		return;
+	if (gaz_validate_shard_id(req->shard, &st)) {
+		char msg[600];
+		snprintf(msg, sizeof(msg), "Shard: %s", st.msg);
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, msg);
+		goto out;
+	}
+	gaz_keyspace_rlock(c->ks);
+	rev = gaz_keyspace_revision(c->ks);
+	const struct gaz_ks_entry *e = gaz_ks_item(c->ks, c->root, req->shard);
+	if (e)
+		spec = (Consumer__ShardSpec *)gaz_pb_copy(&((const struct gaz_ks_value *)e->decoded)->shard->base);
+	gaz_keyspace_runlock(c->ks);
+	resp.status = CONSUMER__STATUS__OK;
+	resp.primary_hints = &primary;
+	if (!e) {
+		resp.status = CONSUMER__STATUS__SHARD_NOT_FOUND;
+	} else if (!spec) {
+		rc = GAZ_ENOMEM;
+	} else {
+		const char *prefix = spec->recovery_log_prefix ? spec->recovery_log_prefix : "";
+		if (prefix[0] && asprintf(&log, "%s/%s", prefix, spec->id) < 0)
+			log = NULL;
+		if (!(key = hint_primary_key(spec)) || (prefix[0] && !log))
+			rc = GAZ_ENOMEM;
+		if (!rc)
+			rc = hints_get(c, key, log ? log : "", &primary.hints, &st);
+		if (!rc && spec->hint_backups > 0) {
+			backups = calloc((size_t)spec->hint_backups, sizeof(*backups));
+			bp = calloc((size_t)spec->hint_backups, sizeof(*bp));
+			if (!backups || !bp)
+				rc = GAZ_ENOMEM;
+		}
+		for (int32_t i = 0; !rc && i < spec->hint_backups; i++) {
+			char *bk = NULL;
+			consumer__get_hints_response__response_hints__init(&backups[i]);
+			bp[i] = &backups[i];
+			resp.n_backup_hints++;
+			if (asprintf(&bk, "%s/%s.backup.%d", spec->hint_prefix ? spec->hint_prefix : "", spec->id, i) < 0)
+				rc = GAZ_ENOMEM;
+			else
+				rc = hints_get(c, bk, log ? log : "", &backups[i].hints, &st);
+			free(bk);
+		}
+		resp.backup_hints = bp;
+	}
+	if (rc) {
+		gaz_rpc_finish(call, NULL, rc == GAZ_EINVAL ? GAZ_GRPC_UNKNOWN : gaz_err_grpc_code(rc),
+			       st.msg[0] ? st.msg : gaz_err_str(rc));
+	} else {
+		resp.header = header_ours(c, rev);
+		gaz_rpc_finish(call, &resp.base, GAZ_GRPC_OK, NULL);
+		gaz_header_free(resp.header);
+	}
+	if (primary.hints)
+		protobuf_c_message_free_unpacked(&primary.hints->base, NULL);
+	for (size_t i = 0; i < resp.n_backup_hints; i++)
+		if (backups[i].hints)
+			protobuf_c_message_free_unpacked(&backups[i].hints->base, NULL);
+	free(backups), free(bp), free(log), free(key);
+	if (spec)
+		protobuf_c_message_free_unpacked(&spec->base, NULL);
+out:
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+}
+
+/* ---- Unassign -------------------------------------------------------------------- */
+
+static void handle_unassign(struct gaz_rpc_call *call, void *arg)
+{
+	struct gaz_consumer *c = arg;
+	Consumer__UnassignRequest *req = NULL;
+	Consumer__UnassignResponse resp = CONSUMER__UNASSIGN_RESPONSE__INIT;
+	struct gaz_status st = {0};
+	struct gaz_txn t;
+	int64_t rev = 0;
+	bool ok = false;
+	int rc = 0;
+
+	if (gaz_rpc_recv_request(call, &consumer__unassign_request__descriptor, (ProtobufCMessage **)&req,
+				 "UnassignRequest"))
+		return;
+	for (size_t i = 0; i < req->n_shards; i++) {
+		if (gaz_validate_shard_id(req->shards[i], &st)) {
+			char msg[600];
+			snprintf(msg, sizeof(msg), "Shards[%zu]: %s", i, st.msg);
+			gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, msg);
+			goto out;
+		}
+	}
+	resp.shards = calloc(req->n_shards + 1, sizeof(*resp.shards));
+	if (!resp.shards) {
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		goto out;
+	}
+	gaz_txn_init(&t);
+	gaz_keyspace_rlock(c->ks);
+	for (size_t i = 0; i < req->n_shards && !rc; i++) {
+		char *prefix = NULL;
+		size_t lo, hi;
+		if (asprintf(&prefix, "%s/assign/%s#", c->root, req->shards[i]) < 0) {
+			rc = GAZ_ENOMEM;
+			break;
+		}
+		gaz_keyspace_prefix(c->ks, prefix, &lo, &hi);
+		free(prefix);
+		for (size_t k = lo; k < hi; k++) {
+			const struct gaz_ks_entry *e = gaz_keyspace_at(c->ks, k);
+			const struct gaz_ks_value *v = e->decoded;
+			bool failed = v->status && v->status->code == CONSUMER__REPLICA_STATUS__CODE__FAILED;
+			if (!failed && (req->only_failed || v->slot != 0))
+				continue;
+			gaz_txn_compare_mod(&t, e->key, e->mod_revision);
+			gaz_txn_delete(&t, e->key);
+			if (!resp.n_shards || strcmp(resp.shards[resp.n_shards - 1], req->shards[i]))
+				resp.shards[resp.n_shards++] = req->shards[i];
+		}
+	}
+	gaz_keyspace_runlock(c->ks);
+	if (!rc && !req->dry_run && gaz_txn_ops(&t))
+		rc = gaz_txn_commit(c->etcd, &t, &ok, &rev, &st);
+	else
+		ok = true;
+	gaz_txn_release(&t);
+	if (rc) {
+		gaz_rpc_finish(call, NULL, gaz_err_grpc_code(rc),
+			       st.msg[0] ? st.msg : gaz_err_str(rc));
+		goto done;
+	}
+	resp.status = ok ? CONSUMER__STATUS__OK : CONSUMER__STATUS__ETCD_TRANSACTION_FAILED;
+	if (ok && rev && (rc = gaz_keyspace_wait_call(c->ks, call, rev, gaz_rpc_deadline(call)))) {
+		gaz_rpc_finish(call, NULL, gaz_err_grpc_code(rc), gaz_err_str(rc));
+		goto done;
+	}
+	gaz_rpc_finish(call, &resp.base, GAZ_GRPC_OK, NULL);
+done:
+	free(resp.shards); /* the strings are the request's */
+out:
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+}
+
+int gaz_consumer_register_api(struct gaz_consumer *c)
+{
+	static const struct {
+		const char *path;
+		gaz_rpc_handler_fn fn;
+	} methods[] = {
+		{"/consumer.Shard/Stat", handle_stat},
+		{"/consumer.Shard/List", handle_list},
+		{"/consumer.Shard/Apply", handle_apply},
+		{"/consumer.Shard/GetHints", handle_get_hints},
+		{"/consumer.Shard/Unassign", handle_unassign},
+	};
+
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+		if (gaz_rpc_server_register(c->srv, methods[i].path, methods[i].fn, c))
+			return GAZ_ENOMEM;
+	return 0;
+}

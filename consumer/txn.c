@@ -1,0 +1,669 @@
+/*
+ * txn.c - a primary shard's consumer transactions (Gazette's
+ * consumer/transaction.go), on the shard's thread.
+ *
+ * Each source journal is read uncommitted by a reader thread, from the
+ * checkpoint's read-through offset (at least the source's min_offset),
+ * into one bounded queue (the shard's read_channel_size). The shard's
+ * thread queues every envelope on the shard's sequencer, which holds
+ * transactional messages until their producer's ACK and drops duplicates,
+ * and hands each committed message to the application. A transaction:
+ *   - begins with its first message (the store's begin, then the
+ *     application's begin_txn; the shard's clock moves to now);
+ *   - takes messages while any arrive, for at least min_txn_duration, and
+ *     past it while a producer's transaction begun since the checkpoint is
+ *     still open (unless disable_wait_for_ack), but never past
+ *     max_txn_duration;
+ *   - never commits before the previous transaction's ACKs are written
+ *     (its barrier);
+ *   - commits: the application's finalize; the sequencer's checkpoint and
+ *     the publisher's ACK intents encoded as a consumer.Checkpoint; every
+ *     message published waited for; the store's commit of the checkpoint
+ *     with the application's changes (the fence refuses a zombie's); then
+ *     the ACK intents written, which become the next one's barrier.
+ * When the barrier resolves, the shard's progress (what Stat waits on)
+ * moves to the committed read-through offsets and the ACKs' offsets.
+ * At start the checkpoint's own ACK intents are written again first: a
+ * primary that died after its commit and before its ACKs leaves them to
+ * its successor.
+ *
+ * Locking: the queue's mutex guards its ring, `closed` and the barrier's
+ * `done`; readers and the barrier thread only touch those. Everything
+ * else here belongs to the shard's thread. Progress is written under the
+ * shard's progress_mu.
+ */
+#include "consumer/runtime_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "gazette/append_service.h"
+#include "gazette/consumer.h"
+
+/* Gazette's messageSequencerPruneHorizon: producers silent this long
+ * leave the checkpoint. */
+#define PRUNE_HORIZON_NS (24LL * 3600 * GAZ_NS_PER_S)
+#define DEFAULT_QUEUE 8192
+
+/* ---- the read queue -------------------------------------------------------- */
+
+struct read_item {
+	struct gaz_envelope env; /* msg owned by the item until queued */
+	int rc;                  /* a reader's error (env unused) */
+	char *err;
+};
+
+struct read_queue {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;     /* items, room, the barrier */
+	struct read_item *ring;
+	size_t cap, head, len;
+	bool closed;
+	bool barrier_done;       /* the barrier thread finished */
+	const struct gaz_message_type *type;
+};
+
+static int queue_init(struct read_queue *q, size_t cap, const struct gaz_message_type *type)
+{
+	pthread_condattr_t ca;
+
+	*q = (struct read_queue){.cap = cap, .type = type, .barrier_done = true};
+	if (!(q->ring = calloc(cap, sizeof(*q->ring))))
+		return GAZ_ENOMEM;
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&q->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	return 0;
+}
+
+static void queue_release(struct read_queue *q)
+{
+	for (size_t i = 0; i < q->len; i++) {
+		struct read_item *it = &q->ring[(q->head + i) % q->cap];
+		if (it->env.msg)
+			q->type->free_msg(it->env.msg, q->type->arg);
+		free(it->err);
+	}
+	free(q->ring);
+	pthread_cond_destroy(&q->cond);
+	pthread_mutex_destroy(&q->mu);
+}
+
+/* Adds an item, waiting for room; false (item not taken) once closed. */
+static bool queue_push(struct read_queue *q, const struct read_item *it)
+{
+	bool ok;
+
+	pthread_mutex_lock(&q->mu);
+	while (!q->closed && q->len == q->cap)
+		pthread_cond_wait(&q->cond, &q->mu);
+	if ((ok = !q->closed)) {
+		q->ring[(q->head + q->len) % q->cap] = *it;
+		q->len++;
+		pthread_cond_broadcast(&q->cond);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return ok;
+}
+
+/* Takes the next item: waits until one comes (while `reading`), the
+ * barrier resolves (when `barrier` is pending), or deadline_ns (monotonic;
+ * GAZ_DEADLINE_NEVER for none). Returns 1 with *out, 0 otherwise. */
+static int queue_pop(struct read_queue *q, bool reading, bool barrier, int64_t deadline_ns, struct read_item *out)
+{
+	struct timespec ts = gaz_abstime_of(deadline_ns);
+	int got = 0;
+
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		if (reading && q->len) {
+			*out = q->ring[q->head];
+			q->ring[q->head] = (struct read_item){0};
+			q->head = (q->head + 1) % q->cap;
+			q->len--;
+			pthread_cond_broadcast(&q->cond);
+			got = 1;
+			break;
+		}
+		if ((barrier && q->barrier_done) || q->closed || deadline_ns <= gaz_mono_ns())
+			break;
+		if (deadline_ns == GAZ_DEADLINE_NEVER)
+			pthread_cond_wait(&q->cond, &q->mu);
+		else if (pthread_cond_timedwait(&q->cond, &q->mu, &ts))
+			break;
+	}
+	pthread_mutex_unlock(&q->mu);
+	return got;
+}
+
+/* ---- source readers ---------------------------------------------------------- */
+
+struct source {
+	struct read_queue *q;
+	struct gaz_message_reader *r;
+	pthread_t thread;
+	bool started;
+};
+
+static void *source_thread(void *arg)
+{
+	struct source *src = arg;
+
+	for (;;) {
+		struct read_item it = {0};
+		struct gaz_status st = {0};
+		int rc = gaz_message_reader_next(src->r, &it.env, &st);
+		if (rc) {
+			if (rc == GAZ_ECANCELLED)
+				return NULL;
+			it = (struct read_item){.rc = rc ? rc : GAZ_EPROTO, .err = strdup(st.msg)};
+		}
+		if (!queue_push(src->q, &it)) {
+			if (it.env.msg)
+				src->q->type->free_msg(it.env.msg, src->q->type->arg);
+			free(it.err);
+			return NULL;
+		}
+		if (rc)
+			return NULL;
+	}
+}
+
+/* ---- the barrier: the previous transaction's ACKs ------------------------ */
+
+struct barrier {
+	struct read_queue *q;
+	struct gaz_append_handle **acks;
+	char **journals;
+	struct gaz_append_result *res;
+	int *rcs;
+	char err[sizeof(((struct gaz_status *)0)->msg) + 320];
+	size_t n;
+	pthread_t thread;
+	bool running;
+	/* The committed read-through offsets, which become the shard's
+	 * progress once the ACKs are written. */
+	struct gaz_sequencer_checkpoint cp;
+};
+
+static void *barrier_thread(void *arg)
+{
+	struct barrier *b = arg;
+
+	for (size_t i = 0; i < b->n; i++) {
+		struct gaz_status st = {0};
+		b->rcs[i] = gaz_append_handle_wait(b->acks[i], -1, &b->res[i], &st);
+		if (b->rcs[i] && !b->err[0])
+			snprintf(b->err, sizeof(b->err), "writing ACK of %s: %s", b->journals[i], st.msg);
+	}
+	pthread_mutex_lock(&b->q->mu);
+	b->q->barrier_done = true;
+	pthread_cond_broadcast(&b->q->cond);
+	pthread_mutex_unlock(&b->q->mu);
+	return NULL;
+}
+
+static void barrier_clear(struct barrier *b)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		gaz_append_handle_free(b->acks[i]);
+		free(b->journals[i]);
+	}
+	free(b->acks), free(b->journals), free(b->res), free(b->rcs);
+	gaz_sequencer_checkpoint_release(&b->cp);
+	struct read_queue *q = b->q;
+	*b = (struct barrier){.q = q};
+}
+
+/* barrier_start writes the ACK intents (n; journals may not exist when
+ * `lenient`, as for recovered intents) and waits for them on a thread.
+ * Takes ownership of *cp. */
+static int barrier_start(struct barrier *b, struct gaz_shard *s, const struct gaz_ack_intent *intents, size_t n,
+			 struct gaz_sequencer_checkpoint *cp, struct gaz_status *st)
+{
+	barrier_clear(b);
+	b->cp = *cp;
+	*cp = (struct gaz_sequencer_checkpoint){0};
+	if (n && (!(b->acks = calloc(n, sizeof(*b->acks))) || !(b->journals = calloc(n, sizeof(*b->journals))) ||
+		  !(b->res = calloc(n, sizeof(*b->res))) || !(b->rcs = calloc(n, sizeof(*b->rcs)))))
+		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		struct gaz_append_opts ao = {.journal = intents[i].journal};
+		int rc = gaz_append_service_append(s->appends, &ao, intents[i].intent, intents[i].len, &b->acks[b->n], st);
+		if (rc)
+			return gaz_status_set(st, rc, "writing ACK of %s: %s", intents[i].journal, st->msg);
+		if (!(b->journals[b->n++] = strdup(intents[i].journal)))
+			return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	}
+	pthread_mutex_lock(&b->q->mu);
+	b->q->barrier_done = false;
+	pthread_mutex_unlock(&b->q->mu);
+	if (pthread_create(&b->thread, NULL, barrier_thread, b)) {
+		pthread_mutex_lock(&b->q->mu);
+		b->q->barrier_done = true;
+		pthread_mutex_unlock(&b->q->mu);
+		return gaz_status_set(st, GAZ_ENOMEM, "starting the ACK barrier");
+	}
+	b->running = true;
+	return 0;
+}
+
+/* barrier_resolved: the barrier thread is done (queue said so). Joins
+ * it, checks the ACKs (those of journals that no longer exist are
+ * dropped with a warning when `lenient`), and moves the shard's progress.
+ * Returns 0 or the first ACK's error. */
+static int barrier_resolved(struct barrier *b, struct gaz_shard *s, bool lenient, struct gaz_status *st)
+{
+	int rc = 0;
+
+	if (b->running)
+		pthread_join(b->thread, NULL);
+	b->running = false;
+	for (size_t i = 0; i < b->n && !rc; i++) {
+		if (b->rcs[i] == GAZ_ENOTFOUND && lenient)
+			gaz_warn("discarding recovered ACK intent of a journal that does not exist", "journal=%s",
+				 b->journals[i]);
+		else if (b->rcs[i])
+			rc = gaz_status_set(st, b->rcs[i], "%s", b->err);
+	}
+	if (!rc) {
+		pthread_mutex_lock(&s->progress_mu);
+		for (size_t i = 0; i < b->cp.n_offsets; i++)
+			gaz_offsets_set(&s->read_through, b->cp.offsets[i].journal, b->cp.offsets[i].offset);
+		for (size_t i = 0; i < b->n; i++)
+			if (!b->rcs[i])
+				gaz_offsets_set(&s->publish_at, b->journals[i], b->res[i].end);
+		pthread_mutex_unlock(&s->progress_mu);
+		gaz_shard_signal_progress(s);
+	}
+	barrier_clear(b);
+	return rc;
+}
+
+/* ---- replays ------------------------------------------------------------------ */
+
+struct replay {
+	struct gaz_message_reader *r;
+	struct gaz_status st;
+};
+
+static int replay_next(void *arg, struct gaz_envelope *out)
+{
+	struct replay *rp = arg;
+	return gaz_message_reader_next(rp->r, out, &rp->st);
+}
+
+/* ---- the transaction loop ----------------------------------------------------- */
+
+struct txn_state {
+	struct gaz_shard *s;
+	const struct gaz_consumer_app *app;
+	struct read_queue q;
+	struct source *sources;
+	size_t n_sources;
+	struct gaz_sequencer *seq;
+	const struct gaz_envelope *dequeued;
+	struct replay replay;
+	struct barrier barrier;
+	bool barrier_pending, recovered_acks;
+	int64_t min_dur_ns, max_dur_ns;
+	bool wait_for_ack;
+	/* The current transaction. */
+	int64_t consumed, began_ns, min_at, max_at; /* min_at/max_at: -1 once elapsed */
+	bool reading;
+};
+
+static int64_t duration_ns(const Google__Protobuf__Duration *d)
+{
+	return d ? d->seconds * GAZ_NS_PER_S + d->nanos : 0;
+}
+
+static void free_msg(void *msg, void *arg)
+{
+	const struct gaz_message_type *t = arg;
+	t->free_msg(msg, t->arg);
+}
+
+/* Starts the readers and the sequencer from the checkpoint. */
+static int start_reading(struct txn_state *x, const struct gaz_sequencer_checkpoint *cp, struct gaz_status *st)
+{
+	struct gaz_shard *s = x->s;
+	const Consumer__ShardSpec *spec = s->spec;
+	struct gaz_sequencer_opts so = {.ring_size = spec->ring_buffer_size, .free_msg = free_msg,
+					.arg = (void *)&s->c->type};
+	int rc;
+
+	if ((rc = gaz_sequencer_new(&so, cp->offsets, cp->n_offsets, cp->states, cp->n_states, &x->seq)))
+		return gaz_status_set(st, rc, "out of memory");
+	if (spec->n_sources && !(x->sources = calloc(spec->n_sources, sizeof(*x->sources))))
+		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	for (size_t i = 0; i < spec->n_sources; i++) {
+		const Consumer__ShardSpec__Source *src = spec->sources[i];
+		int64_t offset = src->min_offset;
+		for (size_t k = 0; k < cp->n_offsets; k++)
+			if (!strcmp(cp->offsets[k].journal, src->journal) && cp->offsets[k].offset > offset)
+				offset = cp->offsets[k].offset;
+		struct gaz_message_reader_opts ro = {.client = s->client, .journal = src->journal, .offset = offset,
+						     .block = true, .type = &s->c->type};
+		struct source *so_ = &x->sources[x->n_sources];
+		so_->q = &x->q;
+		if ((rc = gaz_message_reader_new(&ro, &so_->r, st)))
+			return gaz_status_set(st, rc, "reading source %s: %s", src->journal, st->msg);
+		x->n_sources++;
+		if (pthread_create(&so_->thread, NULL, source_thread, so_))
+			return gaz_status_set(st, GAZ_ENOMEM, "starting the reader of %s", src->journal);
+		so_->started = true;
+	}
+	return 0;
+}
+
+/* Stops the readers (the shard's client is cancelled, or we close the
+ * queue) and frees everything reading needed. */
+static void stop_reading(struct txn_state *x)
+{
+	pthread_mutex_lock(&x->q.mu);
+	x->q.closed = true;
+	pthread_cond_broadcast(&x->q.cond);
+	pthread_mutex_unlock(&x->q.mu);
+	/* A reader blocked in its stream wakes only when the client is
+	 * cancelled: the shard stops (or failed) either way now. */
+	gaz_client_cancel(x->s->client);
+	for (size_t i = 0; i < x->n_sources; i++)
+		if (x->sources[i].started)
+			pthread_join(x->sources[i].thread, NULL);
+	if (x->barrier.running)
+		pthread_join(x->barrier.thread, NULL);
+	x->barrier.running = false;
+	barrier_clear(&x->barrier);
+	for (size_t i = 0; i < x->n_sources; i++)
+		gaz_message_reader_free(x->sources[i].r);
+	free(x->sources);
+	gaz_message_reader_free(x->replay.r);
+	gaz_sequencer_free(x->seq);
+	queue_release(&x->q);
+}
+
+/* Dequeues the first message of a commit the sequencer released. */
+static int step(struct txn_state *x, struct gaz_status *st)
+{
+	int rc = gaz_sequencer_step(x->seq, &x->dequeued);
+
+	if (rc == GAZ_EOF) {
+		x->dequeued = NULL;
+		return 0;
+	}
+	if (rc)
+		return gaz_status_set(st, rc, "sequencer.Step: %s",
+				      x->replay.st.msg[0] ? x->replay.st.msg : gaz_err_str(rc));
+	return 0;
+}
+
+/* An envelope read: queue it on the sequencer and act on the outcome. */
+static int txn_read(struct txn_state *x, struct read_item *it, struct gaz_status *st)
+{
+	enum gaz_queue_outcome outcome;
+	const char *journal;
+	int64_t begin, end, env_end = it->env.end;
+	char *env_journal = NULL;
+	int rc;
+
+	if (it->rc) {
+		rc = gaz_status_set(st, it->rc, "readMessage: %s", it->err ? it->err : gaz_err_str(it->rc));
+		free(it->err);
+		return rc;
+	}
+	if (!(env_journal = strdup(it->env.journal)))
+		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	if ((rc = gaz_sequencer_queue(x->seq, &it->env, &outcome))) {
+		free(env_journal);
+		return gaz_status_set(st, rc, "sequencer.QueueUncommitted: %s", gaz_err_str(rc));
+	}
+	switch (outcome) {
+	case GAZ_QUEUE_ACK_COMMIT_REPLAY:
+		gaz_sequencer_replay_range(x->seq, &journal, &begin, &end);
+		gaz_message_reader_free(x->replay.r);
+		x->replay = (struct replay){0};
+		struct gaz_message_reader_opts ro = {.client = x->s->client, .journal = journal, .offset = begin,
+						     .end_offset = end, .block = true, .type = &x->s->c->type};
+		if ((rc = gaz_message_reader_new(&ro, &x->replay.r, st))) {
+			free(env_journal);
+			return gaz_status_set(st, rc, "replaying %s [%lld, %lld): %s", journal, (long long)begin,
+					      (long long)end, st->msg);
+		}
+		gaz_sequencer_start_replay(x->seq, replay_next, &x->replay);
+		/* fallthrough */
+	case GAZ_QUEUE_ACK_COMMIT_RING:
+	case GAZ_QUEUE_ACK_EMPTY:
+	case GAZ_QUEUE_OUTSIDE_COMMIT:
+		rc = step(x, st);
+		break;
+	case GAZ_QUEUE_CONTINUE_BEGIN_SPAN:
+	case GAZ_QUEUE_CONTINUE_EXTEND_SPAN:
+		rc = 0;
+		break;
+	default:
+		/* A duplicate, or a rollback: no transaction begins of it. Idle,
+		 * the shard has still read it: Stat must not wait on it. */
+		rc = 0;
+		if (x->consumed == 0 && !x->barrier_pending) {
+			pthread_mutex_lock(&x->s->progress_mu);
+			gaz_offsets_set(&x->s->read_through, env_journal, env_end);
+			pthread_mutex_unlock(&x->s->progress_mu);
+			gaz_shard_signal_progress(x->s);
+		} else if (x->consumed == 0) {
+			/* Reported when the previous transaction's barrier
+			 * resolves, with its offsets. */
+			struct gaz_sequencer_checkpoint *cp = &x->barrier.cp;
+			for (size_t i = 0; i < cp->n_offsets; i++)
+				if (!strcmp(cp->offsets[i].journal, env_journal))
+					cp->offsets[i].offset = env_end;
+		}
+		break;
+	}
+	free(env_journal);
+	return rc;
+}
+
+/* Consumes the dequeued message. */
+static int txn_consume(struct txn_state *x, struct gaz_status *st)
+{
+	struct gaz_shard *s = x->s;
+	int rc;
+
+	if (x->consumed == 0) {
+		if ((rc = s->store->ops->begin(s->store, st)))
+			return gaz_status_set(st, rc, "store.Begin: %s", st->msg);
+		if (x->app->begin_txn && (rc = x->app->begin_txn(x->app->arg, s, s->store, st)))
+			return gaz_status_set(st, rc, "app.BeginTxn: %s", st->msg);
+		x->began_ns = gaz_mono_ns();
+		x->min_at = x->began_ns + x->min_dur_ns;
+		x->max_at = x->began_ns + x->max_dur_ns;
+		gaz_clock_update_now(&s->clock);
+	}
+	rc = x->app->consume(x->app->arg, s, s->store, x->dequeued, s->publisher, st);
+	if (rc == GAZ_CONSUMER_DEFER) {
+		if (x->consumed == 0)
+			return gaz_status_set(st, GAZ_EINVAL,
+					      "consumer transaction is empty, but application deferred the first message");
+		x->reading = false; /* the message waits, dequeued, for the next one */
+		return 0;
+	}
+	if (rc)
+		return gaz_status_set(st, rc, "app.ConsumeMessage: %s", st->msg);
+	x->consumed++;
+	return step(x, st);
+}
+
+/* The transaction's timer: min_txn_duration, then max_txn_duration. */
+static int64_t timer_at(const struct txn_state *x)
+{
+	if (x->consumed == 0 && !x->began_ns)
+		return GAZ_DEADLINE_NEVER;
+	return x->min_at >= 0 ? x->min_at : x->max_at >= 0 ? x->max_at : GAZ_DEADLINE_NEVER;
+}
+
+static void txn_tick(struct txn_state *x, int64_t now)
+{
+	if (x->min_at >= 0 && now >= x->min_at)
+		x->min_at = -1;
+	if (x->min_at < 0 && x->max_at >= 0 && now >= x->max_at) {
+		x->max_at = -1;
+		x->reading = false; /* stop reading: commit what we have */
+	}
+}
+
+/* Gazette's txnBlocks: whether the transaction must wait for more. */
+static bool txn_blocks(const struct txn_state *x)
+{
+	if (x->barrier_pending)
+		return true;
+	if (!x->reading && x->consumed == 0)
+		return false;
+	return x->consumed == 0 || x->min_at >= 0 ||
+	       (x->wait_for_ack && x->reading && x->max_at >= 0 && gaz_sequencer_has_pending(x->seq));
+}
+
+/* Commits the transaction: finalize, checkpoint, waits, store commit,
+ * ACKs. */
+static int txn_commit(struct txn_state *x, struct gaz_status *st)
+{
+	struct gaz_shard *s = x->s;
+	struct gaz_sequencer_checkpoint cp = {0};
+	struct gaz_ack_intent *acks = NULL;
+	size_t n_acks = 0, cp_len = 0;
+	uint8_t *cp_bytes = NULL;
+	int rc;
+
+	if ((rc = x->app->finalize(x->app->arg, s, s->store, s->publisher, st))) {
+		rc = gaz_status_set(st, rc, "app.FinalizeTxn: %s", st->msg);
+		goto out;
+	}
+	if ((rc = gaz_sequencer_checkpoint(x->seq, PRUNE_HORIZON_NS, &cp)) ||
+	    (rc = gaz_publisher_build_ack_intents(s->publisher, &acks, &n_acks, st)) ||
+	    (rc = gaz_checkpoint_encode(&cp, acks, n_acks, &cp_bytes, &cp_len, st))) {
+		rc = gaz_status_set(st, rc, "building the checkpoint: %s", st->msg[0] ? st->msg : gaz_err_str(rc));
+		goto out;
+	}
+	/* Everything this transaction published is written before its
+	 * checkpoint commits: the ACKs it holds must not commit lost
+	 * messages. */
+	if ((rc = gaz_publisher_wait_pending(s->publisher, st)))
+		goto out;
+	if ((rc = s->store->ops->commit(s->store, cp_bytes, cp_len, st))) {
+		rc = gaz_status_set(st, rc, "store.StartCommit: %s", st->msg);
+		goto out;
+	}
+	if (x->app->finished)
+		x->app->finished(x->app->arg, s, s->store, 0);
+	rc = barrier_start(&x->barrier, s, acks, n_acks, &cp, st);
+	x->barrier_pending = rc == 0;
+out:
+	if (rc) {
+		s->store->ops->abort(s->store);
+		if (x->app->finished)
+			x->app->finished(x->app->arg, s, s->store, rc);
+	}
+	gaz_sequencer_checkpoint_release(&cp);
+	gaz_ack_intents_free(acks, n_acks);
+	free(cp_bytes);
+	return rc;
+}
+
+/* Runs one transaction until it committed (0) or failed. */
+static int txn_run(struct txn_state *x, struct gaz_status *st)
+{
+	struct gaz_shard *s = x->s;
+	int rc;
+
+	x->consumed = 0;
+	x->began_ns = 0;
+	x->min_at = x->max_at = -1;
+	x->reading = true;
+	for (;;) {
+		struct read_item it;
+		if (atomic_load(&s->stopping))
+			return GAZ_ECANCELLED;
+		if (x->reading && x->dequeued) {
+			if (timer_at(x) <= gaz_mono_ns())
+				txn_tick(x, gaz_mono_ns());
+			else if ((rc = txn_consume(x, st)))
+				return rc;
+			continue;
+		}
+		if (x->barrier_pending) {
+			bool done;
+			pthread_mutex_lock(&x->q.mu);
+			done = x->q.barrier_done;
+			pthread_mutex_unlock(&x->q.mu);
+			if (done) {
+				x->barrier_pending = false;
+				if ((rc = barrier_resolved(&x->barrier, s, x->recovered_acks, st)))
+					return rc;
+				x->recovered_acks = false;
+				continue;
+			}
+		}
+		bool blocks = txn_blocks(x);
+		/* Wake for the stop too: at most a second later. */
+		int64_t deadline = blocks ? timer_at(x) : gaz_mono_ns();
+		int64_t cap = gaz_deadline_in(1000);
+		if (blocks && deadline > cap)
+			deadline = cap;
+		if (queue_pop(&x->q, x->reading, x->barrier_pending, deadline, &it)) {
+			if ((rc = txn_read(x, &it, st)))
+				return rc;
+			continue;
+		}
+		if (timer_at(x) <= gaz_mono_ns()) {
+			txn_tick(x, gaz_mono_ns());
+			continue;
+		}
+		if (blocks)
+			continue; /* the barrier resolved, the cap passed, or the queue closed */
+		if (x->consumed == 0)
+			continue; /* nothing began */
+		return txn_commit(x, st);
+	}
+}
+
+int gaz_shard_run_transactions(struct gaz_shard *s, const uint8_t *cp_bytes, size_t cp_len, struct gaz_status *st)
+{
+	struct txn_state x = {.s = s, .app = s->c->app};
+	struct gaz_sequencer_checkpoint cp = {0};
+	struct gaz_ack_intent *acks = NULL;
+	size_t n_acks = 0;
+	int rc;
+
+	x.min_dur_ns = duration_ns(s->spec->min_txn_duration);
+	x.max_dur_ns = duration_ns(s->spec->max_txn_duration);
+	x.wait_for_ack = !s->spec->disable_wait_for_ack;
+	if ((rc = gaz_checkpoint_decode(cp_bytes, cp_len, &cp, &acks, &n_acks, st)))
+		return gaz_status_set(st, rc, "decoding the restored checkpoint: %s", st->msg);
+	if ((rc = queue_init(&x.q, s->spec->read_channel_size ? s->spec->read_channel_size : DEFAULT_QUEUE,
+			     &s->c->type))) {
+		gaz_sequencer_checkpoint_release(&cp);
+		gaz_ack_intents_free(acks, n_acks);
+		return gaz_status_set(st, rc, "out of memory");
+	}
+	x.barrier.q = &x.q;
+	rc = start_reading(&x, &cp, st);
+	/* The recovered ACK intents first, as the barrier of a transaction
+	 * that committed before we started (Gazette lets them name journals
+	 * deleted since). Its offsets are the checkpoint's. */
+	if (!rc && !(rc = barrier_start(&x.barrier, s, acks, n_acks, &cp, st))) {
+		x.barrier_pending = true;
+		x.recovered_acks = true;
+	}
+	gaz_sequencer_checkpoint_release(&cp);
+	gaz_ack_intents_free(acks, n_acks);
+	while (!rc)
+		rc = txn_run(&x, st);
+	if (x.consumed && rc != 0)
+		s->store->ops->abort(s->store);
+	stop_reading(&x);
+	return rc == GAZ_ECANCELLED && atomic_load(&s->stopping) ? 0 : rc;
+}
