@@ -280,6 +280,8 @@ failed:
 	if (rc && !atomic_load(&s->stopping)) {
 		gaz_error("shard failed", "shard=%s err=%s", s->id, st.msg);
 		gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__FAILED, st.msg);
+	} else if (rc && rc != GAZ_ECANCELLED) {
+		gaz_info("shard stopped on an error", "shard=%s err=%s", s->id, st.msg);
 	}
 	pthread_mutex_lock(&s->mu);
 	s->primary_done = true;

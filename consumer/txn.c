@@ -555,6 +555,8 @@ static int txn_commit(struct txn_state *x, struct gaz_status *st)
 		goto out;
 	if ((rc = s->store->ops->commit(s->store, cp_bytes, cp_len, st))) {
 		rc = gaz_status_set(st, rc, "store.StartCommit: %s", st->msg);
+		if (rc == GAZ_EFENCED) /* worth a line even if we are stopping */
+			gaz_warn("store commit refused: another primary took over", "shard=%s err=%s", s->id, st->msg);
 		goto out;
 	}
 	if (x->app->finished)

@@ -32,7 +32,8 @@ ETCDCTL_BIN = os.path.join(ETCD_DIR, "etcdctl")
 
 _PB_DIR = tempfile.mkdtemp(prefix="gaz-pb-")
 subprocess.check_call(["protoc", "--python_out=" + _PB_DIR, "-I" + os.path.join(ROOT, "proto"),
-                       "-I/usr/include", os.path.join(ROOT, "proto/protocol.proto")])
+                       "-I/usr/include"] + [os.path.join(ROOT, "proto", p)
+                                            for p in ("protocol.proto", "recoverylog.proto", "consumer.proto")])
 sys.path.insert(0, _PB_DIR)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -517,3 +518,28 @@ class Operator:
         for m in SAN_MARKERS:
             assert m not in text, "sanitizer report in %s:\n%s" % (self.logpath, text[text.index(m) - 200:][:4000])
         assert rc == 0, "operator exited %d:\n%s" % (rc, self.logtail())
+
+
+class Postgres:
+    """A PostgreSQL server for the consumer stores: the one GAZ_TEST_PG
+    names (.ci/run starts one), else a throwaway one of scripts/pg-test.sh
+    for the session."""
+
+    def __init__(self):
+        self.dir = None
+        if os.environ.get("GAZ_TEST_PG"):
+            self.conninfo = os.environ["GAZ_TEST_PG"]
+        else:
+            out = subprocess.check_output([os.path.join(ROOT, "scripts/pg-test.sh"), "start"], text=True)
+            self.conninfo, self.dir = out.splitlines()[:2]
+
+    def stop(self):
+        if self.dir:
+            subprocess.call([os.path.join(ROOT, "scripts/pg-test.sh"), "stop", self.dir])
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    p = Postgres()
+    yield p
+    p.stop()

@@ -14,6 +14,9 @@
  * ACKs are skipped. A message without "id" fails the shard (a test's bad
  * input). CHAIN_FAIL_AFTER=N makes every shard fail its N-th message
  * (a failed primary). CHAIN_SLOW_MS=N sleeps N ms per message.
+ * CHAIN_HOLD=FILE holds each transaction in finalize while FILE exists,
+ * after creating FILE.held (a test stops the process there: a zombie
+ * that commits once it wakes).
  */
 #include <jansson.h>
 #include <libpq-fe.h>
@@ -129,7 +132,18 @@ static int consume(void *arg, struct gaz_shard *shard, struct gaz_store *store, 
 static int finalize(void *arg, struct gaz_shard *shard, struct gaz_store *store, struct gaz_publisher *pub,
 		    struct gaz_status *st)
 {
+	const char *hold = getenv("CHAIN_HOLD");
+
 	(void)arg, (void)pub;
+	if (hold && access(hold, F_OK) == 0) {
+		char held[4096];
+		snprintf(held, sizeof(held), "%s.held", hold);
+		FILE *f = fopen(held, "w");
+		if (f)
+			fclose(f);
+		while (access(hold, F_OK) == 0)
+			usleep(10 * 1000);
+	}
 	if (!postgres[0])
 		return 0;
 	PGconn *pg = gaz_pg_store_conn(store);

@@ -1,0 +1,446 @@
+"""The consumer runtime (consumer/) against real etcd, our brokers and a
+real PostgreSQL: shards assigned by the shared allocator, the
+consumer.Shard API (wire-compatible: Gazette's own gazctl drives it),
+exactly-once effects through SIGKILLs of a primary, a zombie primary
+fenced by the store, and bad input.
+
+The application is tests/tools/chain_consumer.c (bin/chain-consumer): each
+shard republishes its sources' messages, in its transactions, to the
+journal its label chain.output names, and counts them in its store.
+Source messages are JSON lines given v1 UUIDs by Gazette's own
+`gazctl attach-uuids`."""
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+
+import consumer_pb2 as cpb
+import grpc
+import protocol_pb2 as pb
+import pytest
+from google.protobuf import duration_pb2
+
+from conftest import BIN, GAZCTL, GO_GAZCTL, wait_for, free_port
+from gazpb import Client, channel, spec, wait_route
+
+CHAIN = os.path.join(BIN, "chain-consumer")
+PROBE = os.path.join(BIN, "message-probe")
+JSON = [("content-type", "application/x-ndjson")]
+
+
+class Consumer:
+    """One chain-consumer process."""
+
+    def __init__(self, group, cid=None, env=None, lease="3s", store=None):
+        self.group, self.env = group, env or {}
+        self.id = cid or "c-%s" % uuid.uuid4().hex[:6]
+        self.port = free_port()
+        self.address = "http://127.0.0.1:%d" % self.port
+        self.lease = lease
+        self.store = store or ["--chain.postgres", group.postgres.conninfo]
+        self.logpath = os.path.join(group.cluster.dir, "consumer-%s.log" % self.id)
+        self.proc = None
+
+    def start(self, wait=True):
+        g = self.group
+        args = [CHAIN, "serve", "--consumer.port", str(self.port), "--consumer.host", "127.0.0.1",
+                "--consumer.id", self.id, "--etcd.address", g.cluster.etcd.endpoint, "--etcd.prefix", g.prefix,
+                "--etcd.lease", self.lease, "--broker.address", g.broker.address, "--log.level", "info",
+                "--consumer.exit-timeout", "20s"] + self.store
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_", "CONSUMER_", "CHAIN_"))}
+        env.update(self.env)
+        self.proc = subprocess.Popen(args, stdout=open(self.logpath, "a"), stderr=subprocess.STDOUT, env=env)
+        if wait:
+            key = "%s/members/local#%s" % (g.prefix, self.id)
+            wait_for(lambda: self.alive() and key in g.cluster.etcd.ctl("get", "--prefix", g.prefix, "--keys-only"),
+                     30, "consumer %s to announce" % self.id, interval=0.1)
+        return self
+
+    def alive(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("consumer exited %s:\n%s" % (self.proc.returncode, self.log()[-3000:]))
+        return True
+
+    def log(self):
+        try:
+            return open(self.logpath).read()
+        except OSError:
+            return ""
+
+    def kill(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                raise AssertionError("consumer %s did not exit:\n%s" % (self.id, self.log()[-3000:]))
+        return self.proc.returncode if self.proc else None
+
+
+class Shards:
+    """A client of consumer.Shard at `address`."""
+
+    def __init__(self, address):
+        self.ch = channel(address)
+
+    def call(self, method, req, resp, timeout=30):
+        return self.ch.unary_unary("/consumer.Shard/" + method, request_serializer=lambda m: m.SerializeToString(),
+                                   response_deserializer=resp.FromString)(req, timeout=timeout)
+
+    def list(self, selector=None):
+        req = cpb.ListRequest()
+        if selector:
+            req.selector.CopyFrom(selector)
+        return self.call("List", req, cpb.ListResponse)
+
+    def apply(self, *specs, expect=0, deletes=()):
+        req = cpb.ApplyRequest()
+        for s in specs:
+            req.changes.add(upsert=s, expect_mod_revision=expect)
+        for d, rev in deletes:
+            req.changes.add(delete=d, expect_mod_revision=rev)
+        return self.call("Apply", req, cpb.ApplyResponse)
+
+    def stat(self, shard, read_through=None, header=None, timeout=60):
+        req = cpb.StatRequest(shard=shard)
+        for j, o in (read_through or {}).items():
+            req.read_through[j] = o
+        if header is not None:
+            req.header.CopyFrom(header)
+        return self.call("Stat", req, cpb.StatResponse, timeout=timeout)
+
+    def unassign(self, *shards, only_failed=False, dry_run=False):
+        return self.call("Unassign", cpb.UnassignRequest(shards=shards, only_failed=only_failed, dry_run=dry_run),
+                         cpb.UnassignResponse)
+
+
+def shard_spec(sid, sources, output, hot_standbys=0, min_txn_ms=0, max_txn_ms=1000, disable=False):
+    s = cpb.ShardSpec(id=sid, hot_standbys=hot_standbys, disable=disable)
+    for j in sorted(sources):
+        s.sources.add(journal=j)
+    s.labels.labels.add(name="chain.output", value=output)
+    s.min_txn_duration.CopyFrom(duration_pb2.Duration(nanos=min_txn_ms * 1000000))
+    s.max_txn_duration.CopyFrom(duration_pb2.Duration(seconds=max_txn_ms // 1000,
+                                                      nanos=(max_txn_ms % 1000) * 1000000))
+    return s
+
+
+class Group:
+    """A consumer group (an etcd prefix) over a cluster of our brokers."""
+
+    def __init__(self, cluster, postgres):
+        self.cluster, self.postgres = cluster, postgres
+        self.prefix = cluster.prefix + "-consumers/chain"
+        self.broker = cluster.start()
+        self.client = Client(self.broker.address)
+        self.consumers = []
+        self.seq = 0
+
+    def journals(self, *names):
+        self.client.apply(*[spec(n, labels=JSON) for n in names])
+        for n in names:
+            wait_route(self.client, n, 1)
+
+    def consumer(self, **kw):
+        c = Consumer(self, **kw)
+        self.consumers.append(c)
+        return c.start()
+
+    def publish(self, journal, ids, extra=""):
+        """Appends one JSON message per id, with UUIDs by Gazette's
+        attach-uuids; returns the lines' text."""
+        lines = "".join('"id":%d,"hops":0%s}\n' % (i, extra) for i in ids)
+        tagged = subprocess.run([GO_GAZCTL, "attach-uuids", "--template", '{"_meta":{"uuid":"{{.UUID}}"},{{.Line}}\n'],
+                                input=lines.encode(), capture_output=True, check=True).stdout
+        self.append_raw(journal, tagged)
+        return tagged
+
+    def append_raw(self, journal, data):
+        r = subprocess.run([GAZCTL, "journals", "append", "--broker.address", self.broker.address, "-l",
+                            "name=" + journal, "-f", "lines"], input=data, capture_output=True)
+        assert r.returncode == 0, r.stderr.decode()
+
+    def read(self, journal, mode="committed"):
+        """[(flags, doc)] of the journal's messages, as our reader reads them."""
+        r = subprocess.run([PROBE, "read", self.broker.address, journal, mode], capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr.decode()
+        rows = []
+        for ln in r.stdout.decode().splitlines():
+            if ln.startswith("skipped "):
+                continue
+            _, _, f, doc = ln.split(" ", 3)
+            rows.append((int(f), json.loads(doc)))
+        return rows
+
+    def ids(self, journal):
+        return [d["id"] for f, d in self.read(journal) if f != 2]
+
+    def stop(self):
+        for c in self.consumers:
+            try:
+                c.stop(signal.SIGKILL)
+            except AssertionError:
+                pass
+        self.cluster.stop_all()
+
+
+@pytest.fixture
+def group(cluster, postgres):
+    g = Group(cluster, postgres)
+    yield g
+    g.stop()
+
+
+def psql(postgres, sql):
+    return subprocess.check_output(["psql", postgres.conninfo, "-At", "-c", sql], text=True).strip()
+
+
+def write_head(group, journal):
+    r = group.client.read(journal, offset=-1, block=False, metadata_only=True, timeout=10)
+    for resp in r:
+        return resp.write_head
+    return 0
+
+
+def wait_primary(shards, sid, not_on=None, timeout=60):
+    def primary():
+        for s in shards.list().shards:
+            if s.spec.id == sid and s.route.primary >= 0:
+                member = s.route.members[s.route.primary].suffix
+                if s.status[s.route.primary].code == cpb.ReplicaStatus.PRIMARY and member != not_on:
+                    return member
+        return None
+    return wait_for(primary, timeout, "a primary of %s" % sid, interval=0.1)
+
+
+def test_gazette_gazctl_drives_our_consumer(group):
+    """Gazette's gazctl applies, lists and unassigns shards of our
+    consumers; List carries the route with endpoints and every replica's
+    ReplicaStatus; GetHints answers for a shard without hints."""
+    group.journals("chain/in", "chain/out")
+    a = group.consumer()
+    b = group.consumer()
+    yaml = ("common:\n  max_txn_duration: 1s\n  hot_standbys: 1\n  labels:\n    - name: chain.output\n"
+            "      value: chain/out\nshards:\n  - id: link-0\n    sources:\n      - journal: chain/in\n")
+    r = subprocess.run([GO_GAZCTL, "shards", "apply", "--consumer.address", a.address, "--broker.address",
+                        group.broker.address], input=yaml.encode(), capture_output=True)
+    assert r.returncode == 0, r.stderr.decode()
+    shards = Shards(a.address)
+    primary = wait_primary(shards, "link-0")
+
+    def both_ready():
+        s = shards.list().shards[0]
+        return sorted(st.code for st in s.status) == [cpb.ReplicaStatus.STANDBY, cpb.ReplicaStatus.PRIMARY]
+    wait_for(both_ready, 30, "a primary and a standby")
+    out = subprocess.run([GO_GAZCTL, "shards", "list", "--consumer.address", b.address, "-o", "json"],
+                         capture_output=True, check=True).stdout
+    listed = json.loads(out)
+    assert listed["shards"][0]["spec"]["id"] == "link-0"
+    endpoints = sorted(listed["shards"][0]["route"]["endpoints"])
+    assert endpoints == sorted([a.address, b.address])
+    table = subprocess.run([GO_GAZCTL, "shards", "list", "--consumer.address", b.address, "--primary",
+                            "--replicas"], capture_output=True, check=True, text=True).stdout
+    assert "link-0" in table and primary + ":PRIMARY" in table and ":STANDBY" in table, table
+
+    # Messages flow; Stat waits until the shard read through them.
+    group.publish("chain/in", range(1, 51))
+    head = write_head(group, "chain/in")
+    st = shards.stat("link-0", read_through={"chain/in": head})
+    assert st.status == cpb.OK and st.read_through["chain/in"] >= head, st
+    assert st.publish_at["chain/out"] > 0, st
+    assert sorted(group.ids("chain/out")) == list(range(1, 51))
+
+    # Unassign through Gazette's gazctl: the standby takes over.
+    r = subprocess.run([GO_GAZCTL, "shards", "unassign", "--consumer.address", a.address, "-l", "id=link-0"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    new = wait_primary(shards, "link-0", not_on=primary)
+    assert new != primary
+    group.publish("chain/in", range(51, 101))
+    head = write_head(group, "chain/in")
+    assert shards.stat("link-0", read_through={"chain/in": head}).status == cpb.OK
+    assert sorted(group.ids("chain/out")) == list(range(1, 101))
+
+    hints = Shards(b.address).call("GetHints", cpb.GetHintsRequest(shard="link-0"), cpb.GetHintsResponse)
+    assert hints.status == cpb.OK and not hints.primary_hints.HasField("hints")
+
+
+def test_exactly_once_through_sigkill_of_primaries(group, postgres):
+    """Two consumers, a hot standby, messages published continuously (some
+    of them twice): the primary is SIGKILLed three times. Downstream every
+    id appears exactly once, and the store counted each exactly once."""
+    group.journals("chain/in", "chain/out")
+    consumers = [group.consumer(), group.consumer()]
+    shards = Shards(consumers[0].address)
+    sid = "eo-%s" % uuid.uuid4().hex[:6]
+    assert shards.apply(shard_spec(sid, ["chain/in"], "chain/out", hot_standbys=1, max_txn_ms=200)).status == cpb.OK
+    primary = wait_primary(shards, sid)
+    total, batch, done = 1200, 40, threading.Event()
+    errors = []
+
+    def publisher():
+        try:
+            for start in range(1, total + 1, batch):
+                tagged = group.publish("chain/in", range(start, start + batch))
+                if start % (batch * 5) == 1:
+                    group.append_raw("chain/in", tagged)  # the same messages again: duplicates
+                time.sleep(0.4)
+        except Exception as e:  # surfaced below
+            errors.append(e)
+        done.set()
+
+    t = threading.Thread(target=publisher)
+    t.start()
+    kills = 0
+    while not done.is_set() and kills < 3:
+        time.sleep(1.0)
+        victim = next(c for c in consumers if c.id == primary)
+        victim.stop(signal.SIGKILL)
+        kills += 1
+        survivor = next(c for c in consumers if c is not victim)
+        shards = Shards(survivor.address)
+        primary = wait_primary(shards, sid, not_on=victim.id)
+        victim.start()
+    t.join()
+    assert not errors, errors
+    assert kills == 3
+    head = write_head(group, "chain/in")
+    live = next(c for c in consumers if c.proc.poll() is None)
+    st = Shards(live.address).stat(sid, read_through={"chain/in": head}, timeout=120)
+    assert st.status == cpb.OK, st
+    ids = group.ids("chain/out")
+    raw = [d["id"] for f, d in group.read("chain/out", "uncommitted") if f != 2]
+    assert sorted(ids) == list(range(1, total + 1)), "lost %s, doubled %s" % (
+        sorted(set(range(1, total + 1)) - set(ids)), sorted(i for i in set(ids) if ids.count(i) > 1))
+    counted = int(psql(postgres, "SELECT consumed FROM chain_counts WHERE shard = '%s/items/%s'" % (group.prefix, sid)))
+    print("exactly-once: %d messages, %d kills, %d rewritten copies downstream dropped by the reader, "
+          "store counted %d" % (total, kills, len(raw) - len(ids), counted))
+    assert counted == total
+
+
+def test_zombie_primary_is_fenced(group, postgres, tmp_path):
+    """A primary stopped (SIGSTOP) in the middle of its transaction, past
+    its lease, is replaced; woken (SIGCONT), its late commit is refused by
+    the store's fence, and no message is lost or doubled."""
+    group.journals("chain/in", "chain/out")
+    hold = str(tmp_path / "hold")
+    consumers = [group.consumer(lease="2s", env={"CHAIN_HOLD": hold}),
+                 group.consumer(lease="2s", env={"CHAIN_HOLD": hold})]
+    shards = Shards(consumers[0].address)
+    sid = "zombie-%s" % uuid.uuid4().hex[:6]
+    assert shards.apply(shard_spec(sid, ["chain/in"], "chain/out", hot_standbys=1)).status == cpb.OK
+    primary = wait_primary(shards, sid)
+    zombie = next(c for c in consumers if c.id == primary)
+    other = next(c for c in consumers if c is not zombie)
+    open(hold, "w").close()
+    group.publish("chain/in", range(1, 201))
+    wait_for(lambda: os.path.exists(hold + ".held"), 30, "the primary to hold in its finalize")
+    zombie.kill(signal.SIGSTOP)
+    os.unlink(hold)
+    shards = Shards(other.address)
+    wait_primary(shards, sid, not_on=zombie.id, timeout=60)
+    group.publish("chain/in", range(201, 301))
+    head = write_head(group, "chain/in")
+    assert shards.stat(sid, read_through={"chain/in": head}, timeout=120).status == cpb.OK
+    zombie.kill(signal.SIGCONT)
+    wait_for(lambda: "checkpoint fence was updated" in zombie.log(), 30, "the zombie's commit to be fenced")
+    ids = group.ids("chain/out")
+    assert sorted(ids) == list(range(1, 301))
+    print("zombie: %s" % [ln for ln in zombie.log().splitlines() if "fence" in ln][0])
+
+
+def test_bad_input(group, postgres):
+    """A shard over a journal that does not exist, and a message without
+    the id the application needs, fail their shards with the reason in
+    their status; a line that is not JSON is skipped with a warning;
+    requests for unknown shards or another member's shard get Gazette's
+    status; invalid requests get INVALID_ARGUMENT."""
+    group.journals("bad/in", "bad/out", "bad/in2")
+    c = group.consumer()
+    shards = Shards(c.address)
+    assert shards.apply(shard_spec("bad-source", ["bad/missing"], "bad/out")).status == cpb.OK
+
+    def failed(sid, text):
+        for s in shards.list().shards:
+            if s.spec.id == sid and s.status and s.status[0].code == cpb.ReplicaStatus.FAILED:
+                assert any(text in e for e in s.status[0].errors), s.status[0].errors
+                return True
+        return False
+    wait_for(lambda: failed("bad-source", "bad/missing"), 30, "the shard of a missing journal to fail")
+
+    assert shards.apply(shard_spec("bad-msg", ["bad/in"], "bad/out")).status == cpb.OK
+    wait_primary(shards, "bad-msg")
+    group.append_raw("bad/in", b"this is not JSON\n")
+    group.publish("bad/in", [1, 2])
+    head = write_head(group, "bad/in")
+    assert shards.stat("bad-msg", read_through={"bad/in": head}).status == cpb.OK
+    assert sorted(group.ids("bad/out")) == [1, 2]
+    assert "not JSON" in c.log() or "skipp" in c.log()
+    group.append_raw("bad/in", subprocess.run(
+        [GO_GAZCTL, "attach-uuids", "--template", '{"_meta":{"uuid":"{{.UUID}}"},"note":"{{.Line}}"}\n'],
+        input=b"no id here\n", capture_output=True, check=True).stdout)
+    wait_for(lambda: failed("bad-msg", "has no integer"), 30, "the shard of a message without id to fail")
+
+    # Unknown shard; stale apply; invalid requests.
+    assert shards.stat("no-such-shard").status == cpb.SHARD_NOT_FOUND
+    assert shards.apply(shard_spec("bad-source", ["bad/in"], "bad/out"), expect=1).status == \
+        cpb.ETCD_TRANSACTION_FAILED
+    with pytest.raises(grpc.RpcError) as e:
+        shards.apply(shard_spec("x", ["bad/in"], "bad/out"))  # id shorter than 4
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "Id" in e.value.details()
+    with pytest.raises(grpc.RpcError) as e:
+        shards.apply(shard_spec("bad-zero", ["bad/in"], "bad/out", max_txn_ms=0))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "MaxTxnDuration" in e.value.details()
+
+    # A proxied Stat (it carries a header) for a shard whose primary is
+    # another member: NOT_SHARD_PRIMARY, naming us as the responder.
+    d = group.consumer()
+    assert shards.apply(shard_spec("on-other", ["bad/in2"], "bad/out")).status == cpb.OK
+    owner = wait_primary(shards, "on-other")
+    other = c if owner == d.id else d
+    hdr = Shards(other.address).list().header
+    st = Shards(other.address).stat("on-other", header=hdr)
+    assert st.status == cpb.NOT_SHARD_PRIMARY and st.header.process_id.suffix == other.id
+    # Unproxied, the same request is proxied to the primary and answered.
+    assert Shards(other.address).stat("on-other").status == cpb.OK
+
+    # Unassign --failed through the API: both failed shards are released
+    # (and, failing again, come back FAILED).
+    r = shards.unassign("bad-source", "bad-msg", "on-other", only_failed=True, dry_run=True)
+    assert sorted(r.shards) == ["bad-msg", "bad-source"]
+
+
+def test_store_down_at_start(group, postgres):
+    """A primary whose PostgreSQL is down keeps retrying with a clear
+    warning (its shard neither fails nor serves) and serves once the
+    database is up."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../..")
+    # Its own server (in /dev/shm: the postgres user cannot enter pytest's
+    # directories), crashed before the consumer starts.
+    out = subprocess.check_output([os.path.join(root, "scripts/pg-test.sh"), "start"], text=True)
+    conninfo, pgdir = out.splitlines()[:2]
+    subprocess.check_call([os.path.join(root, "scripts/pg-test.sh"), "crash", pgdir])
+    try:
+        group.journals("down/in", "down/out")
+        c = group.consumer(store=["--chain.postgres", conninfo + " connect_timeout=2"])
+        shards = Shards(c.address)
+        assert shards.apply(shard_spec("down-0", ["down/in"], "down/out")).status == cpb.OK
+        wait_for(lambda: "store unavailable; retrying" in c.log(), 30, "the retry warning")
+        s = shards.list().shards[0]
+        assert s.status[0].code == cpb.ReplicaStatus.STANDBY, s.status
+        subprocess.check_call([os.path.join(root, "scripts/pg-test.sh"), "resume", pgdir],
+                              stdout=subprocess.DEVNULL)
+        wait_primary(shards, "down-0", timeout=60)
+        group.publish("down/in", [7])
+        head = write_head(group, "down/in")
+        assert shards.stat("down-0", read_through={"down/in": head}).status == cpb.OK
+        assert group.ids("down/out") == [7]
+    finally:
+        subprocess.call([os.path.join(root, "scripts/pg-test.sh"), "stop", pgdir])
