@@ -1120,3 +1120,39 @@ def test_delete_policy_with_appends_in_flight_loses_no_acknowledged_byte_s3(s3en
         assert len(body) == end - begin, key
         content[begin] = body
     check_acked(acked, content)
+
+
+def test_shard_status_of_our_consumers(shards, postgres):
+    """A ShardSpec CR served by gazette-c consumers (bin/chain-consumer):
+    its status shows the route and the ReplicaStatus our consumers write,
+    as it does Gazette's; a SIGKILLed primary's replacement shows."""
+    from test_consumer import Consumer, JSON
+    from gazpb import Client, spec as jspec, wait_route
+    e = shards
+    broker = e.cluster.start()
+    c = Client(broker.address)
+    c.apply(jspec("k8s/chain/in", labels=JSON), jspec("k8s/chain/out", labels=JSON))
+    wait_route(c, "k8s/chain/in", 1)
+
+    class Group:  # what Consumer reads of a group
+        pass
+    g = Group()
+    g.cluster, g.postgres, g.prefix, g.broker = e.cluster, postgres, e.prefix, broker
+    consumers = [Consumer(g).start(), Consumer(g).start()]
+    try:
+        e.apply_shard("ours", "chain/part-000", hotStandbys=1, sources=[{"journal": "k8s/chain/in"}],
+                      labels=[{"name": "chain.output", "value": "k8s/chain/out"}])
+        wait_for(lambda: e.ready("ours"), 20, "Ready")
+
+        def status(code):
+            st = e.cr("ours")["status"]
+            return st.get("replicaStatus") == code and len(st.get("replicas", [])) == 2 and st.get("primary")
+        wait_for(lambda: status("PRIMARY"), 30, "PRIMARY with a standby")
+        first = e.cr("ours")["status"]["primary"]
+        victim = next(x for x in consumers if first.endswith("/" + x.id))
+        victim.stop(signal.SIGKILL)
+        wait_for(lambda: status("PRIMARY") and e.cr("ours")["status"]["primary"] != first, 60,
+                 "the standby's promotion in the CR status")
+    finally:
+        for x in consumers:
+            x.stop(signal.SIGKILL)
