@@ -4,138 +4,36 @@ stream's final sum verified; Gazette's chunker and ours side by side
 against the same summers; and a sums journal holding lines that are not
 JSON or carry no UUID, which our chunker skips with a warning.
 
-One cluster for the module: etcd, three of our brokers, the examples'
-journals and Gazette's summer shards as tests/soak/soak.py makes them
-(journals_yaml, summer_shards, the summer's flags), every store SQLite,
-and two summers (primary and hot standby)."""
+One cluster for the module (examples_env.py): etcd, three of our brokers,
+the examples' journals and Gazette's summer shards as tests/soak/soak.py
+makes them, every store SQLite, and two summers (primary and hot
+standby)."""
 import base64
 import json
 import os
 import re
-import signal
 import struct
 import subprocess
-import sys
 import threading
 import time
-import urllib.request
 import uuid
 
 import pytest
 
 import conftest as cf
+from examples_env import EXAMPLES, Env
 from gazpb import Client, spec, wait_route
 
-sys.path.insert(0, os.path.join(cf.ROOT, "tests/soak"))
-import soak  # noqa: E402  (journals_yaml, summer_shards, EXAMPLES)
-
 CHUNKER = os.path.join(cf.BIN, "stream-sum-chunker")
-GO_CHUNKER = os.path.join(soak.EXAMPLES, "chunker")
-GO_SUMMER = os.path.join(soak.EXAMPLES, "summer")
+GO_CHUNKER = os.path.join(EXAMPLES, "chunker")
 SUMS = "examples/stream-sum/sums"
 SUMMARY = re.compile(r"stream-sum-chunker: verified (\d+) streams, published (\d+) chunks; the sums reader "
                      r"dropped (\d+) duplicates and skipped (\d+) frames; (\d+) duplicate sums")
 
 
-def ready(url):
-    try:
-        with urllib.request.urlopen(url, timeout=2) as r:
-            return r.status == 200
-    except Exception:
-        return False
-
-
-class Summer:
-    """Gazette's summer (runconsumer), with soak.py's ConsumerProc flags."""
-
-    def __init__(self, env, idx):
-        self.env, self.name = env, "summer-%d" % idx
-        self.port = cf.free_port()
-        self.address = "http://127.0.0.1:%d" % self.port
-        self.logpath = os.path.join(env.dir, self.name + ".log")
-        scratch = env.cluster.scratch(self.name)
-        args = [GO_SUMMER, "serve", "--consumer.zone", "local", "--consumer.id", self.name,
-                "--consumer.host", "127.0.0.1", "--consumer.port", str(self.port),
-                "--broker.address", env.broker.address, "--broker.cache.size", "256",
-                "--broker.file-root", env.cluster.file_root,
-                "--etcd.address", env.cluster.etcd.endpoint, "--etcd.prefix", env.prefix + "/consumers/summer",
-                "--etcd.lease", "5s", "--log.level", "info"]
-        penv = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_", "CONSUMER_"))}
-        penv["TMPDIR"] = scratch
-        with open(self.logpath, "a") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=penv, cwd=scratch)
-
-    def wait_ready(self):
-        def up():
-            if self.proc.poll() is not None:
-                raise AssertionError("%s exited %s:\n%s" % (self.name, self.proc.returncode, self.logtail()))
-            return ready(self.address + "/debug/ready")
-        cf.wait_for(up, 60, self.name + " ready", interval=0.1)
-
-    def logtail(self, n=40):
-        return "".join(open(self.logpath, errors="replace").readlines()[-n:])
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)  # as the soak ends its consumers
-            self.proc.wait(30)
-
-
-class Env:
-    def __init__(self, etcd, base):
-        self.dir = base
-        self.cluster = cf.Cluster(etcd, base)
-        self.prefix = self.cluster.prefix
-        self.cluster.prefix = self.prefix + "/cluster"
-        self.summers = []
-        try:
-            self.setup(base)
-        except BaseException:
-            self.stop()
-            raise
-
-    def setup(self, base):
-        for _ in range(3):
-            self.cluster.start()
-        self.broker = self.cluster.brokers[0]
-        spec = os.path.join(base, "journals.yaml")
-        with open(spec, "w") as f:
-            f.write(soak.journals_yaml())
-        self.gazctl(cf.GAZCTL, "journals", "apply", "--specs", spec)
-        c = Client(self.broker.address)
-        for j in [SUMS] + ["examples/stream-sum/chunks/part-%03d" % i for i in range(8)]:
-            wait_route(c, j, 3, timeout=60)
-        c.close()
-        for i in (1, 2):
-            self.summers.append(Summer(self, i))
-        for s in self.summers:
-            s.wait_ready()
-        shards = os.path.join(base, "summer-shards.yaml")
-        with open(shards, "w") as f:
-            # The soak's shards with every store SQLite.
-            f.write(soak.summer_shards(self.prefix + "/hints").replace("value: rocksdb", "value: sqlite"))
-        self.gazctl(cf.GO_GAZCTL, "shards", "apply", "--specs", shards, "--consumer.address",
-                    self.summers[0].address)
-
-    def gazctl(self, exe, *args):
-        r = subprocess.run([exe] + list(args) + ["--broker.address", self.broker.address], capture_output=True,
-                           text=True, timeout=120)
-        assert r.returncode == 0, "%s %s: %s%s" % (exe, " ".join(args), r.stdout, r.stderr)
-        return r.stdout
-
-    def check_summers(self):
-        for s in self.summers:
-            assert s.proc.poll() is None, "%s exited %s:\n%s" % (s.name, s.proc.returncode, s.logtail())
-
-    def stop(self):
-        for s in self.summers:
-            s.stop()
-        self.cluster.stop_all()
-
-
 @pytest.fixture(scope="module")
 def env(etcd, tmp_path_factory):
-    e = Env(etcd, str(tmp_path_factory.mktemp("stream-sum")))
+    e = Env(etcd, str(tmp_path_factory.mktemp("stream-sum")), "summer")
     yield e
     e.stop()
 
@@ -185,7 +83,7 @@ def test_our_chunker_with_gazettes_summer(env):
     # Each stream: 30 chunks of data and an empty last one.
     assert chunks == 3 * 20 * 31, out
     assert skipped == 0, out
-    env.check_summers()
+    env.check_consumers()
 
 
 def test_gazettes_chunker_and_ours_side_by_side(env):
@@ -196,7 +94,7 @@ def test_gazettes_chunker_and_ours_side_by_side(env):
     check_ours(rc, out, log, 3 * 20)
     fatal = [ln for ln in glog.splitlines() if "level=fatal" in ln or "panic" in ln]
     assert grc == 0, "Gazette's chunker exited %s: %s" % (grc, "\n".join(fatal) or glog[-3000:])
-    env.check_summers()
+    env.check_consumers()
 
 
 def test_bad_lines_in_the_sums_journal_are_skipped(env):
@@ -205,26 +103,30 @@ def test_bad_lines_in_the_sums_journal_are_skipped(env):
     INT64_MAX, all written after the chunker's barrier: the first three
     are skipped with a warning, the fourth read and ignored, and every
     stream still verifies."""
-    p = start_chunker(env, CHUNKER, "ours-c")
+    c = Client(env.broker.address)
+    c.read_bytes(SUMS)  # connected before the chunker starts: the lines go in early
+    p = start_chunker(env, CHUNKER, "ours-c", streams=40)
     cf.wait_for(lambda: "starting chunker" in open(p.logpath).read() or p.poll() is not None, 60,
-                "the chunker's barrier")
+                "the chunker's barrier", interval=0.01)
     barrier = int(re.search(r"barrier=(\d+)", open(p.logpath).read()).group(1))
     ident = ",".join(["7"] * 16)
-    c = Client(env.broker.address)
     r = c.append(SUMS, [b"this is not json\n",
                         b'{"ID":[%s],"SeqNo":31,"Value":1}\n' % ident.encode(),
                         b'{"UUID":"4d5e6f7a-2b3c-11ed-8400-010203040506","ID":[%s],"SeqNo":31,"Value":"x"}\n'
                         % ident.encode(),
                         b'{"UUID":"4d5e6f7a-2b3c-11ed-8400-0b0203040506","ID":[%s],"SeqNo":31,'
                         b'"Value":18446744073709551615}\n' % ident.encode()])
-    c.close()
     assert r.status == 0 and r.commit.begin >= barrier, r
     rc, out, log = finish(p)
-    _, _, _, skipped = check_ours(rc, out, log, 3 * 20)
+    # The run read past the lines only if some sum of it came after them.
+    data, _ = c.read_bytes(SUMS, r.commit.end)
+    c.close()
+    assert data.count(b'"Value"') > 0, "the run ended before the bad lines were appended"
+    _, _, _, skipped = check_ours(rc, out, log, 3 * 40)
     assert skipped == 3, out
     assert log.count("skipping a message that does not decode") == 3, log[-4000:]
     assert "message has no UUID" in log, log[-4000:]
-    env.check_summers()
+    env.check_consumers()
 
 
 def test_usage_and_config(env):
