@@ -46,9 +46,10 @@ PG_INCLUDE := $(shell pg_config --includedir 2>/dev/null)
 CFLAGS  += $(if $(PG_INCLUDE),-I$(PG_INCLUDE))
 CONSUMER_LDLIBS = -lpq
 
-GEN_PROTOS = proto/protocol.proto proto/etcd.proto proto/consumer.proto proto/recoverylog.proto
+GEN_PROTOS = proto/protocol.proto proto/etcd.proto proto/consumer.proto proto/recoverylog.proto \
+             proto/word_count.proto
 GEN_C      = $(BUILD)/gen/protocol.pb-c.c $(BUILD)/gen/etcd.pb-c.c $(BUILD)/gen/consumer.pb-c.c \
-             $(BUILD)/gen/recoverylog.pb-c.c \
+             $(BUILD)/gen/recoverylog.pb-c.c $(BUILD)/gen/word_count.pb-c.c \
              $(BUILD)/gen/google/protobuf/duration.pb-c.c
 GEN_H      = $(GEN_C:.c=.h)
 

@@ -231,6 +231,7 @@ struct gaz_committed_reader {
 	struct gaz_sequencer *seq;
 	struct gaz_message_reader_opts o;
 	struct gaz_status replay_st;
+	uint64_t duplicates; /* envelopes the sequencer dropped as duplicates */
 };
 
 static void seq_free_msg(void *msg, void *arg)
@@ -289,6 +290,11 @@ uint64_t gaz_committed_reader_skipped(const struct gaz_committed_reader *r)
 	return gaz_message_reader_skipped(r->rd);
 }
 
+uint64_t gaz_committed_reader_duplicates(const struct gaz_committed_reader *r)
+{
+	return r->duplicates;
+}
+
 static int replay_next(void *arg, struct gaz_envelope *out)
 {
 	struct gaz_committed_reader *r = arg;
@@ -337,6 +343,9 @@ int gaz_committed_reader_next(struct gaz_committed_reader *r, const struct gaz_e
 		enum gaz_queue_outcome outcome;
 		if ((rc = gaz_sequencer_queue(r->seq, &e, &outcome)))
 			return gaz_status_set(st, rc, "queueing a message of \"%s\" failed", r->o.journal);
+		if (outcome == GAZ_QUEUE_OUTSIDE_ALREADY_ACKED || outcome == GAZ_QUEUE_CONTINUE_ALREADY_ACKED ||
+		    outcome == GAZ_QUEUE_CONTINUE_CLOCK_LARGER)
+			r->duplicates++;
 		if (outcome == GAZ_QUEUE_ACK_COMMIT_REPLAY && (rc = start_replay(r, st)))
 			return rc;
 	}

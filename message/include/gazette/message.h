@@ -567,6 +567,13 @@ struct gaz_sequencer *gaz_committed_reader_sequencer(struct gaz_committed_reader
 /* gaz_committed_reader_skipped: frames its reader skipped so far. */
 uint64_t gaz_committed_reader_skipped(const struct gaz_committed_reader *r);
 
+/* gaz_committed_reader_duplicates: messages read so far that the
+ * sequencer dropped as duplicates (at or below their producer's last
+ * ACK, or not above its open transaction's largest clock: bytes written
+ * again by a retried append or a recovered publisher). Rolled-back
+ * transactions are not counted. */
+uint64_t gaz_committed_reader_duplicates(const struct gaz_committed_reader *r);
+
 /* gaz_committed_reader_free closes its readers and frees the sequencer
  * with every message it holds (an envelope borrowed from the last
  * gaz_committed_reader_next included). NULL is a no-op. */
