@@ -132,30 +132,51 @@ static void quiet(void *arg, const char *msg)
 	(void)arg, (void)msg;
 }
 
-/* ensure_table creates gazette_checkpoints when absent. Looked up first:
- * CREATE ... IF NOT EXISTS needs CREATE rights even when the table exists. */
-static int ensure_table(struct pg_store *s, struct gaz_status *st)
+/* create_table runs `create_sql` (a CREATE TABLE IF NOT EXISTS) unless
+ * `table` exists: looked up first, since CREATE ... IF NOT EXISTS needs
+ * CREATE rights even when the table exists; and two sessions creating it
+ * at once make one fail on the catalog's unique index (23505), with
+ * 42P07 (the table) or 42710 (its row type), which is success here. */
+static int create_table(struct pg_store *s, const char *table, const char *create_sql, struct gaz_status *st)
 {
-	PGresult *res = PQexec(s->conn, "SELECT to_regclass('gazette_checkpoints') IS NOT NULL");
+	const char *params[1] = {table};
+	char what[160];
+	PGresult *res = PQexecParams(s->conn, "SELECT to_regclass($1) IS NOT NULL", 1, NULL, params, NULL, NULL, 0);
+
+	snprintf(what, sizeof what, "looking up table %s", table);
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
-		return failed(s, res, "looking up table gazette_checkpoints", st);
+		return failed(s, res, what, st);
 	bool exists = PQgetvalue(res, 0, 0)[0] == 't';
 	PQclear(res);
 	if (exists)
 		return 0;
-	res = PQexec(s->conn, CREATE_SQL);
+	res = PQexec(s->conn, create_sql);
 	if (res && PQresultStatus(res) == PGRES_FATAL_ERROR) {
-		/* Another store created it at the same moment. */
+		/* Another session created it at the same moment. */
 		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-		if (state && (!strcmp(state, "23505") || !strcmp(state, "42P07"))) {
+		if (state && (!strcmp(state, "23505") || !strcmp(state, "42P07") || !strcmp(state, "42710"))) {
 			PQclear(res);
 			return 0;
 		}
 	}
+	snprintf(what, sizeof what, "creating table %s", table);
 	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
-		return failed(s, res, "creating table gazette_checkpoints", st);
+		return failed(s, res, what, st);
 	PQclear(res);
 	return 0;
+}
+
+static int ensure_table(struct pg_store *s, struct gaz_status *st)
+{
+	return create_table(s, "gazette_checkpoints", CREATE_SQL, st);
+}
+
+int gaz_pg_store_create_table(struct gaz_store *store, const char *table, const char *create_sql,
+			      struct gaz_status *st)
+{
+	if (!gaz_pg_store_conn(store))
+		return gaz_status_set(st, GAZ_EINVAL, "not a PostgreSQL store");
+	return create_table((struct pg_store *)store, table, create_sql, st);
 }
 
 struct gaz_store *gaz_pg_store_open(const char *conninfo, const char *shard_fqn, struct gaz_status *st)

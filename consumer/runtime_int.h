@@ -48,6 +48,7 @@ struct gaz_consumer {
 	struct gaz_consumer_cfg cfg;
 	const struct gaz_consumer_app *app;
 	struct gaz_message_type type;  /* the app's, or JSON's */
+	struct gaz_message_type publish_type; /* the app's, or `type` */
 	char *root;                    /* --etcd.prefix, no trailing slash */
 	char *member_key, *endpoint;
 
@@ -100,6 +101,8 @@ struct gaz_shard {
 	struct gaz_publisher *publisher;
 	struct gaz_store *store;
 	gaz_clock clock;
+	void *app_state;               /* gaz_shard_set_state */
+	void (*app_state_free)(void *);
 
 	pthread_mutex_t progress_mu;   /* guards read_through, publish_at */
 	struct gaz_offsets read_through, publish_at;

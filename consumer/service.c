@@ -102,6 +102,7 @@ static int configure(struct gaz_consumer *c, struct gaz_status *st)
 		return gaz_status_set(st, GAZ_EINVAL, "--etcd.prefix %s is not an absolute path", cfg->etcd_prefix);
 	c->member_key = gaz_ks_member_key(c->root, cfg->zone, cfg->id);
 	c->type = c->app->type ? *c->app->type : gaz_json_message_type(NULL);
+	c->publish_type = c->app->publish_type ? *c->app->publish_type : c->type;
 	return c->member_key ? 0 : GAZ_ENOMEM;
 }
 

@@ -234,7 +234,7 @@ static int serve_primary(struct gaz_shard *s, struct gaz_status *st)
 	if (s->stop)
 		gaz_client_cancel(client);
 	pthread_mutex_unlock(&s->mu);
-	struct gaz_publisher_opts po = {.type = &c->type, .clock = &s->clock};
+	struct gaz_publisher_opts po = {.type = &c->publish_type, .clock = &s->clock};
 	if ((rc = gaz_append_service_new(client, NULL, &s->appends, st)))
 		return rc;
 	po.appends = s->appends;
@@ -371,6 +371,7 @@ void gaz_shard_join(struct gaz_shard *s)
 	s->appends = NULL;
 	gaz_client_free(s->client);
 	s->client = NULL;
+	gaz_shard_set_state(s, NULL, NULL);
 	gaz_info("shard stopped", "shard=%s", s->id);
 }
 
@@ -440,6 +441,19 @@ const Consumer__ShardSpec *gaz_shard_spec(const struct gaz_shard *s)
 struct gaz_client *gaz_shard_client(struct gaz_shard *s)
 {
 	return s->client;
+}
+
+void gaz_shard_set_state(struct gaz_shard *s, void *state, void (*free_fn)(void *state))
+{
+	if (s->app_state && s->app_state_free)
+		s->app_state_free(s->app_state);
+	s->app_state = state;
+	s->app_state_free = free_fn;
+}
+
+void *gaz_shard_state(const struct gaz_shard *s)
+{
+	return s->app_state;
 }
 
 struct gaz_publisher *gaz_shard_publisher(struct gaz_shard *s)

@@ -60,7 +60,18 @@ static int new_store(void *arg, struct gaz_shard *shard, struct gaz_store **out,
 	(void)arg;
 	*out = postgres[0] ? gaz_pg_store_open(postgres, gaz_shard_fqn(shard), st)
 			   : gaz_json_store_open(store_dir, gaz_shard_fqn(shard), st);
-	return *out ? 0 : st->code ? st->code : GAZ_EIO;
+	if (!*out)
+		return st->code ? st->code : GAZ_EIO;
+	int rc = postgres[0] ? gaz_pg_store_create_table(*out, "chain_counts",
+							 "CREATE TABLE IF NOT EXISTS chain_counts (shard TEXT PRIMARY KEY, "
+							 "consumed BIGINT NOT NULL)",
+							 st)
+			     : 0;
+	if (rc) {
+		(*out)->ops->close(*out);
+		*out = NULL;
+	}
+	return rc;
 }
 
 /* The output journal, chosen by the shard's label. */
@@ -150,17 +161,12 @@ static int finalize(void *arg, struct gaz_shard *shard, struct gaz_store *store,
 	char n[32];
 	const char *params[2] = {gaz_shard_fqn(shard), n};
 	snprintf(n, sizeof(n), "%ld", txn_consumed);
-	PGresult *r = PQexec(pg, "CREATE TABLE IF NOT EXISTS chain_counts (shard TEXT PRIMARY KEY, consumed BIGINT NOT NULL)");
+	PGresult *r = PQexecParams(pg,
+				   "INSERT INTO chain_counts (shard, consumed) VALUES ($1, $2) "
+				   "ON CONFLICT (shard) DO UPDATE SET consumed = chain_counts.consumed + EXCLUDED.consumed",
+				   2, NULL, params, NULL, NULL, 0);
 	bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
 	PQclear(r);
-	if (ok) {
-		r = PQexecParams(pg,
-				 "INSERT INTO chain_counts (shard, consumed) VALUES ($1, $2) "
-				 "ON CONFLICT (shard) DO UPDATE SET consumed = chain_counts.consumed + EXCLUDED.consumed",
-				 2, NULL, params, NULL, NULL, 0);
-		ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-		PQclear(r);
-	}
 	return ok ? 0 : gaz_status_set(st, GAZ_EIO, "writing chain_counts: %s", PQerrorMessage(pg));
 }
 

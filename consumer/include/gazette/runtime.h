@@ -45,6 +45,10 @@ struct gaz_consumer_app {
 	/* How source messages decode (and published ones encode); NULL is
 	 * gaz_json_message_type(NULL): JSON with the UUID at /_meta/uuid. */
 	const struct gaz_message_type *type;
+	/* How published messages encode, when they are of another type than
+	 * the sources' (stream-sum reads Chunks and publishes Sums); NULL is
+	 * `type`. */
+	const struct gaz_message_type *publish_type;
 	void *arg; /* passed to every callback */
 
 	/* init: once, after flags are parsed, before any shard. Optional. */
@@ -90,6 +94,14 @@ const Consumer__ShardSpec *gaz_shard_spec(const struct gaz_shard *s);
 /* gaz_shard_client: the shard's journal client (cancelled when the shard
  * stops), for applications that read or list journals themselves. */
 struct gaz_client *gaz_shard_client(struct gaz_shard *s);
+/* gaz_shard_set_state gives the shard the application's state of it
+ * (e.g. a cache of the current transaction), which the runtime frees
+ * with free_fn (may be NULL) once the shard's thread ended; one state per
+ * shard, replaced (the old one freed) by another call. gaz_shard_state
+ * returns it (NULL if none). */
+void gaz_shard_set_state(struct gaz_shard *s, void *state, void (*free_fn)(void *state));
+void *gaz_shard_state(const struct gaz_shard *s);
+
 /* gaz_shard_publisher: the shard's publisher (its clock moves with each
  * transaction), e.g. for mappings that need its journals. */
 struct gaz_publisher *gaz_shard_publisher(struct gaz_shard *s);

@@ -135,6 +135,17 @@ struct gaz_store *gaz_pg_store_open(const char *conninfo, const char *shard_fqn,
  * store. */
 PGconn *gaz_pg_store_conn(struct gaz_store *s);
 
+/* gaz_pg_store_create_table creates an application's table `table` with
+ * `create_sql` (a CREATE TABLE IF NOT EXISTS statement) when it does not
+ * exist, outside any transaction (call it before begin, e.g. when the
+ * store opens), as the store creates gazette_checkpoints: safe against
+ * shards of other processes creating it at the same moment, which a bare
+ * CREATE TABLE IF NOT EXISTS is not in PostgreSQL. Returns 0, GAZ_EINVAL
+ * (not a PostgreSQL store), GAZ_EIO or GAZ_EUNAVAIL with the server's
+ * message. */
+int gaz_pg_store_create_table(struct gaz_store *s, const char *table, const char *create_sql,
+			      struct gaz_status *st);
+
 /* ---- a JSON file per shard -------------------------------------------- */
 
 /* gaz_json_store_open is a store for tests and small applications: the

@@ -1,0 +1,154 @@
+"""stream-sum's summer in C (examples/stream-sum/summer.c, bin/stream-sum-
+summer) on our consumer runtime, PostgreSQL store, our brokers: Gazette's
+own chunker verifies every stream's final sum it publishes, and so does
+ours; through SIGKILLs of the primary summer, no sum is wrong, missing or
+doubled (the chunkers fail on any). Shards are applied by Gazette's
+gazctl against our consumers.
+
+One cluster for the module: etcd, three of our brokers, the examples'
+journals as tests/soak/soak.py makes them, eight shards (one per chunks
+partition, a hot standby each, no recovery log), and two summers."""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+import conftest as cf
+from examples_env import soak  # tests/soak on the path
+from gazpb import Client, wait_route
+from test_consumer import Shards, wait_primary
+from test_stream_sum import CHUNKER, GO_CHUNKER, check_ours, finish, start_chunker
+
+SUMMER = os.path.join(cf.BIN, "stream-sum-summer")
+
+
+class Summer:
+    def __init__(self, env, name):
+        self.env, self.name = env, name
+        self.port = cf.free_port()
+        self.address = "http://127.0.0.1:%d" % self.port
+        self.logpath = os.path.join(env.dir, name + ".log")
+        self.proc = None
+
+    def start(self):
+        e = self.env
+        args = [SUMMER, "serve", "--consumer.id", self.name, "--consumer.host", "127.0.0.1",
+                "--consumer.port", str(self.port), "--broker.address", e.broker.address,
+                "--etcd.address", e.cluster.etcd.endpoint, "--etcd.prefix", e.prefix + "/consumers/c-summer",
+                "--etcd.lease", "3s", "--consumer.exit-timeout", "3s", "--log.level", "info",
+                "--summer.postgres", e.postgres.conninfo]
+        penv = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_", "CONSUMER_"))}
+        penv["TSAN_OPTIONS"] = cf.TSAN_OPTIONS
+        self.proc = subprocess.Popen(args, stdout=open(self.logpath, "a"), stderr=subprocess.STDOUT, env=penv)
+        key = "%s/consumers/c-summer/members/local#%s" % (e.prefix, self.name)
+        cf.wait_for(lambda: self.alive() and key in e.cluster.etcd.ctl("get", "--prefix", e.prefix, "--keys-only"),
+                    30, self.name + " to announce", interval=0.1)
+        return self
+
+    def alive(self):
+        assert self.proc.poll() is None, "%s exited %s:\n%s" % (self.name, self.proc.returncode,
+                                                                 open(self.logpath).read()[-3000:])
+        return True
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(60)
+        text = open(self.logpath).read()
+        for m in cf.SAN_MARKERS:
+            assert m not in text, "sanitizer report in %s:\n%s" % (self.logpath, text[text.index(m) - 200:][:4000])
+
+
+SHARDS = """common:
+  max_txn_duration: 1s
+  hot_standbys: 1
+shards:
+""" + "".join("""  - id: chunks-part-%03d
+    sources: [{journal: examples/stream-sum/chunks/part-%03d}]
+    labels: [{name: store, value: postgres}]
+""" % (i, i) for i in range(8))
+
+
+class Env:
+    def __init__(self, etcd, base, postgres):
+        self.dir, self.postgres = base, postgres
+        self.cluster = cf.Cluster(etcd, base)
+        self.prefix = self.cluster.prefix
+        self.cluster.prefix = self.prefix + "/cluster"
+        self.summers = []
+        for _ in range(3):
+            self.cluster.start()
+        self.broker = self.cluster.brokers[0]
+        spec = os.path.join(base, "journals.yaml")
+        with open(spec, "w") as f:
+            f.write(soak.journals_yaml())
+        subprocess.run([cf.GAZCTL, "journals", "apply", "--specs", spec, "--broker.address", self.broker.address],
+                       check=True, capture_output=True)
+        c = Client(self.broker.address)
+        for j in ["examples/stream-sum/sums"] + ["examples/stream-sum/chunks/part-%03d" % i for i in range(8)]:
+            wait_route(c, j, 3, timeout=60)
+        c.close()
+        self.summers = [Summer(self, "summer-%d" % i).start() for i in (1, 2)]
+        r = subprocess.run([cf.GO_GAZCTL, "shards", "apply", "--consumer.address", self.summers[0].address,
+                            "--broker.address", self.broker.address], input=SHARDS.encode(), capture_output=True)
+        assert r.returncode == 0, r.stderr.decode()
+        shards = Shards(self.summers[0].address)
+        for i in range(8):
+            wait_primary(shards, "chunks-part-%03d" % i)
+
+    def stop(self):
+        errors = []
+        for s in self.summers:
+            try:
+                s.stop()
+            except AssertionError as e:
+                errors.append(str(e))
+        self.cluster.stop_all()
+        assert not errors, "\n".join(errors)
+
+
+@pytest.fixture(scope="module")
+def env(etcd, postgres, tmp_path_factory):
+    e = Env(etcd, str(tmp_path_factory.mktemp("c-summer")), postgres)
+    yield e
+    e.stop()
+
+
+def go_ok(rc, log):
+    fatal = [ln for ln in log.splitlines() if "level=fatal" in ln or "panic" in ln]
+    assert rc == 0, "Gazette's chunker exited %s: %s" % (rc, "\n".join(fatal) or log[-3000:])
+
+
+def test_gazettes_chunker_verifies_our_summer(env):
+    rc, _, log = finish(start_chunker(env, GO_CHUNKER, "go-1"))
+    go_ok(rc, log)
+
+
+def test_our_chunker_verifies_our_summer(env):
+    rc, out, log = finish(start_chunker(env, CHUNKER, "ours-1"))
+    check_ours(rc, out, log, 3 * 20)
+
+
+def test_sigkill_of_the_primary_summer(env):
+    """Both chunkers run while the summer holding most primaries is
+    SIGKILLed twice (and restarted): every sum still verifies, and the
+    kills came while both chunkers ran."""
+    go = start_chunker(env, GO_CHUNKER, "go-2", workers=2, streams=400, chunks=50)
+    ours = start_chunker(env, CHUNKER, "ours-2", workers=2, streams=400, chunks=50)
+    for k in range(2):
+        time.sleep(2)
+        shards = Shards(env.summers[0].address if env.summers[0].proc.poll() is None else env.summers[1].address)
+        primaries = [s.route.members[s.route.primary].suffix for s in shards.list().shards if s.route.primary >= 0]
+        victim = max(env.summers, key=lambda s: primaries.count(s.name))
+        victim.proc.kill()
+        victim.proc.wait()
+        assert go.poll() is None and ours.poll() is None, "a chunker finished before kill %d" % (k + 1)
+        time.sleep(1)
+        victim.start()
+    rc, out, log = finish(ours, timeout=300)
+    check_ours(rc, out, log, 2 * 400)
+    grc, _, glog = finish(go, timeout=300)
+    go_ok(grc, glog)
+    print("c-summer: 2 SIGKILLs of the primary summer under both chunkers; %s" % out.strip().splitlines()[-1])
