@@ -117,3 +117,115 @@ int gaz_validate_shard_spec(const Consumer__ShardSpec *s, struct gaz_status *st)
 		return st && st->code ? st->code : GAZ_EINVAL;
 	return sources(s, st);
 }
+
+/* ---- consumer requests and responses --------------------------------------- */
+
+int gaz_validate_consumer_status(int status, struct gaz_status *st)
+{
+	if (!protobuf_c_enum_descriptor_get_value(&consumer__status__descriptor, status))
+		return gaz__verr(st, NULL, "invalid status (%d)", status);
+	return 0;
+}
+
+int gaz_validate_replica_status(const Consumer__ReplicaStatus *rs, struct gaz_status *st)
+{
+	int code = rs ? (int)rs->code : 0;
+	size_t n = rs ? rs->n_errors : 0;
+
+	if (!protobuf_c_enum_descriptor_get_value(&consumer__replica_status__code__descriptor, code))
+		return gaz__verr(st, NULL, "Code: invalid code (%d)", code);
+	if (n == 0 && code == CONSUMER__REPLICA_STATUS__CODE__FAILED)
+		return gaz__verr(st, NULL, "expected non-empty Errors with Code FAILED");
+	if (n != 0 && code != CONSUMER__REPLICA_STATUS__CODE__FAILED)
+		return gaz__verr(st, NULL, "expected Code FAILED with non-empty Errors");
+	return 0;
+}
+
+int gaz_validate_shard_apply_change(const Consumer__ApplyRequest__Change *ch, struct gaz_status *st)
+{
+	const char *del = gaz__str(ch->delete_);
+
+	if (ch->upsert) {
+		if (*del)
+			return gaz__verr(st, NULL,
+					 "both Upsert and Delete are set (expected exactly one)");
+		if (gaz_validate_shard_spec(ch->upsert, st)) {
+			gaz_status_prefix(st, "Upsert: ");
+			return GAZ_EINVAL;
+		}
+		if (ch->expect_mod_revision < -1)
+			return gaz__verr(st, NULL, "invalid ExpectModRevision (%lld; expected >= 0 or -1)",
+					 (long long)ch->expect_mod_revision);
+		return 0;
+	}
+	if (!*del)
+		return gaz__verr(st, NULL, "neither Upsert nor Delete are set (expected exactly one)");
+	if (gaz_validate_shard_id(del, st)) {
+		gaz_status_prefix(st, "Delete: ");
+		return GAZ_EINVAL;
+	}
+	if (ch->expect_mod_revision <= 0 && ch->expect_mod_revision != -1)
+		return gaz__verr(st, NULL, "invalid ExpectModRevision (%lld; expected > 0 or -1)",
+				 (long long)ch->expect_mod_revision);
+	if (ch->primary_hints)
+		return gaz__verr(st, NULL, "hints may be set only with an upsert, not a delete");
+	return 0;
+}
+
+int gaz_validate_shard_apply_request(const Consumer__ApplyRequest *req, struct gaz_status *st)
+{
+	for (size_t i = 0; i < req->n_changes; i++) {
+		if (gaz_validate_shard_apply_change(req->changes[i], st)) {
+			gaz_status_prefix(st, "Changes[%zu]: ", i);
+			return GAZ_EINVAL;
+		}
+	}
+	return 0;
+}
+
+static int list_shard(const Consumer__ListResponse__Shard *s, struct gaz_status *st)
+{
+	size_t members = s->route ? s->route->n_members : 0;
+
+	if (gaz_validate_shard_spec(s->spec, st)) {
+		gaz_status_prefix(st, "Spec: ");
+		return GAZ_EINVAL;
+	}
+	if (s->mod_revision <= 0)
+		return gaz__verr(st, NULL, "invalid ModRevision (%lld; expected > 0)",
+				 (long long)s->mod_revision);
+	if (gaz_validate_route(s->route, st)) {
+		gaz_status_prefix(st, "Route: ");
+		return GAZ_EINVAL;
+	}
+	if (members != s->n_status)
+		return gaz__verr(st, NULL,
+				 "length of Route.Members and Status are not equal (%zu vs %zu)",
+				 members, s->n_status);
+	for (size_t k = 0; k < s->n_status; k++) {
+		if (gaz_validate_replica_status(s->status[k], st)) {
+			gaz_status_prefix(st, "Status[%zu]: ", k);
+			return GAZ_EINVAL;
+		}
+	}
+	return 0;
+}
+
+int gaz_validate_shard_list_response(const Consumer__ListResponse *resp, struct gaz_status *st)
+{
+	if (gaz_validate_consumer_status((int)resp->status, st)) {
+		gaz_status_prefix(st, "Status: ");
+		return GAZ_EINVAL;
+	}
+	if (gaz_validate_header(resp->header, st)) {
+		gaz_status_prefix(st, "Header: ");
+		return GAZ_EINVAL;
+	}
+	for (size_t i = 0; i < resp->n_shards; i++) {
+		if (list_shard(resp->shards[i], st)) {
+			gaz_status_prefix(st, "Shards[%zu]: ", i);
+			return GAZ_EINVAL;
+		}
+	}
+	return 0;
+}
