@@ -120,7 +120,8 @@ def test_group_help_lists_subcommands(tmp_path):
     assert commands_of(r.stdout) == ["append", "apply", "fragments", "list", "prune", "read",
                                      "reset-head", "suspend"]
     assert "--broker.address=" in r.stdout
-    assert commands_of(run(GAZCTL, ["--help"], tmp_path).stdout) == ["journals", "print-config"]
+    assert commands_of(run(GAZCTL, ["--help"], tmp_path).stdout) == ["attach-uuids", "journals", "print-config",
+                                                                  "shards"]
     assert commands_of(run(GAZETTE, ["--help"], tmp_path).stdout) == ["print-config", "serve"]
 
 

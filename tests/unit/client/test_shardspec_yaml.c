@@ -270,20 +270,20 @@ static void test_validate(void **state)
 	assert_int_equal(gaz_validate_shard_apply_request(req, &st), 0);
 	gaz_shardspec_apply_free(req);
 	validate_fails("shards:\n  - id: abc\n    max_txn_duration: 1s\n",
-		       "Changes[0]: Upsert: Id: invalid length (3; expected 4 <= length <= 512)");
+		       "Changes[0].Upsert.Id: invalid length (3; expected 4 <= length <= 512)");
 	validate_fails("shards:\n  - id: abcd\n",
-		       "Changes[0]: Upsert: invalid MaxTxnDuration (0; expected > 0)");
+		       "Changes[0].Upsert: invalid MaxTxnDuration (0; expected > 0)");
 	validate_fails("common: {max_txn_duration: 1s}\nshards:\n  - id: abcd\n"
 		       "    sources: [{journal: b/two}, {journal: a/one}]\n",
-		       "Changes[0]: Upsert: Sources.Journal not in unique, sorted order "
+		       "Changes[0].Upsert: Sources.Journal not in unique, sorted order "
 		       "(index 1; a/one <= b/two)");
 	validate_fails("common: {max_txn_duration: 1s}\nshards:\n  - id: abcd\n"
 		       "    recovery_log_prefix: logs\n",
-		       "Changes[0]: Upsert: HintPrefix is not an absolute, clean, "
+		       "Changes[0].Upsert: HintPrefix is not an absolute, clean, "
 		       "non-directory path ()");
 	validate_fails("common: {max_txn_duration: 1s}\nshards:\n  - id: abcd\n"
 		       "    labels: [{name: id, value: x}]\n",
-		       "Changes[0]: Upsert: Labels cannot include label \"id\"");
+		       "Changes[0].Upsert: Labels cannot include label \"id\"");
 	validate_fails("shards:\n  - id: abcd\n    delete: true\n",
 		       "Changes[0]: invalid ExpectModRevision (0; expected > 0 or -1)");
 	validate_fails("common: {max_txn_duration: 1s}\nshards:\n  - id: abcd\n    revision: -2\n",
