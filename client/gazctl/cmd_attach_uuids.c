@@ -184,7 +184,7 @@ int gazctl_attach_uuids(int argc, char **argv, struct gaz_status *st)
 	static char ini[4096];
 	struct gaz_flags f = {.prog = "gazctl",
 			      .usage = "[OPTIONS] attach-uuids [attach-uuids-OPTIONS] "
-				       "[/path/to/file...]",
+				       "[Paths...]",
 			      .description = gazctl_attach_uuids_description,
 			      .table = flags};
 	struct attach a = {0};

@@ -57,6 +57,14 @@ GAZCTL_CASES = [
     (["journals", "read", "-h"], "help"),
     (["print-config", "--help"], "help"),
     (["journals", "list", "--bogus"], "unknown-flag"),
+    (["shards"], "missing"),
+    (["shards", "--help"], "help"),
+    (["shards", "bogus"], "unknown-command"),
+    (["shards", "list", "--help"], "help"),
+    (["shards", "unassign", "-h"], "help"),
+    (["shards", "list", "--bogus"], "unknown-flag"),
+    (["attach-uuids", "--help"], "help"),
+    (["attach-uuids", "--bogus"], "unknown-flag"),
 ]
 
 
