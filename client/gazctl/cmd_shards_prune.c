@@ -68,6 +68,11 @@ struct segset {
 	size_t n;
 };
 
+static bool nonzero_less(int64_t a, int64_t b)
+{
+	return a != 0 && a < b;
+}
+
 /* seg_reduce folds b into a where Gazette's reduceSegment does: 0 (reduced
  * into *out), 1 (not reducible) or GAZ_EINVAL (inconsistent hints). */
 static int seg_reduce(struct seg a, struct seg b, struct seg *out)
@@ -84,6 +89,8 @@ static int seg_reduce(struct seg a, struct seg b, struct seg *out)
 	if ((a.first_seq_no < b.first_seq_no && same_log && a.first_offset > b.first_offset) ||
 	    (a.first_seq_no < b.first_seq_no && a.last_offset == 0 && b.last_offset != 0) ||
 	    (a.last_offset == 0 && !same_log) ||
+	    (a.last_seq_no <= b.last_seq_no && same_log && nonzero_less(b.last_offset, a.last_offset)) ||
+	    (a.last_seq_no >= b.last_seq_no && same_log && nonzero_less(a.last_offset, b.last_offset)) ||
 	    (a.first_seq_no == b.first_seq_no && a.first_checksum != b.first_checksum))
 		return GAZ_EINVAL;
 	if (a.last_seq_no + 1 < b.first_seq_no ||
