@@ -173,38 +173,49 @@ static int edit_once(const char *prefix, const struct text *t, char **path, stru
 	return gazctl_read_file(*path, &out->p, &out->len, st);
 }
 
+/* compose builds the file to edit: the header, the last error when
+ * retrying, then the user's last text (retry) or the selected specs; *pre
+ * is what the user is shown below the header. */
+static int compose(const struct gazctl_edit *e, const char *retry_msg, const struct text *edits,
+		   struct text *buf, struct text *pre, struct gaz_status *st)
+{
+	int lines = 4, rc;
+
+	*buf = (struct text){gazctl_xstrdup(""), 0};
+	text_add(buf, HEADER, strlen(HEADER));
+	if (retry_msg)
+		lines += retry_lines(buf, retry_msg);
+	text_printf(buf, "#⚙ Note: Any line numbers above do not include this header (%d "
+			 "lines).\n#⚙\n", NULL, lines + 2);
+	free(pre->p);
+	if (retry_msg) {
+		text_add(buf, edits->p, edits->len);
+		*pre = (struct text){gazctl_xstrdup(edits->p), edits->len};
+		return 0;
+	}
+	char *sel = NULL;
+	size_t n = 0;
+
+	*pre = (struct text){NULL, 0};
+	if ((rc = e->select(e->arg, &sel, &n, st)))
+		return rc;
+	text_add(buf, sel, n);
+	free(sel);
+	*pre = prune(buf->p, buf->len);
+	return 0;
+}
+
 int gazctl_edit_loop(const struct gazctl_edit *e, struct gaz_status *st)
 {
-	struct text edits = {0}, pre = {0};
-	char *kept = NULL, *retry_msg = NULL;
-	bool retry = false;
-	int rc = 0;
+	struct text edits = {0}, pre = {0}, buf, raw = {0};
+	char *kept = NULL, *retry_msg = NULL, *path;
+	bool again;
+	int rc;
 
 	for (;;) {
-		struct text buf = {gazctl_xstrdup(""), 0}, raw = {0}, user;
-		char *path = NULL;
-		int lines = 4;
-
-		text_add(&buf, HEADER, strlen(HEADER));
-		if (retry)
-			lines += retry_lines(&buf, retry_msg);
-		text_printf(&buf, "#⚙ Note: Any line numbers above do not include this header (%d "
-				  "lines).\n#⚙\n", NULL, lines + 2);
-		free(pre.p);
-		if (retry) {
-			text_add(&buf, edits.p, edits.len);
-			pre = (struct text){gazctl_xstrdup(edits.p), edits.len};
-		} else {
-			char *sel = NULL;
-			size_t n = 0;
-
-			if ((rc = e->select(e->arg, &sel, &n, st)))
-				break;
-			text_add(&buf, sel, n);
-			free(sel);
-			pre = prune(buf.p, buf.len);
-		}
-		rc = edit_once(e->file_prefix, &buf, &path, &raw, st);
+		path = NULL;
+		if ((rc = compose(e, retry_msg, &edits, &buf, &pre, st)) == 0)
+			rc = edit_once(e->file_prefix, &buf, &path, &raw, st);
 		free(buf.p);
 		if (kept && (!path || strcmp(kept, path)))
 			unlink(kept);
@@ -212,34 +223,30 @@ int gazctl_edit_loop(const struct gazctl_edit *e, struct gaz_status *st)
 		kept = path;
 		if (rc)
 			break;
-		user = prune(raw.p, raw.len);
-		free(raw.p);
 		free(edits.p);
-		edits = user;
+		edits = prune(raw.p, raw.len);
+		free(raw.p);
+		raw = (struct text){0};
 		if (blank(&edits)) {
 			unlink(kept);
 			fputs("Cancelled; empty file.\n", stderr);
 			break;
 		}
 		if (e->abort_if_unchanged && edits.len == pre.len && !memcmp(edits.p, pre.p, pre.len)) {
-			if (!retry)
+			if (!retry_msg)
 				unlink(kept);
-			fputs(retry ? "Cancelled; no changes to invalid file.\n"
-				    : "Cancelled; nothing to do.\n", stderr);
+			fputs(retry_msg ? "Cancelled; no changes to invalid file.\n"
+					: "Cancelled; nothing to do.\n", stderr);
 			break;
 		}
-		bool again = false;
-		if ((rc = e->apply(e->arg, edits.p, edits.len, &again, st)) == 0) {
+		again = false;
+		if ((rc = e->apply(e->arg, edits.p, edits.len, &again, st)) == 0)
 			unlink(kept);
-			break;
-		}
-		if (!again)
+		if (rc == 0 || !again)
 			break;
 		free(retry_msg);
 		retry_msg = gazctl_xstrdup(st->msg);
 		gaz_status_clear(st);
-		rc = 0;
-		retry = true;
 	}
 	if (kept && access(kept, F_OK) == 0)
 		fprintf(stderr, "Last edits saved to %s.\n", kept);
