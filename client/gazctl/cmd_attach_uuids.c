@@ -31,7 +31,7 @@ static struct {
 	bool skip_header;
 } opt;
 
-static const struct gaz_flag flags[] = {
+const struct gaz_flag gazctl_attach_uuids_flags[] = {
 	{ .name = "template", .type = GAZ_FLAG_STRING, .def = "{{.UUID}},{{.Line}}\n",
 	  .ptr = &opt.tpl, .help = "Go text/template for output", .group = "attach-uuids",
 	  .ini_name = "Template" },
@@ -186,7 +186,7 @@ int gazctl_attach_uuids(int argc, char **argv, struct gaz_status *st)
 			      .usage = "[OPTIONS] attach-uuids [attach-uuids-OPTIONS] "
 				       "[Paths...]",
 			      .description = gazctl_attach_uuids_description,
-			      .table = flags};
+			      .table = gazctl_attach_uuids_flags};
 	struct attach a = {0};
 	int rc;
 

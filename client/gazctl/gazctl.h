@@ -93,6 +93,7 @@ int gazctl_broker(struct gaz_client **out, struct gaz_status *st);
  * with its text in `st`. */
 int gazctl_attach_uuids(int argc, char **argv, struct gaz_status *st);
 extern const char gazctl_attach_uuids_description[];
+extern const struct gaz_flag gazctl_attach_uuids_flags[];
 
 /* gazctl_print_config runs `gazctl print-config`: every journals option
  * of every command, merged from INI and environment, written as INI.
