@@ -136,7 +136,7 @@ $(GAZETTE): $(call obj,$(BROKER_SRCS)) $(LIBGAZ)
 	@echo "  LD $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(GAZCTL): $(call obj,$(GAZCTL_SRCS)) $(LIBCLIENT) $(LIBGAZ)
+$(GAZCTL): $(call obj,$(GAZCTL_SRCS)) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ)
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

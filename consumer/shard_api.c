@@ -446,33 +446,6 @@ out:
 
 /* ---- Apply ---------------------------------------------------------------------- */
 
-/* Gazette's ApplyRequest_Change.Validate, with its context paths. */
-static int validate_change(const Consumer__ApplyRequest__Change *ch, size_t i, struct gaz_status *st)
-{
-	struct gaz_status inner = {0};
-
-	if (ch->upsert) {
-		if (ch->delete_ && ch->delete_[0])
-			return gaz_status_set(st, GAZ_EINVAL, "Changes[%zu]: both Upsert and Delete are set (expected exactly one)", i);
-		if (gaz_validate_shard_spec(ch->upsert, &inner))
-			return gaz_status_set(st, GAZ_EINVAL, "Changes[%zu].Upsert.%s", i, inner.msg);
-		if (ch->expect_mod_revision < 0 && ch->expect_mod_revision != -1)
-			return gaz_status_set(st, GAZ_EINVAL, "Changes[%zu]: invalid ExpectModRevision (%lld; expected >= 0 or -1)",
-					      i, (long long)ch->expect_mod_revision);
-	} else if (ch->delete_ && ch->delete_[0]) {
-		if (gaz_validate_shard_id(ch->delete_, &inner))
-			return gaz_status_set(st, GAZ_EINVAL, "Changes[%zu].Delete: %s", i, inner.msg);
-		if (ch->expect_mod_revision <= 0 && ch->expect_mod_revision != -1)
-			return gaz_status_set(st, GAZ_EINVAL, "Changes[%zu]: invalid ExpectModRevision (%lld; expected > 0 or -1)",
-					      i, (long long)ch->expect_mod_revision);
-		if (ch->primary_hints)
-			return gaz_status_set(st, GAZ_EINVAL, "Changes[%zu]: hints may be set only with an upsert, not a delete", i);
-	} else {
-		return gaz_status_set(st, GAZ_EINVAL, "Changes[%zu]: neither Upsert nor Delete are set (expected exactly one)", i);
-	}
-	return 0;
-}
-
 /* The etcd key of a spec's primary hints (Gazette's HintPrimaryKey). */
 static char *hint_primary_key(const Consumer__ShardSpec *spec)
 {
@@ -493,11 +466,9 @@ static void handle_apply(struct gaz_rpc_call *call, void *arg)
 
 	if (gaz_rpc_recv_request(call, &consumer__apply_request__descriptor, (ProtobufCMessage **)&req, "ApplyRequest"))
 		return;
-	for (size_t i = 0; i < req->n_changes; i++) {
-		if (validate_change(req->changes[i], i, &st)) {
-			gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
-			goto out;
-		}
+	if (gaz_validate_shard_apply_request(req, &st)) {
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
+		goto out;
 	}
 	gaz_txn_init(&t);
 	for (size_t i = 0; i < req->n_changes && !rc; i++) {

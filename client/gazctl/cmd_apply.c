@@ -9,7 +9,6 @@
  * Gazette does ("successfully applied" revision=N, on stderr), at info
  * level whatever --log.level says, so the result is always visible.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +17,6 @@
 #include "common/log.h"
 #include "gazette/journalspec_yaml.h"
 #include "protocol/validate.h"
-
-/* Largest specs file read (bytes). */
-#define SPECS_MAX (256u << 20)
 
 static struct {
 	char *specs;
@@ -41,33 +37,6 @@ static const struct gaz_flag flags[] = {
 	  .group = "journals.apply", .ini_name = "MaxTxnSize", .flags = GAZ_FLAG_UNSIGNED },
 	{ 0 },
 };
-
-/* read_all reads a whole file ("-" = stdin) into a malloc'd buffer. */
-static int read_all(const char *path, char **buf, size_t *len, struct gaz_status *st)
-{
-	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-	size_t cap = 64 * 1024, n;
-
-	if (!f)
-		return gaz_status_set(st, GAZ_EIO, "failed to read YAML input: open %s: %s", path,
-				      strerror(errno));
-	*buf = gazctl_xmalloc(cap + 1);
-	*len = 0;
-	while ((n = fread(*buf + *len, 1, cap - *len, f)) > 0) {
-		*len += n;
-		if (*len == cap && cap < SPECS_MAX)
-			*buf = gazctl_xrealloc(*buf, (cap *= 2) + 1);
-		else if (*len == cap)
-			break;
-	}
-	int bad = ferror(f) || *len == SPECS_MAX;
-	if (f != stdin)
-		fclose(f);
-	(*buf)[*len] = '\0';
-	if (bad)
-		return gaz_status_set(st, GAZ_EIO, "failed to read YAML input %s", path);
-	return 0;
-}
 
 /* validate_changes checks every change as the broker will (§3.4, §3.8),
  * naming the journal of the first invalid one. */
@@ -97,7 +66,7 @@ static int run(struct gaz_client *c, struct gaz_status *st)
 	size_t len = 0;
 	int rc;
 
-	if ((rc = read_all(opt.specs, &yaml, &len, st)))
+	if ((rc = gazctl_read_file(opt.specs, &yaml, &len, st)))
 		return rc;
 	rc = gaz_journalspec_yaml_parse(yaml, len, &req, st);
 	free(yaml);

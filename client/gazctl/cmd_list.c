@@ -46,26 +46,6 @@ static const struct gaz_flag flags[] = {
 	{ 0 },
 };
 
-/* label_values joins the values of label `name` with ','; "<none>" if
- * absent. Returns a malloc'd string. */
-static char *label_values(const Protocol__LabelSet *set, const char *name)
-{
-	size_t first, n = gaz_labelset_find(set, name, &first), len = 1;
-	char *out;
-
-	if (n == 0)
-		return gazctl_xstrdup("<none>");
-	for (size_t i = 0; i < n; i++)
-		len += strlen(set->labels[first + i]->value ? set->labels[first + i]->value : "") + 1;
-	out = gazctl_xcalloc(1, len);
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			strcat(out, ",");
-		strcat(out, set->labels[first + i]->value ? set->labels[first + i]->value : "");
-	}
-	return out;
-}
-
 /* route_cells fills the Primary and Replicas cells (malloc'd). */
 static void route_cells(const Protocol__ListResponse__Journal *j, char **primary, char **replicas)
 {
@@ -115,7 +95,7 @@ static size_t journal_row(const Protocol__ListResponse__Journal *j, char **cells
 						    ? s->fragment->stores[0]
 						    : "<none>");
 	for (size_t i = 0; i < opt.labels.n; i++)
-		cells[n++] = label_values(s->labels, opt.labels.v[i]);
+		cells[n++] = gazctl_label_values(s->labels, opt.labels.v[i]);
 	free(primary);
 	free(replicas);
 	return n;

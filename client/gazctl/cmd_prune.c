@@ -42,7 +42,6 @@
 #include "client/gazctl/gazctl.h"
 #include "common/log.h"
 #include "gazette/duration.h"
-#include "store/store.h"
 
 static struct {
 	char *selector, *file_root;
@@ -81,19 +80,11 @@ struct outcome {
 	struct tally absent; /* eligible, already gone from the store */
 };
 
-/* One opened (or unopenable) store, by backing_store URL. */
-struct store_slot {
-	char *url;             /* owned */
-	struct gaz_store *s;   /* one reference; NULL when opening failed */
-	struct gaz_status err; /* why opening failed */
-};
-
 /* The run's state: stores opened so far, totals, journals that failed. */
 struct pruner {
 	struct gaz_client *c;
 	struct timespec now; /* one clock reading for the whole run */
-	struct store_slot *stores;
-	size_t nstores;
+	struct gazctl_remover rm;
 	struct outcome total;
 	size_t failed_journals;
 };
@@ -102,30 +93,6 @@ static void tally_add(struct tally *t, int64_t bytes)
 {
 	t->n++;
 	t->bytes += bytes;
-}
-
-/* store_for returns the slot for `url`, opening it on first use. */
-static struct store_slot *store_for(struct pruner *p, const char *url)
-{
-	struct store_slot *slot;
-
-	for (size_t i = 0; i < p->nstores; i++)
-		if (!strcmp(p->stores[i].url, url))
-			return &p->stores[i];
-	p->stores = gazctl_xrealloc(p->stores, (p->nstores + 1) * sizeof(*p->stores));
-	slot = &p->stores[p->nstores++];
-	memset(slot, 0, sizeof(*slot));
-	slot->url = gazctl_xstrdup(url);
-	if (!strncasecmp(url, "file:", 5) && (!opt.file_root || !*opt.file_root)) {
-		gaz_status_set(&slot->err, GAZ_EINVAL,
-		               "file:// store \"%s\" needs --file-root (the directory that "
-		               "roots it, as the broker's --broker.file-root)",
-		               url);
-		return slot;
-	}
-	if (gaz_store_open(url, opt.file_root, &slot->s, &slot->err))
-		slot->s = NULL;
-	return slot;
 }
 
 /* eligible: the fragment is persisted and at least `retention_ns` old. */
@@ -139,39 +106,6 @@ static bool eligible(const struct pruner *p, const Protocol__Fragment *f, int64_
 		return false; /* modified in the future: not old */
 	age_s = (int64_t)p->now.tv_sec - f->mod_time;
 	return age_s > ret_s || (age_s == ret_s && p->now.tv_nsec >= ret_ns);
-}
-
-/* remove_fragment removes (or, dry, checks it could remove) one eligible
- * fragment, printing what happened. Returns 0, GAZ_ENOTFOUND (already
- * gone) or the failure, reported on stderr naming the fragment. */
-static int remove_fragment(struct pruner *p, const Protocol__Fragment *pb, const char *journal)
-{
-	struct gaz_fragment f = {0};
-	struct gaz_status st = {0};
-	struct store_slot *slot = store_for(p, pb->backing_store);
-	char path[GAZ_FRAGMENT_PATH_MAX] = "";
-	int rc;
-
-	if ((rc = gaz_fragment_from_proto(&f, pb, &st)) == 0)
-		rc = gaz_fragment_content_path(&f, path, sizeof(path), &st);
-	gaz_fragment_release(&f);
-	if (rc == 0 && !slot->s)
-		rc = gaz_status_set(&st, slot->err.code ? slot->err.code : GAZ_EINVAL, "%s",
-		                    slot->err.msg);
-	if (rc == 0 && !opt.dry_run)
-		rc = gaz_store_remove(slot->s, path, &st);
-	if (rc == 0)
-		printf("%s %s%s (%lld bytes)\n", opt.dry_run ? "would prune" : "pruned",
-		       pb->backing_store, path, (long long)(pb->end - pb->begin));
-	else if (rc == GAZ_ENOTFOUND)
-		gaz_warn("fragment was already removed from its store", "journal=%s fragment=%s%s",
-		         journal, pb->backing_store, path);
-	else
-		fprintf(stderr,
-		        "gazctl: failed to prune fragment %s%s [%lld, %lld) of \"%s\": %s\n",
-		        pb->backing_store, path, (long long)pb->begin, (long long)pb->end, journal,
-		        st.msg[0] ? st.msg : gaz_err_str(rc));
-	return rc;
 }
 
 static void print_outcome(const char *name, const struct outcome *o, const char *note)
@@ -216,7 +150,7 @@ static void prune_fragments(struct pruner *p, const char *journal,
 			tally_add(&o->kept, len);
 			continue;
 		}
-		rc = remove_fragment(p, f, journal);
+		rc = gazctl_remove_fragment(&p->rm, f, journal);
 		tally_add(rc == 0               ? &o->pruned
 		          : rc == GAZ_ENOTFOUND ? &o->absent
 		                                : &o->failed,
@@ -276,16 +210,12 @@ static void prune_journal(struct pruner *p, const Protocol__JournalSpec *spec)
 
 static void pruner_release(struct pruner *p)
 {
-	for (size_t i = 0; i < p->nstores; i++) {
-		gaz_store_unref(p->stores[i].s);
-		free(p->stores[i].url);
-	}
-	free(p->stores);
+	gazctl_remover_release(&p->rm);
 }
 
 static int run(struct gaz_client *c, struct gaz_status *st)
 {
-	struct pruner p = {.c = c};
+	struct pruner p = {.c = c, .rm = {.file_root = opt.file_root, .dry_run = opt.dry_run}};
 	Protocol__ListResponse *list;
 	int rc;
 

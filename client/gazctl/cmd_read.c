@@ -256,7 +256,7 @@ static int start_pumps(struct gaz_client *c, const Protocol__ListResponse *list,
 		const char *name = list->journals[i]->spec->name;
 		struct gaz_read_opts ro = {.journal = name, .offset = opt.tail ? -1 : 0,
 					   .block = opt.block, .retry = true,
-					   .do_not_proxy = gazctl_cfg.cache_size > 0,
+					   .do_not_proxy = gazctl_cfg.broker_cache_size > 0,
 					   .begin_mod_time = opt.from};
 		struct pump *p = &pumps[*np];
 

@@ -22,21 +22,29 @@
 
 #include "common/err.h"
 #include "common/flags.h"
+#include "consumer.pb-c.h"
 #include "gazette/client.h"
 
 /* ---- configuration and commands ------------------------------------------ */
 
-/* The `journals` global options (groups journals, journals.Logging,
- * journals.Broker). Strings are owned by the flags parser. */
+/* The global options of the `journals` group (journals, journals.Logging,
+ * journals.Broker) and of the `shards` group (shards, shards.Logging,
+ * shards.Consumer, shards.Broker): broker_ fields are --broker.*,
+ * consumer_ ones --consumer.*. Strings are owned by the flags parser. */
 struct gazctl_global {
 	char *zone;
 	char *log_level;
 	char *log_format;
 	char *broker_address;
-	char *cert_file, *cert_key_file, *trusted_ca_file;
-	char *auth_keys, *auth_token;
-	int64_t cache_size;   /* route cache entries; <= 0: none */
-	int64_t cache_ttl_ns; /* route cache entry lifetime */
+	char *broker_cert_file, *broker_cert_key_file, *broker_trusted_ca_file;
+	char *broker_auth_keys, *broker_auth_token;
+	int64_t broker_cache_size;   /* route cache entries; <= 0: none */
+	int64_t broker_cache_ttl_ns; /* route cache entry lifetime */
+	char *consumer_address;
+	char *consumer_cert_file, *consumer_cert_key_file, *consumer_trusted_ca_file;
+	char *consumer_auth_keys, *consumer_auth_token;
+	int64_t consumer_cache_size;
+	int64_t consumer_cache_ttl_ns;
 };
 
 extern struct gazctl_global gazctl_cfg;
@@ -57,14 +65,35 @@ struct gazctl_cmd {
 	bool needs_client;        /* main creates the client before run */
 	bool cancellable;         /* SIGINT/SIGTERM cancel instead of kill */
 	int (*run)(struct gaz_client *c, struct gaz_status *st);
+	const char *usage_tail;   /* after the options in "Usage:"; NULL = none */
 };
 
 extern const struct gazctl_cmd gazctl_cmd_list, gazctl_cmd_apply, gazctl_cmd_append,
 	gazctl_cmd_read, gazctl_cmd_fragments, gazctl_cmd_prune, gazctl_cmd_reset_head,
 	gazctl_cmd_suspend;
+extern const struct gazctl_cmd gazctl_cmd_shards_list, gazctl_cmd_shards_apply,
+	gazctl_cmd_shards_edit, gazctl_cmd_shards_unassign, gazctl_cmd_shards_prune;
 
-/* Every `journals` command, by name, NULL-terminated (main.c). */
+/* Every `journals` command, by name, NULL-terminated (main.c); the same
+ * for `shards`, whose global options are gazctl_shards_flags. */
 extern const struct gazctl_cmd *const gazctl_journals_cmds[];
+extern const struct gazctl_cmd *const gazctl_shards_cmds[];
+extern const struct gaz_flag gazctl_shards_flags[];
+
+/* The positional arguments of the command being run (borrowed from argv). */
+extern char **gazctl_args;
+extern int gazctl_nargs;
+
+/* gazctl_broker hands a `shards` command a client of --broker.address
+ * (made on first use, owned and freed by main). 0 or the client error. */
+int gazctl_broker(struct gaz_client **out, struct gaz_status *st);
+
+/* gazctl_attach_uuids runs `gazctl attach-uuids` (cmd_attach_uuids.c):
+ * parses its own flags, returns 0, GAZ_FLAGS_HELP after help, or an error
+ * with its text in `st`. */
+int gazctl_attach_uuids(int argc, char **argv, struct gaz_status *st);
+extern const char gazctl_attach_uuids_description[];
+extern const struct gaz_flag gazctl_attach_uuids_flags[];
 
 /* gazctl_print_config runs `gazctl print-config`: every journals option
  * of every command, merged from INI and environment, written as INI.
@@ -77,6 +106,11 @@ int gazctl_print_config(int argc, char **argv, struct gaz_status *st);
 int gazctl_list_selector(struct gaz_client *c, const char *selector,
 			 Protocol__ListResponse **out, struct gaz_status *st);
 
+/* gazctl_list_shards parses `selector` and lists the matching shards of
+ * the consumer client `c`. *out is freed by the caller. */
+int gazctl_list_shards(struct gaz_client *c, const char *selector, Consumer__ListResponse **out,
+		       struct gaz_status *st);
+
 /* gazctl_is_full_suspended: the journal's spec is FULL suspended (such
  * journals are skipped by read, fragments, reset-head and suspend). */
 bool gazctl_is_full_suspended(const Protocol__ListResponse__Journal *j);
@@ -88,6 +122,49 @@ bool gazctl_is_full_suspended(const Protocol__ListResponse__Journal *j);
 int gazctl_each_unsuspended(struct gaz_client *c, const char *selector,
 			    int (*fn)(struct gaz_client *c, const char *journal, struct gaz_status *st),
 			    struct gaz_status *st);
+
+/* Largest specs file gazctl_read_file reads (bytes). */
+#define GAZCTL_SPECS_MAX (256u << 20)
+
+/* gazctl_read_file reads a whole file ("-" = stdin) into *buf (malloc'd,
+ * NUL-terminated, *len bytes). GAZ_EIO "failed to read YAML input ...". */
+int gazctl_read_file(const char *path, char **buf, size_t *len, struct gaz_status *st);
+
+/* gazctl_shards_prepare decodes a shard set, validates the ApplyRequest and
+ * verifies its journals through gazctl_broker() (cmd_shards_apply.c); the
+ * errors name the failed step as Gazette's gazctl does. *out is freed with
+ * gaz_shardspec_apply_free. */
+int gazctl_shards_prepare(const char *yaml, size_t len, Consumer__ApplyRequest **out,
+			  struct gaz_status *st);
+
+/* gazctl_shards_send applies a prepared request in batches of
+ * `max_txn_size` (0 = one) and logs the revision. */
+int gazctl_shards_send(struct gaz_client *c, const Consumer__ApplyRequest *req,
+		       int64_t max_txn_size, struct gaz_status *st);
+
+/* gazctl_label_values joins the values of label `name` in `set` with ','
+ * (a list column of `list -L`); "<none>" when absent. Returns a malloc'd
+ * string. */
+char *gazctl_label_values(const Protocol__LabelSet *set, const char *name);
+
+/* ---- removing fragments (fragment_remove.c) ------------------------------- */
+
+/* Stores opened by a prune run, by URL. */
+struct gazctl_store_slot;
+struct gazctl_remover {
+	const char *file_root;  /* roots file:// stores; NULL: they fail */
+	bool dry_run;           /* open stores, remove nothing */
+	struct gazctl_store_slot *stores;
+	size_t nstores;
+};
+
+/* gazctl_remove_fragment removes (dry run: checks it could remove) the
+ * persisted fragment `f` of `journal` from its backing store, printing
+ * what happened. Returns 0, GAZ_ENOTFOUND (already gone; warned) or the
+ * failure (reported on stderr naming the fragment). */
+int gazctl_remove_fragment(struct gazctl_remover *r, const Protocol__Fragment *f,
+			   const char *journal);
+void gazctl_remover_release(struct gazctl_remover *r);
 
 /* ---- memory --------------------------------------------------------------- */
 

@@ -3,6 +3,7 @@
  * aborts on OOM (a program may, style.md), selector listing, and the
  * FULL-suspension test several commands filter journals with.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,4 +88,48 @@ int gazctl_each_unsuspended(struct gaz_client *c, const char *selector,
 			rc = fn(c, list->journals[i]->spec->name, st);
 	protobuf_c_message_free_unpacked(&list->base, NULL);
 	return rc;
+}
+
+char *gazctl_label_values(const Protocol__LabelSet *set, const char *name)
+{
+	size_t first, n = gaz_labelset_find(set, name, &first), len = 1;
+	char *out;
+
+	if (n == 0)
+		return gazctl_xstrdup("<none>");
+	for (size_t i = 0; i < n; i++)
+		len += strlen(set->labels[first + i]->value ? set->labels[first + i]->value : "") + 1;
+	out = gazctl_xcalloc(1, len);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			strcat(out, ",");
+		strcat(out, set->labels[first + i]->value ? set->labels[first + i]->value : "");
+	}
+	return out;
+}
+
+int gazctl_read_file(const char *path, char **buf, size_t *len, struct gaz_status *st)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+	size_t cap = 64 * 1024, n;
+
+	if (!f)
+		return gaz_status_set(st, GAZ_EIO, "failed to read YAML input: open %s: %s", path,
+				      strerror(errno));
+	*buf = gazctl_xmalloc(cap + 1);
+	*len = 0;
+	while ((n = fread(*buf + *len, 1, cap - *len, f)) > 0) {
+		*len += n;
+		if (*len == cap && cap < GAZCTL_SPECS_MAX)
+			*buf = gazctl_xrealloc(*buf, (cap *= 2) + 1);
+		else if (*len == cap)
+			break;
+	}
+	int bad = ferror(f) || *len == GAZCTL_SPECS_MAX;
+	if (f != stdin)
+		fclose(f);
+	(*buf)[*len] = '\0';
+	if (bad)
+		return gaz_status_set(st, GAZ_EIO, "failed to read YAML input %s", path);
+	return 0;
 }

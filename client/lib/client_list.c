@@ -1,7 +1,8 @@
 /*
  * client_list.c - the listing and administrative RPCs of the client:
- * List (ListAllJournals), Apply in batches (ApplyJournalsInBatches) and
- * paged ListFragments (ListAllFragments), facts §7.5, §2.4-§2.6.
+ * List (ListAllJournals), Apply in batches (ApplyJournalsInBatches),
+ * paged ListFragments (ListAllFragments) and FragmentStoreHealth, facts
+ * §7.5, §2.4-§2.7.
  *
  * Responses are unpacked with protobuf-c's default allocator, so journals
  * and fragments of later messages are moved (pointer and all) into the
@@ -18,6 +19,7 @@
 #define LIST_PATH "/protocol.Journal/List"
 #define APPLY_PATH "/protocol.Journal/Apply"
 #define FRAGMENTS_PATH "/protocol.Journal/ListFragments"
+#define STORE_HEALTH_PATH "/protocol.Journal/FragmentStoreHealth"
 
 /* move_ptrs appends the *sn message pointers of the array held in the
  * field at `src_field` to the array in the field at `dst_field` (*dn long),
@@ -259,6 +261,34 @@ int gaz_client_list_fragments(struct gaz_client *c, const struct gaz_fragments_o
 	if (gaz_validate_fragments_request(&req, &vst))
 		return gaz_status_set(st, GAZ_EINVAL, "invalid FragmentsRequest: %s", vst.msg);
 	if ((rc = fragments_loop(c, &req, out, st)) && *out) {
+		protobuf_c_message_free_unpacked(&(*out)->base, NULL);
+		*out = NULL;
+	}
+	return rc;
+}
+
+/* ---- FragmentStoreHealth ---------------------------------------------------------- */
+
+int gaz_client_store_health(struct gaz_client *c, const char *store,
+			    Protocol__FragmentStoreHealthResponse **out, struct gaz_status *st)
+{
+	Protocol__FragmentStoreHealthRequest req = PROTOCOL__FRAGMENT_STORE_HEALTH_REQUEST__INIT;
+	struct gaz_status vst = {0};
+	struct gaz__dispatch d;
+	int rc;
+
+	*out = NULL;
+	req.fragment_store = (char *)store;
+	if (gaz_validate_store_health_request(&req, &vst))
+		return gaz_status_set(st, GAZ_EINVAL, "invalid FragmentStoreHealthRequest: %s",
+				      vst.msg);
+	gaz__client_dispatch(c, NULL, false, NULL, &d);
+	rc = gaz__client_unary(c, &d, STORE_HEALTH_PATH, &req.base,
+			       &protocol__fragment_store_health_response__descriptor,
+			       (ProtobufCMessage **)out, true, st);
+	if (!rc && gaz_validate_store_health_response(*out, &vst))
+		rc = gaz__client_invalid(&vst, st);
+	if (rc && *out) {
 		protobuf_c_message_free_unpacked(&(*out)->base, NULL);
 		*out = NULL;
 	}

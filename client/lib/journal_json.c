@@ -1,6 +1,6 @@
 /*
- * journal_json.c - a ListResponse as gogo jsonpb prints it (OrigName,
- * EmitDefaults), built with jansson.
+ * journal_json.c - a journal or shard ListResponse as gogo jsonpb prints
+ * it (OrigName, EmitDefaults), built with jansson.
  *
  * Every builder returns a new json_t reference or NULL (out of memory, or a
  * string that is not UTF-8). jansson's *_set_new / *_append_new accept NULL
@@ -220,6 +220,90 @@ static json_t *list_response(const Protocol__ListResponse *r)
 			       add(o, "journals", journals(r)));
 }
 
+/* ---- consumer shards ------------------------------------------------------------ */
+
+static json_t *source(const Consumer__ShardSpec__Source *src)
+{
+	json_t *o = json_object();
+
+	return done(o, !o || add(o, "journal", str(src->journal)) ||
+			       add(o, "min_offset", i64(src->min_offset)));
+}
+
+static json_t *sources(const Consumer__ShardSpec *s)
+{
+	json_t *a = json_array();
+	int failed = !a;
+
+	for (size_t i = 0; !failed && s && i < s->n_sources; i++)
+		failed = json_array_append_new(a, source(s->sources[i])) != 0;
+	return done(a, failed);
+}
+
+static json_t *shard_spec(const Consumer__ShardSpec *s)
+{
+	static const Consumer__ShardSpec zero = CONSUMER__SHARD_SPEC__INIT;
+	json_t *o = json_object();
+
+	s = s ? s : &zero;
+	return done(o, !o || add(o, "id", str(s->id)) || add(o, "sources", sources(s)) ||
+			       add(o, "recovery_log_prefix", str(s->recovery_log_prefix)) ||
+			       add(o, "hint_prefix", str(s->hint_prefix)) ||
+			       add(o, "hint_backups", json_integer(s->hint_backups)) ||
+			       add(o, "max_txn_duration", duration(s->max_txn_duration)) ||
+			       add(o, "min_txn_duration", duration(s->min_txn_duration)) ||
+			       add(o, "disable", json_boolean(s->disable)) ||
+			       add(o, "hot_standbys", json_integer(s->hot_standbys)) ||
+			       add(o, "labels", label_set(s->labels)) ||
+			       add(o, "disable_wait_for_ack", json_boolean(s->disable_wait_for_ack)) ||
+			       add(o, "ring_buffer_size", json_integer(s->ring_buffer_size)) ||
+			       add(o, "read_channel_size", json_integer(s->read_channel_size)));
+}
+
+static json_t *replica_status(const Consumer__ReplicaStatus *rs)
+{
+	json_t *o = json_object();
+
+	return done(o, !o || add(o, "code", enum_val(&consumer__replica_status__code__descriptor,
+						     (int)rs->code)) ||
+			       add(o, "errors", str_list(rs->errors, rs->n_errors)));
+}
+
+static json_t *shard(const Consumer__ListResponse__Shard *sh)
+{
+	json_t *o = json_object(), *st = json_array();
+	int failed = !o || !st;
+
+	for (size_t i = 0; !failed && i < sh->n_status; i++)
+		failed = json_array_append_new(st, replica_status(sh->status[i])) != 0;
+	if (failed) {
+		json_decref(st);
+		json_decref(o);
+		return NULL;
+	}
+	return done(o, add(o, "spec", shard_spec(sh->spec)) ||
+			       add(o, "mod_revision", i64(sh->mod_revision)) ||
+			       add(o, "route", route(sh->route)) || add(o, "status", st) ||
+			       add(o, "create_revision", i64(sh->create_revision)));
+}
+
+static json_t *shard_list_response(const Consumer__ListResponse *r)
+{
+	json_t *o = json_object(), *a = json_array();
+	int failed = !o || !a;
+
+	for (size_t i = 0; !failed && i < r->n_shards; i++)
+		failed = json_array_append_new(a, shard(r->shards[i])) != 0;
+	if (failed) {
+		json_decref(a);
+		json_decref(o);
+		return NULL;
+	}
+	return done(o, add(o, "status", enum_val(&consumer__status__descriptor, (int)r->status)) ||
+			       add(o, "header", header(r->header)) || add(o, "shards", a) ||
+			       add(o, "extension", json_null()));
+}
+
 /* The escape Go's encoding/json writes for byte run p[0:*n], or NULL. */
 static const char *go_escape(const unsigned char *p, size_t left, size_t *n)
 {
@@ -263,27 +347,39 @@ static char *go_escapes(const char *s, size_t len, size_t *out_len)
 	return out;
 }
 
-int gaz_journal_json_list_response(const Protocol__ListResponse *resp, char **out,
-				   size_t *out_len, struct gaz_status *st)
+/* render dumps `doc` (consumed) compactly with Go's escapes. */
+static int render(json_t *doc, const char *what, char **out, size_t *out_len,
+		  struct gaz_status *st)
 {
-	json_t *doc = list_response(resp);
 	char *text, *escaped;
 	size_t len;
 
 	if (!doc)
 		return gaz_status_set(st, GAZ_EINVAL,
-				      "rendering journals as json failed: out of memory or "
-				      "a string is not valid UTF-8");
+				      "rendering %s as json failed: out of memory or "
+				      "a string is not valid UTF-8", what);
 	text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(doc);
 	if (!text)
-		return gaz_status_set(st, GAZ_ENOMEM, "rendering journals as json: out of memory");
+		return gaz_status_set(st, GAZ_ENOMEM, "rendering %s as json: out of memory", what);
 	escaped = go_escapes(text, strlen(text), &len);
 	free(text);
 	if (!escaped)
-		return gaz_status_set(st, GAZ_ENOMEM, "rendering journals as json: out of memory");
+		return gaz_status_set(st, GAZ_ENOMEM, "rendering %s as json: out of memory", what);
 	*out = escaped;
 	if (out_len)
 		*out_len = len;
 	return 0;
+}
+
+int gaz_journal_json_list_response(const Protocol__ListResponse *resp, char **out,
+				   size_t *out_len, struct gaz_status *st)
+{
+	return render(list_response(resp), "journals", out, out_len, st);
+}
+
+int gaz_shard_json_list_response(const Consumer__ListResponse *resp, char **out, size_t *out_len,
+				 struct gaz_status *st)
+{
+	return render(shard_list_response(resp), "shards", out, out_len, st);
 }

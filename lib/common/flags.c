@@ -723,7 +723,20 @@ int gaz_flags_find_command(const struct gaz_flags *f, int argc, char **argv, int
 	return gaz_status_set(st, GAZ_ENOTFOUND, "Please specify one command of: %s", names);
 }
 
-/* Writes one "Key = value" line, quoting unprintable strings as Go does. */
+/* go_short_escape: the letter of strconv.Quote's escape for control byte
+ * c ('n' for '\n'), or 0. */
+static char go_short_escape(unsigned char c)
+{
+	static const char ctl[] = "\a\b\f\n\r\t\v", letter[] = "abfnrtv";
+
+	for (size_t i = 0; i < sizeof(ctl) - 1; i++)
+		if (ctl[i] == (char)c)
+			return letter[i];
+	return 0;
+}
+
+/* Writes one "Key = value" line, quoting unprintable strings as Go's
+ * strconv.Quote does (\n, \t and kin, else \xNN). */
 static void ini_value_line(const char *key, const char *v, bool commented, FILE *out)
 {
 	bool printable = true;
@@ -734,8 +747,12 @@ static void ini_value_line(const char *key, const char *v, bool commented, FILE 
 	if (!printable) {
 		fputs(" \"", out);
 		for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+			char esc = go_short_escape(*p);
+
 			if (*p == '"' || *p == '\\')
 				fprintf(out, "\\%c", *p);
+			else if (esc)
+				fprintf(out, "\\%c", esc);
 			else if (*p < 0x20 || *p == 0x7f)
 				fprintf(out, "\\x%02x", *p);
 			else

@@ -213,13 +213,9 @@ static struct gaz_ks_value *decode_assign(const char *rest, const uint8_t *val, 
 		goto out;
 	}
 	if (shards) {
-		/* Gazette's ReplicaStatus.Validate: a known code. */
+		/* Gazette's ReplicaStatus.Validate (an empty value is IDLE). */
 		rs = consumer__replica_status__unpack(NULL, len, val);
-		if (!rs || (rs->code != CONSUMER__REPLICA_STATUS__CODE__IDLE &&
-			    rs->code != CONSUMER__REPLICA_STATUS__CODE__BACKFILL &&
-			    rs->code != CONSUMER__REPLICA_STATUS__CODE__STANDBY &&
-			    rs->code != CONSUMER__REPLICA_STATUS__CODE__PRIMARY &&
-			    rs->code != CONSUMER__REPLICA_STATUS__CODE__FAILED)) {
+		if (!rs || gaz_validate_replica_status(rs, st)) {
 			gaz_status_set(st, GAZ_EINVAL, "assignment ReplicaStatus invalid");
 			goto out;
 		}

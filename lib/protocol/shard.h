@@ -36,4 +36,30 @@ int gaz_validate_shard_id(const char *id, struct gaz_status *st);
  * disable, disable_wait_for_ack and the buffer sizes take any value. */
 int gaz_validate_shard_spec(const Consumer__ShardSpec *spec, struct gaz_status *st);
 
+/* gaz_validate_consumer_status: a value of the consumer.Status enum
+ * ("invalid status (<n>)"). */
+int gaz_validate_consumer_status(int status, struct gaz_status *st);
+
+/* gaz_validate_replica_status: a known Code ("Code: invalid code (<n>)");
+ * errors present exactly when the code is FAILED. */
+int gaz_validate_replica_status(const Consumer__ReplicaStatus *rs, struct gaz_status *st);
+
+/* gaz_validate_shard_apply_change, as ApplyRequest_Change.Validate: exactly
+ * one of upsert and delete; an upsert a valid spec ("Upsert.Id: ...") with
+ * expect_mod_revision >= 0 or -1; a delete a valid shard id ("Delete: ...")
+ * with expect_mod_revision > 0 or -1 and no primary_hints. primary_hints of
+ * an upsert are not checked here (gazctl never sends them). */
+int gaz_validate_shard_apply_change(const Consumer__ApplyRequest__Change *ch,
+				    struct gaz_status *st);
+
+/* gaz_validate_shard_apply_request: every change, with Gazette's dotted
+ * context: "Changes[0].Upsert.Id: invalid length (3; ...)". */
+int gaz_validate_shard_apply_request(const Consumer__ApplyRequest *req, struct gaz_status *st);
+
+/* gaz_validate_shard_list_response, as ListResponse.Validate: status,
+ * "Header...", and each shard "Shards[<i>]...": "Spec...", ModRevision > 0,
+ * "Route...", one status per route member ("length of Route.Members and
+ * Status are not equal (<m> vs <n>)"), "Status[<k>]: ...". */
+int gaz_validate_shard_list_response(const Consumer__ListResponse *resp, struct gaz_status *st);
+
 #endif

@@ -182,6 +182,15 @@ struct gaz_fragments_opts {
 int gaz_client_list_fragments(struct gaz_client *c, const struct gaz_fragments_opts *o,
 			      Protocol__FragmentsResponse **out, struct gaz_status *st);
 
+/* gaz_client_store_health asks the broker address whether fragment store
+ * `store` (a store URL, borrowed) is healthy (FragmentStoreHealth, §2.7).
+ * *out (caller frees) holds the response: status OK, or
+ * FRAGMENT_STORE_UNHEALTHY with store_health_error; both return 0, as
+ * Gazette's client.FragmentStoreHealth returns the response. Errors:
+ * GAZ_EINVAL (not a store URL), GAZ_ERPC, GAZ_EPROTO (validation). */
+int gaz_client_store_health(struct gaz_client *c, const char *store,
+			    Protocol__FragmentStoreHealthResponse **out, struct gaz_status *st);
+
 /* ---- Append (facts §2.1, §7.4) --------------------------------------------- */
 
 /* Progress callback: `bytes` of content sent so far in this attempt. Called

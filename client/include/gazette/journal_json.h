@@ -1,5 +1,6 @@
 /*
- * gazette/journal_json.h - `gazctl journals list -o json` output.
+ * gazette/journal_json.h - `gazctl journals list -o json` and `gazctl shards
+ * list -o json` output.
  *
  * Gazette prints each ListResponse with gogo jsonpb, Marshaler{OrigName:
  * true, EmitDefaults: true}: proto field names, fields in declaration order,
@@ -20,6 +21,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "consumer.pb-c.h"
 #include "protocol.pb-c.h"
 
 /* gaz_journal_json_list_response renders `resp` (borrowed) as one compact
@@ -30,5 +32,14 @@
  * string is not valid UTF-8 (jansson refuses it), GAZ_ENOMEM. */
 int gaz_journal_json_list_response(const Protocol__ListResponse *resp, char **out,
 				   size_t *out_len, struct gaz_status *st);
+
+/* gaz_shard_json_list_response renders a consumer ListResponse (`gazctl
+ * shards list -o json`) the same way: {"status", "header", "shards":
+ * [{"spec", "mod_revision", "route", "status": [{"code", "errors"}],
+ * "create_revision"}], "extension"}, ShardSpec with every field (sources
+ * as [{"journal", "min_offset"}], durations as "1s", labels as the nested
+ * {"labels": [...]}), an empty extension as null. Errors as above. */
+int gaz_shard_json_list_response(const Consumer__ListResponse *resp, char **out, size_t *out_len,
+				 struct gaz_status *st);
 
 #endif

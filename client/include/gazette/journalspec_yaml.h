@@ -31,7 +31,7 @@
 #include "protocol.pb-c.h"
 
 /* Largest YAML text gaz_journalspec_yaml_emit will build (bytes). */
-#define GAZ_JOURNALSPEC_YAML_MAX (64u << 20)
+#define GAZ_JOURNALSPEC_YAML_MAX (64u << 20) /* = GAZ__YAML_OUT_MAX */
 
 /* One listed journal: its spec (borrowed) and etcd ModRevision. */
 struct gaz_journal_rev {

@@ -617,6 +617,26 @@ static void test_print_ini(void **state)
 	gaz_flags_release(&f);
 }
 
+/* Unprintable values are quoted as Go's strconv.Quote does: "\n", "\t",
+ * else "\xNN" (gazctl print-config's attach-uuids Template). */
+static void test_print_ini_quotes(void **state)
+{
+	struct gaz_flags f;
+	struct gaz_status st;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out;
+	(void)state;
+
+	assert_int_equal(parse(&f, NULL, &st, "--broker.allow-origin", "a\tb\"c\x01\n", NULL), 0);
+	out = open_memstream(&text, &len);
+	gaz_flags_print_ini(&f, out);
+	fclose(out);
+	assert_non_null(strstr(text, "AllowOrigin = \"a\\tb\\\"c\\x01\\n\"\n"));
+	free(text);
+	gaz_flags_release(&f);
+}
+
 static void test_find_ini(void **state)
 {
 	char dir[] = "/tmp/test_flags_dirXXXXXX", path[512], want[512];
@@ -655,6 +675,7 @@ int main(void)
 		cmocka_unit_test_setup(test_find_command, setup),
 		cmocka_unit_test_setup(test_help_lists_commands, setup),
 		cmocka_unit_test_setup(test_print_ini, setup),
+		cmocka_unit_test_setup(test_print_ini_quotes, setup),
 		cmocka_unit_test_setup(test_find_ini, setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
