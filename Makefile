@@ -86,7 +86,7 @@ EXAMPLE_BINS = $(foreach f,$(EXAMPLE_SRCS),$(BUILD)/bin/$(notdir $(patsubst %/,%
 # Generated sources are kept between builds.
 .SECONDARY: $(GEN_C) $(GEN_H)
 
-.PHONY: all test unit integration demo bench bench-scale soak deps clean format operator chart image e2e
+.PHONY: all test unit integration demo bench bench-scale bench-stream-sum soak deps clean format operator chart image e2e
 all: $(GAZETTE) $(GAZCTL) $(GAZLOAD) $(OPERATOR) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS) $(EXAMPLE_BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
@@ -230,6 +230,14 @@ demo:
 
 bench: all
 	@BUILD=$(BUILD) bench/run.sh
+	@scripts/deps.sh --examples
+	@BUILD=$(BUILD) /usr/bin/python3 bench/stream_sum.py
+
+# stream-sum's summer, ours (C, PostgreSQL) and Gazette's (Go, SQLite), on
+# the same brokers under the same chunker (bench/stream_sum.py).
+bench-stream-sum: all
+	@scripts/deps.sh --examples
+	@BUILD=$(BUILD) /usr/bin/python3 bench/stream_sum.py
 
 # The allocator at scale: a real leader broker (ours, then Gazette's) with
 # simulated members on a real etcd (bench/scale.sh, bench/README.md).

@@ -126,6 +126,7 @@ static const int64_t SUM_SCHEDULE_MS[] = {100,   250,   500,   1000,  2000,  400
 struct awaiting {
 	bool active;
 	bool verified;
+	int64_t verified_ns; /* monotonic: when its sum was read */
 	struct stream_sum_sum expect;
 };
 
@@ -154,6 +155,10 @@ static struct chunker {
 	pthread_cond_t cond; /* CLOCK_MONOTONIC: a sum verified, a failure, a worker done */
 	struct awaiting *await; /* one per worker */
 	struct id_set verified;
+	/* Per verified stream: from its last chunk's commit, as this process
+	 * saw it, to its sum read back (ns); for the summary's percentiles. */
+	int64_t *latency_ns;
+	size_t n_latency, cap_latency;
 	int workers_done;
 	bool failed, stopping;
 	char failure[768];
@@ -245,6 +250,7 @@ static void check_sum(const struct stream_sum_sum *s, const char *journal, int64
 			return;
 		}
 		a->verified = true;
+		a->verified_ns = gaz_mono_ns();
 		id_set_put(&ch.verified, s->id);
 		pthread_cond_broadcast(&ch.cond);
 		pthread_mutex_unlock(&ch.mu);
@@ -330,6 +336,7 @@ static bool await_sum(int64_t w, struct gaz_append_handle *h, int64_t t0_ns)
 		return false;
 	}
 	size_t next = 0;
+	int64_t committed_ns = gaz_mono_ns();
 	pthread_mutex_lock(&ch.mu);
 	while (!a->verified && !ch.failed) {
 		int64_t due = t0_ns + SUM_SCHEDULE_MS[next] * GAZ_NS_PER_MS;
@@ -349,6 +356,19 @@ static bool await_sum(int64_t w, struct gaz_append_handle *h, int64_t t0_ns)
 		pthread_mutex_lock(&ch.mu);
 	}
 	bool ok = a->verified && !ch.failed;
+	if (ok) {
+		if (ch.n_latency == ch.cap_latency) {
+			size_t cap = ch.cap_latency ? ch.cap_latency * 2 : 1024;
+			int64_t *p = realloc(ch.latency_ns, cap * sizeof *p);
+			if (p) {
+				ch.latency_ns = p;
+				ch.cap_latency = cap;
+			}
+		}
+		/* The sum may be read before this thread saw the commit. */
+		if (ch.n_latency < ch.cap_latency)
+			ch.latency_ns[ch.n_latency++] = a->verified_ns > committed_ns ? a->verified_ns - committed_ns : 0;
+	}
 	a->active = a->verified = false;
 	pthread_mutex_unlock(&ch.mu);
 	if (ok) {
@@ -439,6 +459,28 @@ static void *worker_main(void *arg)
 	pthread_cond_broadcast(&ch.cond);
 	pthread_mutex_unlock(&ch.mu);
 	return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* print_latency writes the sums' latency percentiles (a second summary
+ * line), when any stream was verified. */
+static void print_latency(void)
+{
+	size_t n = ch.n_latency;
+
+	if (!n)
+		return;
+	qsort(ch.latency_ns, n, sizeof *ch.latency_ns, cmp_i64);
+	printf(PROG ": sum latency after the last chunk's commit over %zu streams: p50 %.1f ms, p99 %.1f ms, "
+	       "max %.1f ms\n",
+	       n, (double)ch.latency_ns[n / 2] / 1e6, (double)ch.latency_ns[n * 99 / 100] / 1e6,
+	       (double)ch.latency_ns[n - 1] / 1e6);
+	free(ch.latency_ns);
 }
 
 /* ---- set-up --------------------------------------------------------------- */
@@ -569,6 +611,7 @@ out:
 	free(workers);
 	free(ch.await);
 	free(ch.verified.ids);
+	print_latency();
 
 	printf(PROG ": verified %" PRIuFAST64 " streams, published %" PRIuFAST64
 	       " chunks; the sums reader dropped %" PRIu64 " duplicates and skipped %" PRIu64
