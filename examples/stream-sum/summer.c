@@ -15,8 +15,13 @@
  * this one PostgreSQL). A shard's label "store", when present, must be
  * "postgres", as Gazette's summer insists on a known store.
  *
- * Per transaction, sums are read from the table once (then cached) and
- * written back at finalize, as Gazette's summer does with its stores.
+ * A shard caches the sums of its open streams across transactions: read
+ * from the table once (none is read for a stream's first chunk), changed
+ * in memory, written back at finalize in one statement, and dropped once
+ * a stream's final sum was committed. Only the shard's primary writes its
+ * rows (the store's fence refuses any other), so the cache stays the
+ * table's view until a transaction fails, which empties it. Gazette's
+ * summer caches within a transaction only: its stores are local.
  * The table:
  *   stream_sums (shard TEXT, id BYTEA, seq_no BIGINT, value BIGINT: the
  *                uint64 sum's bits, PRIMARY KEY (shard, id))
@@ -47,7 +52,10 @@ static const struct gaz_flag summer_flags[] = {
 struct cache {
 	struct stream_sum_sum *slot; /* open addressing by stream id */
 	bool *used;                  /* slot[i] holds a sum */
-	size_t cap, n;
+	bool *dirty;                 /* changed this transaction */
+	bool *done;                  /* its final sum is in this transaction */
+	size_t cap, n, n_dirty;
+	bool any_done;               /* a stream ended this transaction */
 };
 
 static void cache_free(void *p)
@@ -57,6 +65,8 @@ static void cache_free(void *p)
 		return;
 	free(c->slot);
 	free(c->used);
+	free(c->dirty);
+	free(c->done);
 	free(c);
 }
 
@@ -77,34 +87,46 @@ static struct stream_sum_sum *cache_find(struct cache *c, const uint8_t *id, boo
 	return &c->slot[i];
 }
 
-static int cache_grow(struct cache *c)
+/* cache_rebuild moves the sums into a table of `cap` slots (a power of
+ * two), leaving out finished streams when `drop_done`. */
+static int cache_rebuild(struct cache *c, size_t cap, bool drop_done)
 {
-	struct cache bigger = {.cap = c->cap ? c->cap * 2 : 64};
+	struct cache next = {.cap = cap};
 	bool found;
 
-	if (!(bigger.slot = calloc(bigger.cap, sizeof(*bigger.slot))) ||
-	    !(bigger.used = calloc(bigger.cap, sizeof(*bigger.used)))) {
-		free(bigger.slot);
+	if (!(next.slot = calloc(cap, sizeof(*next.slot))) || !(next.used = calloc(cap, sizeof(*next.used))) ||
+	    !(next.dirty = calloc(cap, sizeof(*next.dirty))) || !(next.done = calloc(cap, sizeof(*next.done)))) {
+		free(next.slot), free(next.used), free(next.dirty);
 		return GAZ_ENOMEM;
 	}
 	for (size_t i = 0; i < c->cap; i++) {
-		if (!c->used[i])
+		if (!c->used[i] || (drop_done && c->done[i]))
 			continue;
-		struct stream_sum_sum *s = cache_find(&bigger, c->slot[i].id, &found);
+		struct stream_sum_sum *s = cache_find(&next, c->slot[i].id, &found);
 		*s = c->slot[i];
-		bigger.used[s - bigger.slot] = true;
-		bigger.n++;
+		next.used[s - next.slot] = true;
+		next.dirty[s - next.slot] = c->dirty[i];
+		next.done[s - next.slot] = c->done[i];
+		next.n++;
+		next.n_dirty += c->dirty[i];
 	}
-	free(c->slot);
-	free(c->used);
-	*c = bigger;
+	free(c->slot), free(c->used), free(c->dirty), free(c->done);
+	*c = next;
 	return 0;
+}
+
+static int cache_grow(struct cache *c)
+{
+	return cache_rebuild(c, c->cap ? c->cap * 2 : 256, false);
 }
 
 static void cache_clear(struct cache *c)
 {
 	memset(c->used, 0, c->cap * sizeof(*c->used));
-	c->n = 0;
+	memset(c->dirty, 0, c->cap * sizeof(*c->dirty));
+	memset(c->done, 0, c->cap * sizeof(*c->done));
+	c->n = c->n_dirty = 0;
+	c->any_done = false;
 }
 
 /* ---- the store's table ------------------------------------------------------ */
@@ -136,20 +158,67 @@ static int load_sum(PGconn *pg, const char *shard, const uint8_t *id, struct str
 	return 0;
 }
 
-static int store_sum(PGconn *pg, const char *shard, const struct stream_sum_sum *s, struct gaz_status *st)
+/* Appends text to a growing buffer. */
+static int append(char **b, size_t *len, size_t *cap, const char *text, size_t n)
 {
-	char seq[32], val[32];
-	const char *params[4] = {shard, (const char *)s->id, seq, val};
-	int lens[4] = {0, STREAM_SUM_ID_LEN, 0, 0}, fmts[4] = {0, 1, 0, 0};
+	if (*len + n + 1 > *cap) {
+		size_t want = *cap ? *cap * 2 : 4096;
+		while (want < *len + n + 1)
+			want *= 2;
+		char *p = realloc(*b, want);
+		if (!p)
+			return GAZ_ENOMEM;
+		*b = p;
+		*cap = want;
+	}
+	memcpy(*b + *len, text, n);
+	*len += n;
+	(*b)[*len] = '\0';
+	return 0;
+}
 
-	snprintf(seq, sizeof(seq), "%lld", (long long)s->seq_no);
-	snprintf(val, sizeof(val), "%lld", (long long)(int64_t)s->value);
-	return exec_ok(pg,
-		       PQexecParams(pg,
-				    "INSERT INTO stream_sums (shard, id, seq_no, value) VALUES ($1, $2, $3, $4) "
-				    "ON CONFLICT (shard, id) DO UPDATE SET seq_no = EXCLUDED.seq_no, value = EXCLUDED.value",
-				    4, NULL, params, lens, fmts, 0),
-		       PGRES_COMMAND_OK, "writing a sum", st);
+/* store_dirty writes every sum changed this transaction in one upsert, the
+ * rows as three array parameters (text forms of bytea[] and bigint[]). */
+static int store_dirty(PGconn *pg, const char *shard, struct cache *c, struct gaz_status *st)
+{
+	char *arr[3] = {0}, num[48];
+	size_t len[3] = {0}, cap[3] = {0};
+	int rc = 0;
+
+	if (!c->n_dirty)
+		return 0;
+	for (int k = 0; k < 3 && !rc; k++)
+		rc = append(&arr[k], &len[k], &cap[k], "{", 1);
+	for (size_t i = 0, first = 1; i < c->cap && !rc; i++) {
+		if (!c->used[i] || !c->dirty[i])
+			continue;
+		const struct stream_sum_sum *s = &c->slot[i];
+		char hex[2 * STREAM_SUM_ID_LEN + 1];
+		stream_sum_id_hex(s->id, hex);
+		int n = snprintf(num, sizeof num, "%s\"\\\\x%s\"", first ? "" : ",", hex);
+		rc = append(&arr[0], &len[0], &cap[0], num, (size_t)n);
+		n = snprintf(num, sizeof num, "%s%lld", first ? "" : ",", (long long)s->seq_no);
+		rc = rc ? rc : append(&arr[1], &len[1], &cap[1], num, (size_t)n);
+		n = snprintf(num, sizeof num, "%s%lld", first ? "" : ",", (long long)(int64_t)s->value);
+		rc = rc ? rc : append(&arr[2], &len[2], &cap[2], num, (size_t)n);
+		first = 0;
+	}
+	for (int k = 0; k < 3 && !rc; k++)
+		rc = append(&arr[k], &len[k], &cap[k], "}", 1);
+	if (rc) {
+		rc = gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	} else {
+		const char *params[4] = {shard, arr[0], arr[1], arr[2]};
+		rc = exec_ok(pg,
+			     PQexecParams(pg,
+					  "INSERT INTO stream_sums (shard, id, seq_no, value) "
+					  "SELECT $1, * FROM unnest($2::bytea[], $3::bigint[], $4::bigint[]) "
+					  "ON CONFLICT (shard, id) DO UPDATE SET seq_no = EXCLUDED.seq_no, value = EXCLUDED.value",
+					  4, NULL, params, NULL, NULL, 0),
+			     PGRES_COMMAND_OK, "writing sums", st);
+	}
+	free(arr[0]), free(arr[1]), free(arr[2]);
+	return rc;
 }
 
 /* ---- the application ------------------------------------------------------------ */
@@ -203,19 +272,30 @@ static int consume(void *arg, struct gaz_shard *shard, struct gaz_store *store, 
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 	sum = cache_find(c, chunk->id, &found);
 	if (!found) {
-		if ((rc = load_sum(gaz_pg_store_conn(store), gaz_shard_fqn(shard), chunk->id, sum, st)))
+		/* A stream's first chunk starts it: nothing to read. */
+		if (chunk->seq_no == 1) {
+			memset(sum, 0, sizeof(*sum));
+			memcpy(sum->id, chunk->id, STREAM_SUM_ID_LEN);
+		} else if ((rc = load_sum(gaz_pg_store_conn(store), gaz_shard_fqn(shard), chunk->id, sum, st))) {
 			return rc;
+		}
 		c->used[sum - c->slot] = true;
 		c->n++;
 	}
 	/* A chunk out of order is a broken stream (Gazette's summer exits). */
 	if ((rc = stream_sum_update(sum, chunk, &done, st)))
 		return rc;
+	if (!c->dirty[sum - c->slot]) {
+		c->dirty[sum - c->slot] = true;
+		c->n_dirty++;
+	}
 	if (done) {
 		struct stream_sum_sum out = *sum;
 		out.has_uuid = false;
 		if ((rc = gaz_publish_uncommitted(pub, stream_sum_final_sums_mapping, NULL, &out, NULL, st)))
 			return rc;
+		c->done[sum - c->slot] = true; /* dropped after the commit */
+		c->any_done = true;
 	}
 	return 0;
 }
@@ -224,22 +304,28 @@ static int finalize(void *arg, struct gaz_shard *shard, struct gaz_store *store,
 		    struct gaz_status *st)
 {
 	struct cache *c = gaz_shard_state(shard);
-	int rc = 0;
 
 	(void)arg, (void)pub;
-	for (size_t i = 0; i < c->cap && !rc; i++)
-		if (c->used[i])
-			rc = store_sum(gaz_pg_store_conn(store), gaz_shard_fqn(shard), &c->slot[i], st);
-	cache_clear(c);
-	return rc;
+	return store_dirty(gaz_pg_store_conn(store), gaz_shard_fqn(shard), c, st);
 }
 
-/* A failed transaction's cache is stale: the next reads the store again. */
+/* Committed: the written sums are the table's, finished streams go. A
+ * failed transaction's cache is stale: the next reads the table again. */
 static void finished(void *arg, struct gaz_shard *shard, struct gaz_store *store, int rc)
 {
+	struct cache *c = gaz_shard_state(shard);
+
 	(void)arg, (void)store;
-	if (rc && gaz_shard_state(shard))
-		cache_clear(gaz_shard_state(shard));
+	if (!c)
+		return;
+	if (rc || (c->any_done && cache_rebuild(c, c->cap, true))) {
+		cache_clear(c);
+		return;
+	}
+	memset(c->dirty, 0, c->cap * sizeof(*c->dirty));
+	memset(c->done, 0, c->cap * sizeof(*c->done));
+	c->n_dirty = 0;
+	c->any_done = false;
 }
 
 int main(int argc, char **argv)
