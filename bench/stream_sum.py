@@ -14,7 +14,7 @@ summer (published and summed, end to end), sum latency p50/p99, and the
 summer process's CPU seconds.
 
 Environment: BUILD (build), BENCH_ROUNDS (2), BENCH_SS_WORKERS (4),
-BENCH_SS_STREAMS (150 per worker), BENCH_SS_CHUNKS (50 per stream),
+BENCH_SS_STREAMS (300 per worker), BENCH_SS_CHUNKS (50 per stream),
 BENCH_DIR (a new dir under /dev/shm)."""
 import os
 import re
@@ -36,7 +36,7 @@ C_SUMMER = os.path.join(BIN, "stream-sum-summer")
 GO_SUMMER = os.path.join(soak.EXAMPLES, "summer")
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 WORKERS = int(os.environ.get("BENCH_SS_WORKERS", "4"))
-STREAMS = int(os.environ.get("BENCH_SS_STREAMS", "150"))
+STREAMS = int(os.environ.get("BENCH_SS_STREAMS", "300"))
 CHUNKS = int(os.environ.get("BENCH_SS_CHUNKS", "50"))
 LATENCY = re.compile(r"over (\d+) streams: p50 ([\d.]+) ms, p99 ([\d.]+) ms, max ([\d.]+) ms")
 SUMMARY = re.compile(r"verified (\d+) streams, published (\d+) chunks")
