@@ -86,23 +86,13 @@ int gaz_announce(struct gaz_broker *b, struct gaz_status *st)
 
 int gaz_announce_exiting(struct gaz_broker *b, struct gaz_status *st)
 {
-	Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
-	Etcdserverpb__PutResponse *resp = NULL;
 	size_t len;
 	uint8_t *val = broker_spec_pack(b, true, &len);
 	int rc;
 
 	if (!val)
 		return gaz_status_set(st, GAZ_ENOMEM, "announce exiting: out of memory");
-	/* Our own key on our own lease: a plain put keeping the lease. */
-	put.key.data = (uint8_t *)b->member_key;
-	put.key.len = strlen(b->member_key);
-	put.value.data = val;
-	put.value.len = len;
-	put.ignore_lease = true;
-	rc = gaz_etcd_put(b->etcd, &put, &resp, st);
+	rc = gaz_member_update(b->etcd, b->member_key, val, len, st);
 	free(val);
-	if (!rc)
-		protobuf_c_message_free_unpacked(&resp->base, NULL);
 	return rc;
 }

@@ -3,7 +3,8 @@
  * say (Gazette's consumer.Resolver): a shard is started for each of our
  * assignments, moved to primary when ours reaches slot 0, and stopped
  * when the assignment goes (or the shard's spec was deleted and created
- * again). The resolver thread does this after each keyspace update.
+ * again), and started again as a standby when ours leaves slot 0. The
+ * resolver thread does this after each keyspace update.
  *
  * Locking (runtime_int.h): consumer->mu guards the shard array, each
  * shard's refs, resolve_wake and stopping. Shards are created and stopped
@@ -137,9 +138,16 @@ static void resolve(struct gaz_consumer *c)
 	for (size_t k = 0; gone && k < n && !c->stopping; k++) {
 		bool found;
 		size_t at = find(c, a[k].id, &found);
-		if (found) {
-			gaz_shard_set_slot(c->shards[at], a[k].slot);
+		if (found && gaz_shard_set_slot(c->shards[at], a[k].slot)) {
 			continue;
+		} else if (found) {
+			/* A primary moved off slot 0 (the allocator balances
+			 * primaries): it stops being primary, its store closed,
+			 * and serves again as a standby. */
+			gone[n_gone++] = c->shards[at];
+			memmove(&c->shards[at], &c->shards[at + 1], (c->n_shards - at - 1) * sizeof(*c->shards));
+			c->n_shards--;
+			at = find(c, a[k].id, &found);
 		}
 		if (c->n_shards == c->cap_shards) {
 			size_t cap = c->cap_shards ? c->cap_shards * 2 : 16;

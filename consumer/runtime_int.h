@@ -125,8 +125,10 @@ void gaz_shard_unref(struct gaz_shard *s);
 /* shard.c */
 struct gaz_shard *gaz_shard_new(struct gaz_consumer *c, const char *id, const Consumer__ShardSpec *spec,
 				int64_t create_revision, int64_t slot);
-/* gaz_shard_set_slot: our assignment moved (a promotion to slot 0). */
-void gaz_shard_set_slot(struct gaz_shard *s, int64_t slot);
+/* gaz_shard_set_slot: our assignment moved; true when the shard takes it
+ * (a standby's new slot, a promotion to 0), false when a primary would
+ * leave slot 0, which the resolver answers with a new replica. */
+bool gaz_shard_set_slot(struct gaz_shard *s, int64_t slot);
 /* gaz_shard_stop asks the shard to stop (cancelling its reads), without
  * waiting; gaz_shard_join waits for its thread and frees it. */
 void gaz_shard_stop(struct gaz_shard *s);

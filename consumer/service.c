@@ -219,23 +219,14 @@ static int announce(struct gaz_consumer *c, sigset_t *sigs, struct gaz_status *s
 
 static int announce_exiting(struct gaz_consumer *c, struct gaz_status *st)
 {
-	Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
-	Etcdserverpb__PutResponse *resp = NULL;
 	size_t len;
 	uint8_t *val = consumer_spec_pack(c, true, &len);
 	int rc;
 
 	if (!val)
 		return gaz_status_set(st, GAZ_ENOMEM, "announce exiting: out of memory");
-	put.key.data = (uint8_t *)c->member_key;
-	put.key.len = strlen(c->member_key);
-	put.value.data = val;
-	put.value.len = len;
-	put.ignore_lease = true;
-	rc = gaz_etcd_put(c->etcd, &put, &resp, st);
+	rc = gaz_member_update(c->etcd, c->member_key, val, len, st);
 	free(val);
-	if (!rc)
-		protobuf_c_message_free_unpacked(&resp->base, NULL);
 	return rc;
 }
 

@@ -338,12 +338,18 @@ struct gaz_shard *gaz_shard_new(struct gaz_consumer *c, const char *id, const Co
 	return s;
 }
 
-void gaz_shard_set_slot(struct gaz_shard *s, int64_t slot)
+bool gaz_shard_set_slot(struct gaz_shard *s, int64_t slot)
 {
+	bool ok;
+
 	pthread_mutex_lock(&s->mu);
-	s->slot = slot;
-	pthread_cond_broadcast(&s->cond);
+	ok = s->slot != 0 || slot == 0;
+	if (ok && s->slot != slot) {
+		s->slot = slot;
+		pthread_cond_broadcast(&s->cond);
+	}
 	pthread_mutex_unlock(&s->mu);
+	return ok;
 }
 
 void gaz_shard_stop(struct gaz_shard *s)

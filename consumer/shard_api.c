@@ -293,7 +293,12 @@ static void handle_stat(struct gaz_rpc_call *call, void *arg)
 	}
 	resp.status = r.status;
 	if (r.status == CONSUMER__STATUS__OK) {
-		if (!(s = gaz_consumer_shard_get(c, req->shard)) || (rc = gaz_shard_wait_ready(s, call)) == GAZ_ESTOPPED) {
+		/* The keyspace may name us primary a moment before the resolver
+		 * started the shard: give it a little while. */
+		for (int i = 0; i < 100 && !(s = gaz_consumer_shard_get(c, req->shard)); i++)
+			if (gaz_rpc_wait(call, gaz_deadline_in(20)) && gaz_rpc_cancelled(call))
+				break;
+		if (!s || (rc = gaz_shard_wait_ready(s, call)) == GAZ_ESTOPPED) {
 			resp.status = CONSUMER__STATUS__SHARD_STOPPED;
 		} else if (rc) {
 			gaz_rpc_finish(call, NULL, gaz_err_grpc_code(rc), gaz_err_str(rc));

@@ -54,3 +54,20 @@ int gaz_member_put_once(struct gaz_etcd *etcd, const char *member_key, int64_t l
 	return rc;
 }
 
+
+int gaz_member_update(struct gaz_etcd *etcd, const char *member_key, const uint8_t *val, size_t len,
+		      struct gaz_status *st)
+{
+	Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
+	Etcdserverpb__PutResponse *resp = NULL;
+	int rc;
+
+	put.key.data = (uint8_t *)member_key;
+	put.key.len = strlen(member_key);
+	put.value.data = (uint8_t *)val;
+	put.value.len = len;
+	put.ignore_lease = true;
+	if (!(rc = gaz_etcd_put(etcd, &put, &resp, st)))
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return rc;
+}

@@ -21,4 +21,10 @@
 int gaz_member_put_once(struct gaz_etcd *etcd, const char *member_key, int64_t lease, const uint8_t *val,
 			size_t len, struct gaz_status *st);
 
+/* gaz_member_update puts a new value of our own member key (e.g. its
+ * spec marked exiting), keeping the key's lease. Returns 0 or the etcd
+ * call's error. */
+int gaz_member_update(struct gaz_etcd *etcd, const char *member_key, const uint8_t *val, size_t len,
+		      struct gaz_status *st);
+
 #endif

@@ -563,3 +563,38 @@ def test_chain_of_five_exactly_once_under_faults(cluster, postgres):
         assert faults["consumer"] and faults["broker"], faults
     finally:
         group.stop()
+
+
+def test_primaries_balanced_onto_a_new_consumer(group, postgres):
+    """Four shards with a hot standby, all primary on one consumer; a
+    second joins, takes the standbys, and the allocator moves half of the
+    primaries to it (a primary leaving slot 0 stops and serves again as a
+    standby): no shard fails, and messages flow exactly once throughout."""
+    names = ["bal/in-%d" % i for i in range(4)] + ["bal/out"]
+    group.journals(*names)
+    a = group.consumer()
+    shards = Shards(a.address)
+    sids = ["bal-%d" % i for i in range(4)]
+    assert shards.apply(*[shard_spec(sids[i], [names[i]], "bal/out", hot_standbys=1) for i in range(4)]).status \
+        == cpb.OK
+    for sid in sids:
+        assert wait_primary(shards, sid) == a.id
+    for i in range(4):
+        group.publish(names[i], range(i * 100 + 1, i * 100 + 51))
+    b = group.consumer()
+
+    def balanced():
+        listed = shards.list().shards
+        owners = [s.route.members[s.route.primary].suffix for s in listed if s.route.primary >= 0]
+        codes = [st.code for s in listed for st in s.status]
+        assert cpb.ReplicaStatus.FAILED not in codes, [(s.spec.id, list(s.status)) for s in listed]
+        return len(owners) == 4 and owners.count(b.id) == 2 and all(len(s.status) == 2 for s in listed)
+    wait_for(balanced, 90, "two primaries on each consumer")
+    for i in range(4):
+        group.publish(names[i], range(i * 100 + 51, i * 100 + 101))
+    for i, sid in enumerate(sids):
+        head = write_head(group, names[i])
+        owner = wait_primary(shards, sid)
+        st = Shards((a if owner == a.id else b).address).stat(sid, read_through={names[i]: head})
+        assert st.status == cpb.OK, st
+    assert sorted(group.ids("bal/out")) == sorted(i * 100 + k for i in range(4) for k in range(1, 101))
