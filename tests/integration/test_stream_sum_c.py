@@ -152,3 +152,49 @@ def test_sigkill_of_the_primary_summer(env):
     grc, _, glog = finish(go, timeout=300)
     go_ok(grc, glog)
     print("c-summer: 2 SIGKILLs of the primary summer under both chunkers; %s" % out.strip().splitlines()[-1])
+
+
+def test_a_minute_under_faults(env):
+    """Both chunkers run for about a minute while, at random, a summer is
+    SIGKILLed, a broker is SIGKILLed, or the summer holding most primaries
+    is stopped (SIGSTOP) past its lease and woken (SIGCONT), a zombie the
+    store's fence must refuse: every sum still verifies."""
+    import random
+    if "tsan" in cf.BUILD:
+        pytest.skip("a minute of faults is the plain build's job; TSan runs the shorter tests")
+    rnd = random.Random(int(os.environ.get("GAZ_TEST_SEED", "23")))
+    go = start_chunker(env, GO_CHUNKER, "go-3", workers=2, streams=1200, chunks=50)
+    ours = start_chunker(env, CHUNKER, "ours-3", workers=2, streams=1200, chunks=50)
+    faults = {"summer_kill": 0, "broker_kill": 0, "zombie": 0}
+    deadline = time.time() + 60
+    while time.time() < deadline and go.poll() is None and ours.poll() is None:
+        time.sleep(rnd.uniform(2, 4))
+        live = [s for s in env.summers if s.proc.poll() is None]
+        listed = Shards(live[0].address).list().shards
+        primaries = [s.route.members[s.route.primary].suffix for s in listed if s.route.primary >= 0]
+        busiest = max(env.summers, key=lambda s: primaries.count(s.name))
+        kind = rnd.choice(sorted(faults))
+        if kind == "summer_kill":
+            busiest.proc.kill()
+            busiest.proc.wait()
+            busiest.start()
+        elif kind == "zombie":
+            busiest.proc.send_signal(signal.SIGSTOP)
+            time.sleep(5)  # past its 3 s lease: the other summer takes over
+            busiest.proc.send_signal(signal.SIGCONT)
+            # It notices its lease is gone and exits; start it again.
+            cf.wait_for(lambda: busiest.proc.poll() is not None, 60, "the zombie to exit")
+            busiest.start()
+        else:
+            i = rnd.choice([1, 2])
+            old = env.cluster.brokers[i]
+            old.stop(sig=signal.SIGKILL)
+            env.cluster.brokers[i] = env.cluster.start(zone=old.zone, bid="%s-%d" % (old.id[:10], sum(faults.values())))
+        faults[kind] += 1
+    rc, out, log = finish(ours, timeout=600)
+    check_ours(rc, out, log, 2 * 1200)
+    grc, _, glog = finish(go, timeout=600)
+    go_ok(grc, glog)
+    fenced = sum(open(s.logpath).read().count("checkpoint fence was updated") for s in env.summers)
+    print("c-summer under faults: %s, %d fenced commits; %s" % (faults, fenced, out.strip().splitlines()[-1]))
+    assert sum(faults.values()) >= 5, faults
