@@ -7,8 +7,9 @@
  * resolver thread does this after each keyspace update.
  *
  * Locking (runtime_int.h): consumer->mu guards the shard array, each
- * shard's refs, resolve_wake and stopping. Shards are created and stopped
- * under it; their threads are joined without it.
+ * shard's refs, resolve_wake, stopping and reaping. Shards are created
+ * under it and stopped without it; their threads are joined by reaper
+ * threads.
  */
 #include "consumer/runtime_int.h"
 
@@ -97,15 +98,62 @@ static size_t find(struct gaz_consumer *c, const char *id, bool *found)
 	return lo;
 }
 
-/* Stops and releases the shards in `gone` (mu not held). */
-static void retire(struct gaz_shard **gone, size_t n)
+struct reaping {
+	struct gaz_consumer *c;
+	struct gaz_shard **gone;
+	size_t n;
+};
+
+static void *reaper_thread(void *arg)
 {
+	struct reaping *r = arg;
+	struct gaz_consumer *c = r->c;
+
+	for (size_t i = 0; i < r->n; i++) {
+		gaz_shard_join(r->gone[i]);
+		gaz_shard_unref(r->gone[i]);
+	}
+	free(r->gone);
+	free(r);
+	pthread_mutex_lock(&c->mu);
+	c->reaping--;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/* Stops the shards in `gone` (mu not held; takes the array) at once, and
+ * joins and releases them on a reaper thread: a shard may take a while to
+ * end (its last commit, its appends cancelled), and the resolver must
+ * meanwhile follow the keyspace, or a demoted primary it has not seen
+ * yet would go on committing. */
+static void retire(struct gaz_consumer *c, struct gaz_shard **gone, size_t n)
+{
+	struct reaping *r = n ? malloc(sizeof(*r)) : NULL;
+	pthread_t t;
+
 	for (size_t i = 0; i < n; i++)
 		gaz_shard_stop(gone[i]);
+	if (r) {
+		*r = (struct reaping){c, gone, n};
+		pthread_mutex_lock(&c->mu);
+		c->reaping++;
+		pthread_mutex_unlock(&c->mu);
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		int err = pthread_create(&t, &attr, reaper_thread, r);
+		pthread_attr_destroy(&attr);
+		if (!err)
+			return;
+		reaper_thread(r); /* no thread: reap here */
+		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		gaz_shard_join(gone[i]);
 		gaz_shard_unref(gone[i]);
 	}
+	free(gone);
 }
 
 /* One pass: start, promote and stop shards to match our assignments. */
@@ -167,8 +215,7 @@ static void resolve(struct gaz_consumer *c)
 		c->n_shards++;
 	}
 	pthread_mutex_unlock(&c->mu);
-	retire(gone, n_gone);
-	free(gone);
+	retire(c, gone, n_gone);
 	assignments_release(a, n);
 }
 
@@ -227,8 +274,11 @@ void gaz_consumer_resolver_stop(struct gaz_consumer *c)
 	c->shards = NULL;
 	c->n_shards = c->cap_shards = 0;
 	pthread_mutex_unlock(&c->mu);
-	retire(gone, n);
-	free(gone);
+	retire(c, gone, n);
+	pthread_mutex_lock(&c->mu);
+	while (c->reaping)
+		pthread_cond_wait(&c->cond, &c->mu);
+	pthread_mutex_unlock(&c->mu);
 }
 
 size_t gaz_consumer_local_shards(struct gaz_consumer *c)

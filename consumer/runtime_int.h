@@ -60,8 +60,9 @@ struct gaz_consumer {
 	struct gaz_rpc_server *srv;
 	struct gaz_rpc_channel *self;  /* to our own endpoint: loopback of proxied calls */
 
-	pthread_mutex_t mu;            /* guards shards, resolve_wake, stopping */
-	pthread_cond_t cond;           /* the resolver's wake-ups */
+	pthread_mutex_t mu;            /* guards shards, resolve_wake, stopping, reaping */
+	pthread_cond_t cond;           /* the resolver's wake-ups; a reaper's end */
+	int reaping;                   /* reaper threads joining stopped shards */
 	struct gaz_shard **shards;     /* local shards, sorted by id */
 	size_t n_shards, cap_shards;
 	bool resolve_wake, stopping;

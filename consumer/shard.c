@@ -9,7 +9,10 @@
  *     (txn.c) until it stops or fails;
  *   - failed: FAILED with the error in its assignment, until the
  *     assignment goes (the allocator moves a failed primary, or
- *     `gazctl shards unassign --failed` removes it).
+ *     `gazctl shards unassign --failed` removes it). A primary whose
+ *     commit the store fenced (a new primary restored) is not failed: its
+ *     assignment has left slot 0 and the resolver replaces it, unless the
+ *     keyspace still says otherwise after FENCED_GRACE_MS.
  * A shard whose spec names a recovery log fails at once: this runtime's
  * stores commit checkpoints themselves and keep no recovery log.
  *
@@ -27,6 +30,10 @@
 #include "common/log.h"
 #include "etcd/txn.h"
 #include "gazette/append_service.h"
+
+/* How long a fenced primary waits for the keyspace to move it before it
+ * reports FAILED. */
+#define FENCED_GRACE_MS 10000
 
 /* Gazette's backoff for status updates and store retries (shard.go). */
 static int64_t backoff_ms(int attempt)
@@ -277,6 +284,14 @@ static void *shard_thread(void *arg)
 	if (primary)
 		rc = serve_primary(s, &st);
 failed:
+	/* Fenced: a new primary restored the checkpoint, so our assignment
+	 * has left slot 0 (or is gone) and the keyspace will say so in a
+	 * moment, stopping or restarting this replica; only if it does not
+	 * is the shard failed. */
+	if (rc == GAZ_EFENCED && !atomic_load(&s->stopping)) {
+		gaz_warn("fenced by a new primary; waiting for our assignment to change", "shard=%s", s->id);
+		sleep_or_stop(s, FENCED_GRACE_MS);
+	}
 	if (rc && !atomic_load(&s->stopping)) {
 		gaz_error("shard failed", "shard=%s err=%s", s->id, st.msg);
 		gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__FAILED, st.msg);
