@@ -1151,8 +1151,15 @@ def test_shard_status_of_our_consumers(shards, postgres):
         first = e.cr("ours")["status"]["primary"]
         victim = next(x for x in consumers if first.endswith("/" + x.id))
         victim.stop(signal.SIGKILL)
-        wait_for(lambda: status("PRIMARY") and e.cr("ours")["status"]["primary"] != first, 60,
+        # Once the victim's lease expires the standby is promoted, alone
+        # on the shard; a third consumer then becomes its new standby.
+        wait_for(lambda: e.cr("ours")["status"].get("replicaStatus") == "PRIMARY" and
+                 len(e.cr("ours")["status"].get("replicas", [])) == 1 and
+                 e.cr("ours")["status"].get("primary") not in (None, first), 60,
                  "the standby's promotion in the CR status")
+        consumers.append(Consumer(g).start())
+        wait_for(lambda: status("PRIMARY") and e.cr("ours")["status"]["primary"] != first, 60,
+                 "the promoted primary with a new standby in the CR status")
     finally:
         for x in consumers:
             x.stop(signal.SIGKILL)
