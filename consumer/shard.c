@@ -11,8 +11,10 @@
  *     assignment goes (the allocator moves a failed primary, or
  *     `gazctl shards unassign --failed` removes it). A primary whose
  *     commit the store fenced (a new primary restored) is not failed: its
- *     assignment has left slot 0 and the resolver replaces it, unless the
- *     keyspace still says otherwise after FENCED_GRACE_MS.
+ *     assignment has left slot 0 and the resolver replaces it; if the
+ *     keyspace still gives it slot 0 after FENCED_GRACE_MS, the fencer was
+ *     a replica that promoted itself on a keyspace a revision behind, and
+ *     this primary recovers the checkpoint again (a new term).
  * A shard whose spec names a recovery log fails at once: this runtime's
  * stores commit checkpoints themselves and keep no recovery log.
  *
@@ -110,10 +112,19 @@ static char *our_assignment(struct gaz_shard *s, int64_t *mod_revision, Consumer
 	size_t lo, hi;
 
 	*status = NULL;
-	if (asprintf(&prefix, "%s/assign/%s#%s#%s#", c->root, s->id, c->cfg.zone, c->cfg.id) < 0)
+	/* This replica's own assignment, at its slot: a primary that the
+	 * allocator moved to another slot is replaced by a new standby, and
+	 * what the old one still reports must not land on the new one's key
+	 * (Gazette's updateStatus writes the shard's resolved assignment). */
+	pthread_mutex_lock(&s->mu);
+	int64_t slot = s->slot;
+	pthread_mutex_unlock(&s->mu);
+	if (asprintf(&prefix, "%s/assign/%s#%s#%s#%lld", c->root, s->id, c->cfg.zone, c->cfg.id, (long long)slot) < 0)
 		return NULL;
 	gaz_keyspace_rlock(c->ks);
 	gaz_keyspace_prefix(c->ks, prefix, &lo, &hi);
+	while (lo < hi && strcmp(gaz_keyspace_at(c->ks, lo)->key, prefix)) /* #1 is a prefix of #10 */
+		lo++;
 	if (lo < hi) {
 		const struct gaz_ks_entry *e = gaz_keyspace_at(c->ks, lo);
 		const struct gaz_ks_value *v = e->decoded;
@@ -207,20 +218,79 @@ static int open_store(struct gaz_shard *s, struct gaz_status *st)
 	}
 }
 
+/* Whether etcd, read now (linearizably), still gives this process slot 0
+ * of the shard. A replica promotes itself on its keyspace, which may be a
+ * revision behind the allocator's move of slot 0 to another replica;
+ * restoring then would fence off the primary the keyspace already names.
+ * Asked once just before the checkpoint's restore, it closes most of that
+ * window (the store's fence settles the rest, see shard_thread).
+ * Returns 0 (slot 0 is ours), GAZ_ESTOPPED (it is not) or an etcd error
+ * (retryable: GAZ_EUNAVAIL). */
+static int confirm_primary(struct gaz_shard *s, struct gaz_status *st)
+{
+	struct gaz_consumer *c = s->c;
+	Etcdserverpb__RangeRequest rr = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	Etcdserverpb__RangeResponse *resp = NULL;
+	char *key = NULL;
+	int rc;
+
+	if (asprintf(&key, "%s/assign/%s#%s#%s#0", c->root, s->id, c->cfg.zone, c->cfg.id) < 0)
+		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	rr.key.data = (uint8_t *)key;
+	rr.key.len = strlen(key);
+	rr.count_only = true;
+	rc = gaz_etcd_range(c->etcd, &rr, &resp, st);
+	free(key);
+	if (rc)
+		return rc;
+	rc = resp->count > 0 ? 0 : GAZ_ESTOPPED;
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return rc;
+}
+
 static int restore(struct gaz_shard *s, uint8_t **cp, size_t *len, struct gaz_status *st)
 {
 	for (int attempt = 0;; attempt++) {
-		int rc = s->store->ops->restore_checkpoint(s->store, cp, len, st);
+		int rc = confirm_primary(s, st);
+		if (rc == GAZ_ESTOPPED)
+			return gaz_status_set(st, rc, "no longer primary in etcd: slot 0 moved before the restore");
+		if (rc == 0)
+			rc = s->store->ops->restore_checkpoint(s->store, cp, len, st);
 		if (rc != GAZ_EUNAVAIL)
 			return rc;
-		gaz_warn("restoring the checkpoint: store unavailable; retrying", "shard=%s err=%s", s->id, st->msg);
+		gaz_warn("restoring the checkpoint: etcd or the store unavailable; retrying", "shard=%s err=%s", s->id,
+			 st->msg);
 		gaz_status_clear(st);
 		if (sleep_or_stop(s, backoff_ms(attempt + 4)))
 			return gaz_status_set(st, GAZ_ECANCELLED, "stopped while restoring the checkpoint");
 	}
 }
 
-static int serve_primary(struct gaz_shard *s, struct gaz_status *st)
+/* Releases what a primary term built (its store, publisher, appends,
+ * client and application state), on the shard's thread after the term
+ * ended or on the joiner's after the thread is gone. */
+static void primary_release(struct gaz_shard *s)
+{
+	struct gaz_client *client;
+
+	pthread_mutex_lock(&s->mu);
+	client = s->client;
+	s->client = NULL; /* gaz_shard_stop cancels it under mu */
+	s->store_ready = false;
+	pthread_mutex_unlock(&s->mu);
+	if (s->store)
+		s->store->ops->close(s->store);
+	s->store = NULL;
+	gaz_publisher_free(s->publisher);
+	s->publisher = NULL;
+	gaz_append_service_free(s->appends);
+	s->appends = NULL;
+	gaz_client_free(client);
+	gaz_shard_set_state(s, NULL, NULL);
+}
+
+/* One primary term. *moved is set when slot 0 moved before the restore. */
+static int serve_primary(struct gaz_shard *s, bool *moved, struct gaz_status *st)
 {
 	struct gaz_consumer *c = s->c;
 	struct gaz_client_opts co = {.broker_address = c->cfg.broker_address, .zone = c->cfg.zone,
@@ -249,8 +319,10 @@ static int serve_primary(struct gaz_shard *s, struct gaz_status *st)
 		return rc;
 	if ((rc = open_store(s, st)))
 		return gaz_status_set(st, rc, "opening the store: %s", st->msg);
-	if ((rc = restore(s, &cp, &cp_len, st)))
+	if ((rc = restore(s, &cp, &cp_len, st))) {
+		*moved = rc == GAZ_ESTOPPED;
 		return gaz_status_set(st, rc, "store.RestoreCheckpoint: %s", st->msg);
+	}
 	gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__PRIMARY, NULL);
 	pthread_mutex_lock(&s->mu);
 	s->store_ready = true;
@@ -266,7 +338,7 @@ static void *shard_thread(void *arg)
 	struct gaz_shard *s = arg;
 	struct gaz_status st = {0};
 	int rc = 0;
-	bool primary;
+	bool primary, moved = false;
 
 	if (s->spec->recovery_log_prefix && s->spec->recovery_log_prefix[0]) {
 		rc = gaz_status_set(&st, GAZ_EINVAL,
@@ -281,17 +353,36 @@ static void *shard_thread(void *arg)
 		pthread_cond_wait(&s->cond, &s->mu);
 	primary = !s->stop;
 	pthread_mutex_unlock(&s->mu);
-	if (primary)
-		rc = serve_primary(s, &st);
-failed:
-	/* Fenced: a new primary restored the checkpoint, so our assignment
-	 * has left slot 0 (or is gone) and the keyspace will say so in a
-	 * moment, stopping or restarting this replica; only if it does not
-	 * is the shard failed. */
-	if (rc == GAZ_EFENCED && !atomic_load(&s->stopping)) {
+	while (primary) {
+		rc = serve_primary(s, &moved, &st);
+		if (rc != GAZ_EFENCED || atomic_load(&s->stopping))
+			break;
+		/* Fenced: another replica restored the checkpoint after we did.
+		 * A new primary moved us off slot 0 and the keyspace says so in
+		 * a moment, stopping this replica. If it does not, we still
+		 * hold slot 0 and the fencer was a replica that lagged the
+		 * keyspace, promoted itself a moment before the allocator moved
+		 * slot 0 to us, and has stopped since: the primary is still
+		 * ours, so it recovers the store's checkpoint again. */
 		gaz_warn("fenced by a new primary; waiting for our assignment to change", "shard=%s", s->id);
-		sleep_or_stop(s, FENCED_GRACE_MS);
+		if (sleep_or_stop(s, FENCED_GRACE_MS))
+			break;
+		pthread_mutex_lock(&s->mu);
+		primary = s->slot == 0 && !s->stop;
+		pthread_mutex_unlock(&s->mu);
+		if (!primary)
+			break;
+		gaz_warn("still primary after the fence moved: the fencing replica has stopped; recovering the "
+			 "checkpoint again", "shard=%s", s->id);
+		primary_release(s);
+		gaz_status_clear(&st);
 	}
+	if (moved) {
+		/* Slot 0 moved before we restored: the resolver stops us. */
+		gaz_info("not restoring: no longer primary", "shard=%s", s->id);
+		rc = 0;
+	}
+failed:
 	if (rc && !atomic_load(&s->stopping)) {
 		gaz_error("shard failed", "shard=%s err=%s", s->id, st.msg);
 		gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__FAILED, st.msg);
@@ -383,16 +474,7 @@ void gaz_shard_join(struct gaz_shard *s)
 {
 	pthread_join(s->thread, NULL);
 	/* The thread is gone: its primary's parts are ours to release. */
-	if (s->store)
-		s->store->ops->close(s->store);
-	s->store = NULL;
-	gaz_publisher_free(s->publisher);
-	s->publisher = NULL;
-	gaz_append_service_free(s->appends);
-	s->appends = NULL;
-	gaz_client_free(s->client);
-	s->client = NULL;
-	gaz_shard_set_state(s, NULL, NULL);
+	primary_release(s);
 	gaz_info("shard stopped", "shard=%s", s->id);
 }
 

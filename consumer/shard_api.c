@@ -243,8 +243,13 @@ static void stat_proxy(struct gaz_consumer *c, struct gaz_rpc_call *call, Consum
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAVAILABLE, "cannot reach the shard's primary");
 	} else {
 		req->header = h;
+		/* Fail fast, as Gazette's proxied Stat (a grpc-go call without
+		 * WaitForReady): a primary killed a moment ago stays in the
+		 * keyspace until its lease expires, and waiting for its address
+		 * would hold the caller to its whole deadline instead of letting
+		 * it ask again once the standby took over. */
 		int rc = gaz_rpc_unary(ch, "/consumer.Shard/Stat", &req->base, &consumer__stat_response__descriptor,
-				       (ProtobufCMessage **)&resp, gaz_rpc_deadline(call), true, NULL, &st);
+				       (ProtobufCMessage **)&resp, gaz_rpc_deadline(call), false, NULL, &st);
 		req->header = NULL;
 		if (rc)
 			gaz_rpc_finish(call, NULL, st.grpc ? st.grpc : GAZ_GRPC_UNAVAILABLE, st.msg);
