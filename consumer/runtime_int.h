@@ -11,17 +11,26 @@
  *                failed; its ReplicaStatus in its assignment
  *   txn.c        a primary's transactions over its sources
  *   shard_api.c  the consumer.Shard service (Stat, List, Apply, GetHints,
- *                Unassign)
+ *                Unassign), and the resolution and proxying of shards that
+ *                an application's own methods use (runtime.h)
  *
  * Lock order: consumer->mu before a shard's mu; the keyspace's read lock
  * is taken with neither held, or after consumer->mu (never after a
  * shard's). Each lock guards what its comment says; everything else is
  * set before the threads start and read-only after.
+ *
+ * A primary's store is used by one thread at a time: its shard's thread
+ * from a transaction's begin to its commit or abort (store_busy), or an
+ * application's method that borrowed it between transactions
+ * (store_borrowed). Both flags live under the shard's mu, which is never
+ * held while the store is used; a borrower waiting goes before the next
+ * transaction (borrowers_waiting).
  */
 #ifndef GAZ_CONSUMER_RUNTIME_INT_H
 #define GAZ_CONSUMER_RUNTIME_INT_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -59,6 +68,11 @@ struct gaz_consumer {
 	struct gaz_allocator *allocator;
 	struct gaz_rpc_server *srv;
 	struct gaz_rpc_channel *self;  /* to our own endpoint: loopback of proxied calls */
+	struct gaz_client *client;     /* the app's (gaz_consumer_client), made before init */
+	sigset_t *sigs;                /* SIGTERM and SIGINT, blocked: gaz_consumer_sleep */
+	struct gaz_consumer_app_method *app_methods; /* the app's methods as registered */
+	bool app_inited;               /* init succeeded: stop is due */
+	atomic_bool ks_ready;          /* ks is made and loaded: handlers may read it */
 
 	pthread_mutex_t mu;            /* guards shards, resolve_wake, stopping, reaping */
 	pthread_cond_t cond;           /* the resolver's wake-ups; a reaper's end */
@@ -86,12 +100,16 @@ struct gaz_shard {
 	Consumer__ShardSpec *spec;     /* as of start; read-only */
 	int64_t item_create_revision;
 
-	pthread_mutex_t mu;            /* guards slot, stop, primary_done, store_ready */
+	pthread_mutex_t mu;            /* guards slot, stop, primary_done, store_ready,
+	                                * store_busy, store_borrowed, borrowers_waiting */
 	pthread_cond_t cond;
 	int64_t slot;                  /* of our assignment (0: primary) */
 	bool stop;                     /* assignment gone, or the process stops */
 	bool store_ready;              /* primary with its checkpoint restored */
 	bool primary_done;             /* primary ended (failed, or stopped) */
+	bool store_busy;               /* a transaction has the store */
+	bool store_borrowed;           /* an application's method has it */
+	int borrowers_waiting;         /* methods waiting to borrow it */
 	atomic_bool stopping;          /* stop, readable without mu */
 	int refs;                      /* consumer->mu: the resolver's and API calls' */
 	pthread_t thread;
@@ -143,6 +161,19 @@ void gaz_shard_update_status(struct gaz_shard *s, Consumer__ReplicaStatus__Code 
 /* gaz_shard_wait_ready waits until the shard is primary with its store
  * restored (0), its primary ended (GAZ_ESTOPPED), or the call ends. */
 int gaz_shard_wait_ready(struct gaz_shard *s, struct gaz_rpc_call *call);
+/* gaz_shard_store_borrow waits until the shard is a ready primary whose
+ * store no transaction has open nor another call borrowed, and borrows
+ * it for `call` (0, *out); GAZ_ESTOPPED once its primary ended or is
+ * stopping; the call's GAZ_ECANCELLED or GAZ_ETIMEDOUT. Give it back with
+ * gaz_shard_store_return. */
+int gaz_shard_store_borrow(struct gaz_shard *s, struct gaz_rpc_call *call, struct gaz_store **out);
+void gaz_shard_store_return(struct gaz_shard *s);
+/* gaz_shard_store_claim: the shard's thread takes its store for a
+ * transaction, after any borrower waiting; false when the shard stops
+ * meanwhile. gaz_shard_store_unclaim gives it up after the commit or
+ * abort. */
+bool gaz_shard_store_claim(struct gaz_shard *s);
+void gaz_shard_store_unclaim(struct gaz_shard *s);
 /* Progress: set `journal`'s offset in *o (progress_mu held). */
 int gaz_offsets_set(struct gaz_offsets *o, const char *journal, int64_t offset);
 int64_t gaz_offsets_get(const struct gaz_offsets *o, const char *journal);
@@ -157,5 +188,15 @@ int gaz_shard_run_transactions(struct gaz_shard *s, const uint8_t *cp, size_t cp
 
 /* shard_api.c */
 int gaz_consumer_register_api(struct gaz_consumer *c);
+
+/* service.c: the options of the process's journal clients (the app's and
+ * each primary's), from the --broker.* flags. */
+struct gaz_client_opts gaz_consumer_client_opts(const struct gaz_consumer *c);
+
+/* service.c: an application's method bound to the process. */
+struct gaz_consumer_app_method {
+	struct gaz_consumer *c;
+	const struct gaz_consumer_method *m;
+};
 
 #endif

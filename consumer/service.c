@@ -9,6 +9,12 @@
  * to other members, and the process leaves once it holds none (Gazette's
  * allocator session), or at --consumer.exit-timeout.
  *
+ * The application's init runs on the main thread before the server
+ * starts, with the process's journal client made; its methods are
+ * registered on the server beside the Shard service, each bound to the
+ * process (struct gaz_consumer_app_method); its stop runs once the server
+ * has shut down and the client is cancelled, before the client is freed.
+ *
  * Locking: runtime_int.h. The process's struct is filled by the main
  * thread before any other thread starts; later, only its atomics and
  * what consumer->mu guards change.
@@ -104,6 +110,71 @@ static int configure(struct gaz_consumer *c, struct gaz_status *st)
 	c->type = c->app->type ? *c->app->type : gaz_json_message_type(NULL);
 	c->publish_type = c->app->publish_type ? *c->app->publish_type : c->type;
 	return c->member_key ? 0 : GAZ_ENOMEM;
+}
+
+struct gaz_client_opts gaz_consumer_client_opts(const struct gaz_consumer *c)
+{
+	return (struct gaz_client_opts){
+		.broker_address = c->cfg.broker_address,
+		.zone = c->cfg.zone,
+		.file_root = c->cfg.broker_file_root[0] ? c->cfg.broker_file_root : NULL,
+		/* Gazette's --broker.cache.size 0: no cache */
+		.route_cache_size = c->cfg.broker_cache_size > 0 ? c->cfg.broker_cache_size : -1,
+		.route_cache_ttl_ms = c->cfg.broker_cache_ttl_ns / GAZ_NS_PER_MS,
+	};
+}
+
+/* ---- for the application (runtime.h) ------------------------------------ */
+
+struct gaz_client *gaz_consumer_client(struct gaz_consumer *c)
+{
+	return c->client;
+}
+
+int gaz_consumer_sleep(struct gaz_consumer *c, int64_t ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+	int64_t deadline = gaz_deadline_in(ms);
+
+	for (;;) {
+		if (sigtimedwait(c->sigs, NULL, &ts) > 0)
+			return GAZ_ECANCELLED;
+		int64_t left = deadline - gaz_mono_ns();
+		if (left <= 0)
+			return 0;
+		ts = (struct timespec){.tv_sec = left / GAZ_NS_PER_S, .tv_nsec = left % GAZ_NS_PER_S};
+	}
+}
+
+static void app_method(struct gaz_rpc_call *call, void *arg)
+{
+	const struct gaz_consumer_app_method *am = arg;
+
+	am->m->fn(am->c->app->arg, am->c, call);
+}
+
+/* The application's methods, on the server beside the Shard service. */
+static int register_app_methods(struct gaz_consumer *c, struct gaz_status *st)
+{
+	const struct gaz_consumer_method *m = c->app->methods;
+	size_t n = 0;
+
+	while (m && m[n].path)
+		n++;
+	if (!n)
+		return 0;
+	if (!(c->app_methods = calloc(n, sizeof(*c->app_methods))))
+		return gaz_status_set(st, GAZ_ENOMEM, "registering the application's methods");
+	for (size_t i = 0; i < n; i++) {
+		c->app_methods[i] = (struct gaz_consumer_app_method){c, &m[i]};
+		int rc = m[i].fn ? gaz_rpc_server_register(c->srv, m[i].path, app_method, &c->app_methods[i]) : GAZ_EINVAL;
+		if (rc == GAZ_EINVAL)
+			return gaz_status_set(st, rc, "registering the application's method %s: no handler, a malformed path, "
+					      "or one already served", m[i].path);
+		if (rc)
+			return gaz_status_set(st, rc, "registering the application's method %s", m[i].path);
+	}
+	return 0;
 }
 
 /* ---- HTTP diagnostics --------------------------------------------------- */
@@ -289,6 +360,9 @@ static int start_serving(struct gaz_consumer *c, struct gaz_rpc_listener **liste
 		return gaz_status_set(st, GAZ_ENOMEM, "creating the gRPC server");
 	if (gaz_consumer_register_api(c))
 		return gaz_status_set(st, GAZ_ENOMEM, "registering the Shard service");
+	int rc = register_app_methods(c, st);
+	if (rc)
+		return rc;
 	if (gaz_rpc_server_start(c->srv, NULL, NULL))
 		return gaz_status_set(st, GAZ_EIO, "starting the gRPC server");
 	if (!strncmp(c->cfg.port, "unix://", 7))
@@ -325,6 +399,8 @@ static int start_keyspace(struct gaz_consumer *c, sigset_t *sigs, struct gaz_sta
 		sleep(1);
 	}
 	gaz_keyspace_set_watch_delay(c->ks, c->cfg.watch_delay_ns);
+	if (!rc)
+		atomic_store(&c->ks_ready, true);
 	return rc;
 }
 
@@ -377,6 +453,13 @@ static void shutdown_all(struct gaz_consumer *c, struct gaz_rpc_listener *listen
 		gaz_rpc_listener_close(listener);
 	if (c->srv)
 		gaz_rpc_server_shutdown(c->srv, 1000);
+	/* No method runs now: the application lets go of the client. */
+	if (c->client)
+		gaz_client_cancel(c->client);
+	if (c->app_inited && c->app->stop)
+		c->app->stop(c->app->arg, c);
+	gaz_client_free(c->client);
+	c->client = NULL;
 	if (c->keepalive)
 		gaz_etcd_keepalive_stop(c->keepalive);
 	if (c->lease_id && gaz_etcd_lease_revoke(c->etcd, c->lease_id, &st))
@@ -384,6 +467,7 @@ static void shutdown_all(struct gaz_consumer *c, struct gaz_rpc_listener *listen
 	gaz_keyspace_free(c->ks);
 	gaz_allocator_free(c->allocator);
 	gaz_rpc_server_free(c->srv);
+	free(c->app_methods);
 	gaz_etcd_free(c->etcd);
 	free(c->root), free(c->member_key), free(c->endpoint);
 	free(c->shards);
@@ -403,9 +487,16 @@ static int serve(struct gaz_consumer *c, sigset_t *sigs)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	if ((rc = configure(c, &st)) || (rc = gaz_rpc_init(gaz_rpc_default_pollers())) ||
-	    (c->app->init && (rc = c->app->init(c->app->arg, &st))) || (rc = start_serving(c, &listener, &st)) ||
-	    (rc = start_keyspace(c, sigs, &st)))
+	c->sigs = sigs;
+	if ((rc = configure(c, &st)) || (rc = gaz_rpc_init(gaz_rpc_default_pollers())))
+		goto fail;
+	struct gaz_client_opts co = gaz_consumer_client_opts(c);
+	if ((rc = gaz_client_new(&co, &c->client, &st)))
+		goto fail;
+	if (c->app->init && (rc = c->app->init(c->app->arg, c, &st)))
+		goto fail;
+	c->app_inited = true;
+	if ((rc = start_serving(c, &listener, &st)) || (rc = start_keyspace(c, sigs, &st)))
 		goto fail;
 	struct gaz_allocator_cfg acfg = {
 		.etcd = c->etcd,

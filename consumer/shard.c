@@ -19,9 +19,14 @@
  * stores commit checkpoints themselves and keep no recovery log.
  *
  * Locking (runtime_int.h): s->mu guards slot, stop, store_ready,
- * primary_done and the client pointer handed to stop; progress_mu guards
- * the progress offsets. The shard's thread alone owns the primary's
- * client, append service, publisher and store.
+ * primary_done, the store's claims (store_busy, store_borrowed,
+ * borrowers_waiting) and the client pointer handed to stop; progress_mu
+ * guards the progress offsets. The shard's thread alone owns the
+ * primary's client, append service, publisher and store, except that an
+ * application's method may borrow the store between transactions
+ * (gaz_shard_store_borrow): the thread then waits for it at its next
+ * transaction and, before it ends, until it was given back (the store is
+ * closed once the thread ended).
  */
 #include "consumer/runtime_int.h"
 
@@ -276,7 +281,9 @@ static void primary_release(struct gaz_shard *s)
 	pthread_mutex_lock(&s->mu);
 	client = s->client;
 	s->client = NULL; /* gaz_shard_stop cancels it under mu */
-	s->store_ready = false;
+	s->store_ready = false; /* no borrower comes after this */
+	while (s->store_borrowed)
+		pthread_cond_wait(&s->cond, &s->mu);
 	pthread_mutex_unlock(&s->mu);
 	if (s->store)
 		s->store->ops->close(s->store);
@@ -293,11 +300,7 @@ static void primary_release(struct gaz_shard *s)
 static int serve_primary(struct gaz_shard *s, bool *moved, struct gaz_status *st)
 {
 	struct gaz_consumer *c = s->c;
-	struct gaz_client_opts co = {.broker_address = c->cfg.broker_address, .zone = c->cfg.zone,
-				     .file_root = c->cfg.broker_file_root[0] ? c->cfg.broker_file_root : NULL,
-				     /* Gazette's --broker.cache.size 0: no cache */
-				     .route_cache_size = c->cfg.broker_cache_size > 0 ? c->cfg.broker_cache_size : -1,
-				     .route_cache_ttl_ms = c->cfg.broker_cache_ttl_ns / GAZ_NS_PER_MS};
+	struct gaz_client_opts co = gaz_consumer_client_opts(c);
 	struct gaz_client *client = NULL;
 	uint8_t *cp = NULL;
 	size_t cp_len = 0;
@@ -391,6 +394,8 @@ failed:
 	}
 	pthread_mutex_lock(&s->mu);
 	s->primary_done = true;
+	while (s->store_borrowed) /* no new borrower comes once primary_done */
+		pthread_cond_wait(&s->cond, &s->mu);
 	pthread_mutex_unlock(&s->mu);
 	gaz_shard_signal_progress(s);
 	/* A failed shard keeps its assignment (FAILED) until it is removed. */
@@ -522,6 +527,74 @@ int gaz_shard_wait_ready(struct gaz_shard *s, struct gaz_rpc_call *call)
 	}
 	gaz_notifier_remove(&s->progress, &w);
 	return rc;
+}
+
+/* ---- the store's claims -------------------------------------------------- */
+
+int gaz_shard_store_borrow(struct gaz_shard *s, struct gaz_rpc_call *call, struct gaz_store **out)
+{
+	struct gaz_waiter w = {.wake = wake_call, .arg = call};
+	bool waiting = false;
+	int rc = 0;
+
+	*out = NULL;
+	gaz_notifier_add(&s->progress, &w);
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		if (!s->store_ready || s->primary_done || s->stop) {
+			rc = GAZ_ESTOPPED;
+			break;
+		}
+		if (!s->store_busy && !s->store_borrowed) {
+			s->store_borrowed = true;
+			*out = s->store;
+			break;
+		}
+		if (!waiting)
+			s->borrowers_waiting++, waiting = true;
+		pthread_mutex_unlock(&s->mu);
+		rc = gaz_rpc_wait(call, gaz_rpc_deadline(call));
+		pthread_mutex_lock(&s->mu);
+		if (rc)
+			break;
+	}
+	if (waiting) {
+		s->borrowers_waiting--;
+		pthread_cond_broadcast(&s->cond); /* a transaction may wait on us */
+	}
+	pthread_mutex_unlock(&s->mu);
+	gaz_notifier_remove(&s->progress, &w);
+	return rc;
+}
+
+void gaz_shard_store_return(struct gaz_shard *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->store_borrowed = false;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+	gaz_shard_signal_progress(s); /* the next borrower */
+}
+
+bool gaz_shard_store_claim(struct gaz_shard *s)
+{
+	bool ok;
+
+	pthread_mutex_lock(&s->mu);
+	while (!s->stop && (s->store_borrowed || s->borrowers_waiting))
+		pthread_cond_wait(&s->cond, &s->mu);
+	if ((ok = !s->stop))
+		s->store_busy = true;
+	pthread_mutex_unlock(&s->mu);
+	return ok;
+}
+
+void gaz_shard_store_unclaim(struct gaz_shard *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->store_busy = false;
+	pthread_mutex_unlock(&s->mu);
+	gaz_shard_signal_progress(s); /* borrowers waiting */
 }
 
 /* ---- accessors (runtime.h) ----------------------------------------------- */

@@ -17,9 +17,16 @@
  *             assignments of shards in one transaction.
  * Invalid requests get INVALID_ARGUMENT with Gazette's message.
  *
+ * The resolution and proxying of Stat serve an application's own methods
+ * too (runtime.h: gaz_consumer_resolve, gaz_consumer_proxy,
+ * gaz_consumer_shard_with_source): a shard ours resolves to its store,
+ * borrowed between its transactions; another member's to its endpoint
+ * and the header to proxy with.
+ *
  * Locking (runtime_int.h): handlers read the keyspace under its read lock
  * and copy out what they answer; they take no other lock but a shard's
- * progress_mu (and its mu, through gaz_shard_wait_ready).
+ * progress_mu (and its mu, through gaz_shard_wait_ready and
+ * gaz_shard_store_borrow).
  */
 #include "consumer/runtime_int.h"
 
@@ -102,6 +109,8 @@ static int resolve(struct gaz_consumer *c, struct gaz_rpc_call *call, const char
 	int rc;
 
 	*r = (struct resolution){.primary = -1};
+	if (!atomic_load(&c->ks_ready))
+		return gaz_status_set(st, GAZ_EUNAVAIL, "the consumer is starting: its keyspace is not loaded yet");
 	if (proxy) {
 		struct gaz_etcd_header eh;
 		gaz_keyspace_rlock(c->ks);
@@ -230,37 +239,58 @@ static void progress_free(Consumer__StatResponse *resp)
 	free(resp->publish_at);
 }
 
-/* Proxies an unproxied Stat to the shard's primary with our header. */
-static void stat_proxy(struct gaz_consumer *c, struct gaz_rpc_call *call, Consumer__StatRequest *req,
-		       struct resolution *r)
+/* Sends `req` to the shard's primary at `endpoint` with `header` in its
+ * header field, and ends `call` with the primary's answer. */
+static void proxy_call(struct gaz_rpc_call *call, const char *endpoint, Protocol__Header *header, const char *path,
+		       ProtobufCMessage *req, Protocol__Header **req_header, const ProtobufCMessageDescriptor *resp_desc)
 {
 	struct gaz_status st = {0};
-	struct gaz_rpc_channel *ch = gaz_rpc_channel_new(r->primary_endpoint, NULL);
-	Consumer__StatResponse *resp = NULL;
-	Protocol__Header *h = gaz_header_new(&r->eh, r->route.zone[r->primary], r->route.suffix[r->primary], &r->route);
+	struct gaz_rpc_channel *ch = endpoint ? gaz_rpc_channel_new(endpoint, NULL) : NULL;
+	ProtobufCMessage *resp = NULL;
 
-	if (!ch || !h) {
+	if (!ch || !header) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAVAILABLE, "cannot reach the shard's primary");
 	} else {
-		req->header = h;
-		/* Fail fast, as Gazette's proxied Stat (a grpc-go call without
+		/* Fail fast, as Gazette's proxies (grpc-go calls without
 		 * WaitForReady): a primary killed a moment ago stays in the
 		 * keyspace until its lease expires, and waiting for its address
 		 * would hold the caller to its whole deadline instead of letting
 		 * it ask again once the standby took over. */
-		int rc = gaz_rpc_unary(ch, "/consumer.Shard/Stat", &req->base, &consumer__stat_response__descriptor,
-				       (ProtobufCMessage **)&resp, gaz_rpc_deadline(call), false, NULL, &st);
-		req->header = NULL;
+		*req_header = header;
+		int rc = gaz_rpc_unary(ch, path, req, resp_desc, &resp, gaz_rpc_deadline(call), false, NULL, &st);
+		*req_header = NULL;
 		if (rc)
 			gaz_rpc_finish(call, NULL, st.grpc ? st.grpc : GAZ_GRPC_UNAVAILABLE, st.msg);
 		else
-			gaz_rpc_finish(call, &resp->base, GAZ_GRPC_OK, NULL);
+			gaz_rpc_finish(call, resp, GAZ_GRPC_OK, NULL);
 	}
 	if (resp)
-		protobuf_c_message_free_unpacked(&resp->base, NULL);
-	gaz_header_free(h);
+		protobuf_c_message_free_unpacked(resp, NULL);
 	gaz_rpc_channel_free(ch);
-	(void)c;
+}
+
+/* Proxies an unproxied Stat to the shard's primary with our header. */
+static void stat_proxy(struct gaz_rpc_call *call, Consumer__StatRequest *req, struct resolution *r)
+{
+	Protocol__Header *h = gaz_header_new(&r->eh, r->route.zone[r->primary], r->route.suffix[r->primary], &r->route);
+
+	proxy_call(call, r->primary_endpoint, h, "/consumer.Shard/Stat", &req->base, &req->header,
+		   &consumer__stat_response__descriptor);
+	gaz_header_free(h);
+}
+
+/* The local shard the keyspace names us primary of, referenced (drop it
+ * with gaz_shard_unref): the resolver may start it a moment after the
+ * keyspace changed, so give it a little while. NULL when it did not
+ * start, or the call ended. */
+static struct gaz_shard *local_primary(struct gaz_consumer *c, struct gaz_rpc_call *call, const char *id)
+{
+	struct gaz_shard *s = NULL;
+
+	for (int i = 0; i < 100 && !(s = gaz_consumer_shard_get(c, id)); i++)
+		if (gaz_rpc_wait(call, gaz_deadline_in(20)) && gaz_rpc_cancelled(call))
+			break;
+	return s;
 }
 
 static void handle_stat(struct gaz_rpc_call *call, void *arg)
@@ -292,17 +322,13 @@ static void handle_stat(struct gaz_rpc_call *call, void *arg)
 		goto out;
 	}
 	if (r.status == CONSUMER__STATUS__OK && !r.local) {
-		stat_proxy(c, call, req, &r);
+		stat_proxy(call, req, &r);
 		resolution_release(&r);
 		goto out;
 	}
 	resp.status = r.status;
 	if (r.status == CONSUMER__STATUS__OK) {
-		/* The keyspace may name us primary a moment before the resolver
-		 * started the shard: give it a little while. */
-		for (int i = 0; i < 100 && !(s = gaz_consumer_shard_get(c, req->shard)); i++)
-			if (gaz_rpc_wait(call, gaz_deadline_in(20)) && gaz_rpc_cancelled(call))
-				break;
+		s = local_primary(c, call, req->shard);
 		if (!s || (rc = gaz_shard_wait_ready(s, call)) == GAZ_ESTOPPED) {
 			resp.status = CONSUMER__STATUS__SHARD_STOPPED;
 		} else if (rc) {
@@ -742,6 +768,105 @@ done:
 	free(resp.shards); /* the strings are the request's */
 out:
 	protobuf_c_message_free_unpacked(&req->base, NULL);
+}
+
+/* ---- for an application's methods (runtime.h) ------------------------------- */
+
+int gaz_consumer_resolve(struct gaz_consumer *c, struct gaz_rpc_call *call, const char *shard_id,
+			 const Protocol__Header *proxy, struct gaz_consumer_resolution *out, struct gaz_status *st)
+{
+	struct resolution r;
+	struct gaz_shard *s = NULL;
+	int rc;
+
+	*out = (struct gaz_consumer_resolution){0};
+	if (gaz_validate_shard_id(shard_id, st) || (proxy && gaz_validate_header(proxy, st)))
+		return GAZ_EINVAL;
+	if ((rc = resolve(c, call, shard_id, proxy, &r, st)))
+		return rc;
+	out->status = r.status;
+	bool ok = r.status == CONSUMER__STATUS__OK;
+	/* Gazette's: the primary's process id when OK, else ours (we author
+	 * the error). */
+	Protocol__Header *h = gaz_header_new(&r.eh, ok ? r.route.zone[r.primary] : c->cfg.zone,
+					     ok ? r.route.suffix[r.primary] : c->cfg.id, r.route_ok ? &r.route : NULL);
+	out->header = h ? (Protocol__Header *)gaz_pb_copy(&h->base) : NULL;
+	gaz_header_free(h);
+	if (!out->header) {
+		rc = gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	} else if (ok && !r.local) {
+		if (!(out->endpoint = strdup(r.primary_endpoint)))
+			rc = gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	} else if (ok) {
+		if (!(s = local_primary(c, call, shard_id)))
+			rc = gaz_rpc_cancelled(call) ? GAZ_ECANCELLED : GAZ_ESTOPPED;
+		else if (!(rc = gaz_shard_wait_ready(s, call)))
+			rc = gaz_shard_store_borrow(s, call, &out->store);
+		if (rc == GAZ_ESTOPPED) {
+			out->status = CONSUMER__STATUS__SHARD_STOPPED;
+			rc = 0;
+		} else if (rc) {
+			gaz_status_set(st, rc, "waiting for shard %s: %s", shard_id, gaz_err_str(rc));
+		} else {
+			out->shard = s;
+			s = NULL;
+		}
+	}
+	if (s)
+		gaz_shard_unref(s);
+	resolution_release(&r);
+	if (rc)
+		gaz_consumer_resolution_release(out);
+	return rc;
+}
+
+void gaz_consumer_resolution_release(struct gaz_consumer_resolution *r)
+{
+	if (r->store)
+		gaz_shard_store_return(r->shard);
+	if (r->shard)
+		gaz_shard_unref(r->shard);
+	if (r->header)
+		protobuf_c_message_free_unpacked(&r->header->base, NULL);
+	free(r->endpoint);
+	*r = (struct gaz_consumer_resolution){0};
+}
+
+int gaz_consumer_proxy(struct gaz_rpc_call *call, const struct gaz_consumer_resolution *r, const char *path,
+		       ProtobufCMessage *req, Protocol__Header **req_header, const ProtobufCMessageDescriptor *resp_desc)
+{
+	if (r->status != CONSUMER__STATUS__OK || !r->endpoint) {
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_INTERNAL, "proxy: the shard's primary is not another member");
+		return GAZ_EINVAL;
+	}
+	proxy_call(call, r->endpoint, r->header, path, req, req_header, resp_desc);
+	return 0;
+}
+
+int gaz_consumer_shard_with_source(struct gaz_consumer *c, const char *journal, char **id, struct gaz_status *st)
+{
+	char *prefix = NULL;
+	size_t lo, hi;
+	bool found = false;
+
+	*id = NULL;
+	if (!atomic_load(&c->ks_ready))
+		return gaz_status_set(st, GAZ_EUNAVAIL, "the consumer is starting: its keyspace is not loaded yet");
+	if (asprintf(&prefix, "%s/items/", c->root) < 0)
+		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	gaz_keyspace_rlock(c->ks);
+	gaz_keyspace_prefix(c->ks, prefix, &lo, &hi);
+	for (size_t i = lo; i < hi && !found; i++) {
+		const Consumer__ShardSpec *spec = ((const struct gaz_ks_value *)gaz_keyspace_at(c->ks, i)->decoded)->shard;
+		for (size_t k = 0; k < spec->n_sources && !found; k++)
+			if ((found = !strcmp(spec->sources[k]->journal, journal)))
+				*id = strdup(spec->id);
+	}
+	gaz_keyspace_runlock(c->ks);
+	free(prefix);
+	if (found && !*id)
+		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	return found ? 0 : gaz_status_set(st, GAZ_ENOTFOUND, "no ShardSpec is consuming journal %s", journal);
 }
 
 int gaz_consumer_register_api(struct gaz_consumer *c)

@@ -27,10 +27,14 @@
  * primary that died after its commit and before its ACKs leaves them to
  * its successor.
  *
+ * A transaction claims the shard's store from its begin to its commit or
+ * abort (gaz_shard_store_claim), so that an application's method that
+ * borrowed the store between transactions is never inside one.
+ *
  * Locking: the queue's mutex guards its ring, `closed` and the barrier's
  * `done`; readers and the barrier thread only touch those. Everything
  * else here belongs to the shard's thread. Progress is written under the
- * shard's progress_mu.
+ * shard's progress_mu; the store's claim under the shard's mu (shard.c).
  */
 #include "consumer/runtime_int.h"
 
@@ -315,6 +319,7 @@ struct txn_state {
 	/* The current transaction. */
 	int64_t consumed, began_ns, min_at, max_at; /* min_at/max_at: -1 once elapsed */
 	bool reading;
+	bool store_claimed;     /* the transaction has the store (begin to commit) */
 };
 
 static int64_t duration_ns(const Google__Protobuf__Duration *d)
@@ -475,6 +480,9 @@ static int txn_consume(struct txn_state *x, struct gaz_status *st)
 	int rc;
 
 	if (x->consumed == 0) {
+		if (!x->store_claimed && !gaz_shard_store_claim(s))
+			return gaz_status_set(st, GAZ_ECANCELLED, "stopped");
+		x->store_claimed = true;
 		if ((rc = s->store->ops->begin(s->store, st)))
 			return gaz_status_set(st, rc, "store.Begin: %s", st->msg);
 		if (x->app->begin_txn && (rc = x->app->begin_txn(x->app->arg, s, s->store, st)))
@@ -569,6 +577,8 @@ out:
 		if (x->app->finished)
 			x->app->finished(x->app->arg, s, s->store, rc);
 	}
+	x->store_claimed = false;
+	gaz_shard_store_unclaim(s);
 	gaz_sequencer_checkpoint_release(&cp);
 	gaz_ack_intents_free(acks, n_acks);
 	free(cp_bytes);
@@ -664,8 +674,10 @@ int gaz_shard_run_transactions(struct gaz_shard *s, const uint8_t *cp_bytes, siz
 	gaz_ack_intents_free(acks, n_acks);
 	while (!rc)
 		rc = txn_run(&x, st);
-	if (x.consumed && rc != 0)
+	if (x.store_claimed) { /* a transaction failed or stopped before its commit */
 		s->store->ops->abort(s->store);
+		gaz_shard_store_unclaim(s);
+	}
 	stop_reading(&x);
 	return rc == GAZ_ECANCELLED && atomic_load(&s->stopping) ? 0 : rc;
 }

@@ -223,9 +223,9 @@ static int store_dirty(PGconn *pg, const char *shard, struct cache *c, struct ga
 
 /* ---- the application ------------------------------------------------------------ */
 
-static int init(void *arg, struct gaz_status *st)
+static int init(void *arg, struct gaz_consumer *c, struct gaz_status *st)
 {
-	(void)arg;
+	(void)arg, (void)c;
 	if (!postgres[0])
 		return gaz_status_set(st, GAZ_EINVAL, "--summer.postgres is required");
 	return 0;

@@ -43,11 +43,11 @@ static const struct gaz_flag chain_flags[] = {
 	{0},
 };
 
-static int init(void *arg, struct gaz_status *st)
+static int init(void *arg, struct gaz_consumer *c, struct gaz_status *st)
 {
 	const char *f = getenv("CHAIN_FAIL_AFTER"), *s = getenv("CHAIN_SLOW_MS");
 
-	(void)arg;
+	(void)arg, (void)c;
 	fail_after = f ? atol(f) : 0;
 	slow_ms = s ? atol(s) : 0;
 	if (!store_dir[0] && !postgres[0])
