@@ -46,6 +46,38 @@ def free_port():
     return port
 
 
+class GazetteDiagnosticsPort:
+    """Gazette's stream-sum chunker serves diagnostics on :8080, which it
+    does not let a flag change; test files on other pytest-xdist workers
+    run it too. Holding this lock (an flock shared by every worker) from
+    a chunker's start to its end keeps two from binding :8080 at once."""
+    PATH = "/tmp/gazette-c-tests-diagnostics-8080.lock"
+
+    def __init__(self, timeout=900):
+        import fcntl
+        self.f = open(self.PATH, "a")
+        deadline = time.time() + timeout
+        while True:
+            try:
+                fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.time() > deadline:
+                    self.f.close()
+                    raise AssertionError("another test held Gazette's chunker port (:8080) for %d s" % timeout)
+                time.sleep(0.2)
+
+    def release(self):
+        if not self.f.closed:
+            self.f.close()  # closing the file releases the flock
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
 def wait_for(pred, timeout=20.0, what="condition", interval=0.05):
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -170,11 +170,12 @@ class App:
         """One round of stream-sum's chunker: writes chunks and waits until
         the summers published their sums (it verifies them). It serves
         diagnostics on :8080, hard-coded."""
-        p = subprocess.run([CHUNKER, "run", "--chunker.zone", "local", "--chunker.workers", "2",
-                            "--chunker.streams", "3", "--chunker.chunks", "20",
-                            "--broker.address", self.broker, "--broker.cache.size", "0",
-                            "--log.level", "info"],
-                           capture_output=True, text=True, timeout=180, env=self.env(), cwd=self.dir)
+        with cf.GazetteDiagnosticsPort():
+            p = subprocess.run([CHUNKER, "run", "--chunker.zone", "local", "--chunker.workers", "2",
+                                "--chunker.streams", "3", "--chunker.chunks", "20",
+                                "--broker.address", self.broker, "--broker.cache.size", "0",
+                                "--log.level", "info"],
+                               capture_output=True, text=True, timeout=180, env=self.env(), cwd=self.dir)
         return p.returncode, p.stdout + p.stderr
 
     def stop(self):

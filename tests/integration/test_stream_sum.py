@@ -47,10 +47,18 @@ def chunker_args(env, exe, workers=3, streams=20, chunks=30):
 
 
 def start_chunker(env, exe, name, **kw):
+    """Starts a chunker; Gazette's holds cf.GazetteDiagnosticsPort until
+    finish() (its diagnostics bind :8080)."""
+    lock = cf.GazetteDiagnosticsPort() if exe == GO_CHUNKER else None
     log = open(os.path.join(env.dir, name + ".log"), "w")
     penv = {k: v for k, v in os.environ.items() if not k.startswith(("BROKER_", "CHUNKER_"))}
-    p = subprocess.Popen(chunker_args(env, exe, **kw), stdout=subprocess.PIPE, stderr=log, env=penv, text=True)
-    p.logpath = log.name
+    try:
+        p = subprocess.Popen(chunker_args(env, exe, **kw), stdout=subprocess.PIPE, stderr=log, env=penv, text=True)
+    except BaseException:
+        if lock:
+            lock.release()
+        raise
+    p.logpath, p.port_lock = log.name, lock
     log.close()
     return p
 
@@ -61,6 +69,9 @@ def finish(p, timeout=240):
     except subprocess.TimeoutExpired:
         p.kill()
         out, _ = p.communicate()
+    finally:
+        if p.port_lock:
+            p.port_lock.release()
     return p.returncode, out, open(p.logpath, errors="replace").read()
 
 
