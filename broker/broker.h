@@ -90,6 +90,7 @@ struct gaz_broker {
 	 * once by start_serving, read by HTTP handlers calling this broker's
 	 * own gRPC service, which may run as soon as the listener accepts. */
 	atomic_int listen_port;
+	atomic_bool ks_ready;          /* ks set: RPCs and HTTP gateways may use it */
 	atomic_bool announced;         /* member key written */
 	atomic_bool exiting;           /* SIGTERM seen; member marked exiting */
 	atomic_bool stopping;          /* replicas are being shut down */

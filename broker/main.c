@@ -163,12 +163,25 @@ static struct counted counted_methods[] = {
 	{"Replicate", gaz_handle_replicate, GAZ_RPC_CLIENT_STREAMS | GAZ_RPC_SERVER_STREAMS},
 };
 
+/* The server listens before the keyspace exists (the port must be known
+ * to announce it): a call that comes first, as clients redialing a
+ * restarted broker's port do, is answered UNAVAILABLE (retryable) rather
+ * than reaching a keyspace being made. */
+static bool starting(struct gaz_rpc_call *call)
+{
+	if (atomic_load(&broker.ks_ready))
+		return false;
+	gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAVAILABLE, "broker is starting: its keyspace is not loaded yet");
+	return true;
+}
+
 static void counted_handler(struct gaz_rpc_call *call, void *arg)
 {
 	struct counted *c = arg;
 
 	gaz_metric_rpc_started(c->op);
-	c->fn(call, &broker);
+	if (!starting(call))
+		c->fn(call, &broker);
 }
 
 static void counted_finished(void *arg, int code, int outcome)
@@ -183,6 +196,8 @@ static void counted_finished(void *arg, int code, int outcome)
 static bool counted_fast(struct gaz_rpc_call *call, void *arg)
 {
 	(void)arg;
+	if (!atomic_load(&broker.ks_ready))
+		return false; /* the handler thread answers it */
 	return gaz_append_fast(call, &broker);
 }
 
@@ -527,6 +542,7 @@ static int serve(struct gaz_broker *b, sigset_t *sigs)
 	    (rc = start_keyspace(b, sigs, &st)))
 		goto fail;
 	gaz_keyspace_set_observer(b->ks, on_keyspace, b);
+	atomic_store(&b->ks_ready, true); /* publishes b->ks to handlers */
 	b->persister = gaz_persister_start(b, 4);
 	if ((rc = gaz_announce(b, &st)))
 		goto fail;
