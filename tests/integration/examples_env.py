@@ -64,6 +64,47 @@ class Consumer:
             self.proc.wait(30)
 
 
+
+class CConsumer:
+    """One of our example consumers (bin/<app>-<program> serve) in env's
+    group `group` (etcd prefix <env.prefix>/consumers/<group>), with the
+    application's own flags `app_args`; start() waits for its member key,
+    stop() fails on a sanitizer report in its log."""
+
+    def __init__(self, env, name, exe, group, app_args):
+        self.env, self.name, self.exe, self.group, self.app_args = env, name, exe, group, app_args
+        self.port = cf.free_port()
+        self.address = "http://127.0.0.1:%d" % self.port
+        self.logpath = os.path.join(env.dir, name + ".log")
+        self.proc = None
+
+    def start(self):
+        e = self.env
+        args = [self.exe, "serve", "--consumer.id", self.name, "--consumer.host", "127.0.0.1",
+                "--consumer.port", str(self.port), "--broker.address", e.broker.address,
+                "--etcd.address", e.cluster.etcd.endpoint, "--etcd.prefix", "%s/consumers/%s" % (e.prefix, self.group),
+                "--etcd.lease", "3s", "--consumer.exit-timeout", "3s", "--log.level", "info"] + self.app_args
+        penv = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_", "CONSUMER_"))}
+        penv["TSAN_OPTIONS"] = cf.TSAN_OPTIONS
+        self.proc = subprocess.Popen(args, stdout=open(self.logpath, "a"), stderr=subprocess.STDOUT, env=penv)
+        key = "%s/consumers/%s/members/local#%s" % (e.prefix, self.group, self.name)
+        cf.wait_for(lambda: self.alive() and key in e.cluster.etcd.ctl("get", "--prefix", e.prefix, "--keys-only"),
+                    30, self.name + " to announce", interval=0.1)
+        return self
+
+    def alive(self):
+        assert self.proc.poll() is None, "%s exited %s:\n%s" % (self.name, self.proc.returncode,
+                                                                  open(self.logpath).read()[-3000:])
+        return True
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(60)
+        text = open(self.logpath).read()
+        for m in cf.SAN_MARKERS:
+            assert m not in text, "sanitizer report in %s:\n%s" % (self.logpath, text[text.index(m) - 200:][:4000])
+
 class Env:
     """`app` is "summer" (every store SQLite) or "counter" (N=2)."""
 

@@ -16,7 +16,7 @@ import time
 import pytest
 
 import conftest as cf
-from examples_env import soak  # tests/soak on the path
+from examples_env import CConsumer, soak  # tests/soak on the path
 from gazpb import Client, wait_route
 from test_consumer import Shards, wait_primary
 from test_stream_sum import CHUNKER, GO_CHUNKER, check_ours, finish, start_chunker
@@ -24,41 +24,9 @@ from test_stream_sum import CHUNKER, GO_CHUNKER, check_ours, finish, start_chunk
 SUMMER = os.path.join(cf.BIN, "stream-sum-summer")
 
 
-class Summer:
+class Summer(CConsumer):
     def __init__(self, env, name):
-        self.env, self.name = env, name
-        self.port = cf.free_port()
-        self.address = "http://127.0.0.1:%d" % self.port
-        self.logpath = os.path.join(env.dir, name + ".log")
-        self.proc = None
-
-    def start(self):
-        e = self.env
-        args = [SUMMER, "serve", "--consumer.id", self.name, "--consumer.host", "127.0.0.1",
-                "--consumer.port", str(self.port), "--broker.address", e.broker.address,
-                "--etcd.address", e.cluster.etcd.endpoint, "--etcd.prefix", e.prefix + "/consumers/c-summer",
-                "--etcd.lease", "3s", "--consumer.exit-timeout", "3s", "--log.level", "info",
-                "--summer.postgres", e.postgres.conninfo]
-        penv = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_", "CONSUMER_"))}
-        penv["TSAN_OPTIONS"] = cf.TSAN_OPTIONS
-        self.proc = subprocess.Popen(args, stdout=open(self.logpath, "a"), stderr=subprocess.STDOUT, env=penv)
-        key = "%s/consumers/c-summer/members/local#%s" % (e.prefix, self.name)
-        cf.wait_for(lambda: self.alive() and key in e.cluster.etcd.ctl("get", "--prefix", e.prefix, "--keys-only"),
-                    30, self.name + " to announce", interval=0.1)
-        return self
-
-    def alive(self):
-        assert self.proc.poll() is None, "%s exited %s:\n%s" % (self.name, self.proc.returncode,
-                                                                 open(self.logpath).read()[-3000:])
-        return True
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(60)
-        text = open(self.logpath).read()
-        for m in cf.SAN_MARKERS:
-            assert m not in text, "sanitizer report in %s:\n%s" % (self.logpath, text[text.index(m) - 200:][:4000])
+        super().__init__(env, name, SUMMER, "c-summer", ["--summer.postgres", env.postgres.conninfo])
 
 
 SHARDS = """common:

@@ -22,7 +22,7 @@ import time
 import pytest
 
 import conftest as cf
-from examples_env import EXAMPLES, Env
+from examples_env import EXAMPLES, CConsumer, Env
 from test_consumer import Shards, wait_primary
 import soak
 
@@ -86,43 +86,13 @@ def expected(prefix="", shard=None):
                   key=lambda gc: gc[0].encode())
 
 
-class Counter:
+class Counter(CConsumer):
     """One of our counters."""
 
     def __init__(self, env, name, postgres):
-        self.env, self.name, self.postgres = env, name, postgres
-        self.port = cf.free_port()
-        self.address = "http://127.0.0.1:%d" % self.port
-        self.logpath = os.path.join(env.dir, name + ".log")
-        self.proc = None
-
-    def start(self):
-        e = self.env
-        args = [COUNTER, "serve", "--consumer.id", self.name, "--consumer.host", "127.0.0.1",
-                "--consumer.port", str(self.port), "--broker.address", e.broker.address,
-                "--etcd.address", e.cluster.etcd.endpoint, "--etcd.prefix", e.prefix + "/consumers/c-counter",
-                "--etcd.lease", "3s", "--consumer.exit-timeout", "3s", "--log.level", "info",
-                "--wordcount.N", "2", "--wordcount.postgres", self.postgres.conninfo]
-        penv = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_", "CONSUMER_"))}
-        penv["TSAN_OPTIONS"] = cf.TSAN_OPTIONS
-        self.proc = subprocess.Popen(args, stdout=open(self.logpath, "a"), stderr=subprocess.STDOUT, env=penv)
-        key = "%s/consumers/c-counter/members/local#%s" % (e.prefix, self.name)
-        cf.wait_for(lambda: self.alive() and key in e.cluster.etcd.ctl("get", "--prefix", e.prefix, "--keys-only"),
-                    30, self.name + " to announce", interval=0.1)
-        return self
-
-    def alive(self):
-        assert self.proc.poll() is None, "%s exited %s:\n%s" % (self.name, self.proc.returncode,
-                                                                 open(self.logpath).read()[-3000:])
-        return True
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(60)
-        text = open(self.logpath).read()
-        for m in cf.SAN_MARKERS:
-            assert m not in text, "sanitizer report in %s:\n%s" % (self.logpath, text[text.index(m) - 200:][:4000])
+        super().__init__(env, name, COUNTER, "c-counter",
+                         ["--wordcount.N", "2", "--wordcount.postgres", postgres.conninfo])
+        self.postgres = postgres
 
 
 @pytest.fixture(scope="module")
