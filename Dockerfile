@@ -24,6 +24,7 @@ COPY proto proto
 COPY lib lib
 COPY broker broker
 COPY client client
+COPY message message
 COPY operator operator
 # Only the four programs: the unit tests (cmocka) and test tools stay out.
 RUN make -j"$(nproc)" build/bin/gazette build/bin/gazctl build/bin/gazload build/bin/gazette-operator \
