@@ -464,6 +464,8 @@ bool gaz_append_fast(struct gaz_rpc_call *call, struct gaz_broker *b)
 
 	if (!(req = peek_request(call, &data, &len, &chunks)))
 		return false;
+	if (!gaz_journal_visible(b, call, req->journal))
+		goto out; /* the handler answers JOURNAL_NOT_FOUND */
 	if (!(r = fast_replica(b, req)) && !(r = resolve_fast(b, req)))
 		goto out;
 	if (!(e = calloc(1, sizeof(*e))))

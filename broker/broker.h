@@ -56,6 +56,7 @@ struct gaz_broker_config {
 	                            * fragments from a store (0: on the handler
 	                            * thread; default 10) */
 	struct gaz_strlist allow_origin; /* CORS origins of the /v1/ gateway */
+	char *auth_keys;           /* --broker.auth-keys ("" = no authorization) */
 };
 
 struct gaz_allocator;
@@ -73,6 +74,7 @@ struct gaz_broker {
 	struct gaz_rpc_listener *listener;
 	struct gaz_persister *persister;
 	char *spool_dir;               /* $TMPDIR */
+	struct gaz_auth *auth;         /* the keys, or NULL: no authorization (auth.c) */
 
 	pthread_mutex_t mu;            /* guards replicas, and the wake flag */
 	pthread_cond_t cond;           /* maintenance wake-ups */
@@ -122,6 +124,34 @@ struct gaz_broker {
  * (one line of text, malloc'd: the caller frees it), or returns NULL while
  * it is not exiting or when out of memory. Thread-safe (exit_mu). */
 char *gaz_broker_exit_report(struct gaz_broker *b);
+
+/* ---- authorization (auth.c) -------------------------------------------- */
+
+struct gaz_auth;
+
+/* gaz_broker_authorize verifies the call's "authorization" metadata for
+ * `require` (GAZ_CAP_*) when the broker has keys, keeps the claims with
+ * the call and ends the call at the token's expiry. A call verified once
+ * passes again without a second check. Returns 0, or GAZ_EPERM with
+ * st->grpc UNAUTHENTICATED and Gazette's message (answer it as is). */
+int gaz_broker_authorize(struct gaz_broker *b, struct gaz_rpc_call *call, uint32_t require,
+			 struct gaz_status *st);
+
+/* gaz_call_selector: the verified claims' selector of `call`, or NULL when
+ * it matches every journal (no keys, no claims, or an empty selector).
+ * Borrowed for the call's life. */
+const Protocol__LabelSelector *gaz_call_selector(struct gaz_rpc_call *call);
+
+/* gaz_journal_visible: `journal` exists and the call's claims match it
+ * (its labels plus name=<journal>), as resolution decides (§11). Takes
+ * the keyspace read lock. */
+bool gaz_journal_visible(struct gaz_broker *b, struct gaz_rpc_call *call, const char *journal);
+
+/* gaz_broker_sign returns "Bearer <token>" (malloc'd) with claims {cap,
+ * name=<journal>} (or an empty selector for a NULL journal) for an hour,
+ * signed with the broker's first key, for a call it makes on a client's
+ * behalf; NULL when the broker has no keys (or out of memory, logged). */
+char *gaz_broker_sign(struct gaz_broker *b, uint32_t cap, const char *journal);
 
 /* ---- resolution (resolver.c) ------------------------------------------- */
 

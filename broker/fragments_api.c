@@ -4,6 +4,7 @@
  * a store (stores.c) with the optional delete probe.
  */
 #include "broker/broker.h"
+#include "protocol/auth.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,7 @@ static void proxy_fragments(struct gaz_broker *b, struct gaz_rpc_call *call,
 	int idx;
 	const char *ep = gaz_proxy_pick(b, res, &idx);
 	Protocol__Header *h = gaz_header_build(b, res);
+	char *auth;
 
 	if (!ep || !h || !(ch = gaz_peer_channel(b, ep))) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAVAILABLE, "no route member to proxy to");
@@ -146,12 +148,14 @@ static void proxy_fragments(struct gaz_broker *b, struct gaz_rpc_call *call,
 		return;
 	}
 	q->header = h;
+	auth = gaz_broker_sign(b, GAZ_CAP_READ, q->journal);
 	if (gaz_rpc_unary(ch, "/protocol.Journal/ListFragments", &q->base,
 			  &protocol__fragments_response__descriptor, &resp, gaz_deadline_in(60000),
-			  false, NULL, &st))
+			  false, auth, &st))
 		gaz_rpc_finish(call, NULL, st.grpc ? st.grpc : GAZ_GRPC_UNAVAILABLE, st.msg);
 	else
 		gaz_rpc_finish(call, resp, GAZ_GRPC_OK, NULL);
+	free(auth);
 	q->header = NULL;
 	gaz_header_free(h);
 	if (resp)

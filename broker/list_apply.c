@@ -72,6 +72,7 @@ static Protocol__ListResponse__Journal *journal_of(struct gaz_broker *b,
 
 /* Builds the matching snapshot. Keyspace read lock held. */
 static int snapshot_build(struct gaz_broker *b, const Protocol__LabelSelector *sel,
+			  const Protocol__LabelSelector *claims,
 			  struct list_snapshot *s)
 {
 	char *prefix = NULL;
@@ -88,7 +89,8 @@ static int snapshot_build(struct gaz_broker *b, const Protocol__LabelSelector *s
 	for (size_t i = lo; i < hi; i++) {
 		const struct gaz_ks_entry *e = gaz_keyspace_at(b->ks, i);
 		const struct gaz_ks_value *v = e->decoded;
-		if (!gaz_selector_matches_journal(sel, v->spec))
+		if (!gaz_selector_matches_journal(sel, v->spec) ||
+		    (claims && !gaz_selector_matches_journal(claims, v->spec)))
 			continue;
 		if (!(s->journals[s->n] = journal_of(b, e)))
 			return GAZ_ENOMEM;
@@ -141,7 +143,7 @@ static int list_rounds(struct gaz_broker *b, struct gaz_rpc_call *call, const Pr
 		if (min_rev && (rc = gaz_wait_revision(b, call, min_rev, GAZ_DEADLINE_NEVER)))
 			break;
 		gaz_keyspace_rlock(b->ks);
-		rc = snapshot_build(b, req->selector, &s);
+		rc = snapshot_build(b, req->selector, gaz_call_selector(call), &s);
 		min_rev = gaz_keyspace_revision(b->ks) + 1;
 		gaz_keyspace_runlock(b->ks);
 		if (!rc && (s.n != last_n || s.max_mod_revision != last_max)) {
@@ -298,6 +300,26 @@ static int apply_run(struct gaz_broker *b, struct gaz_rpc_call *call,
 	return rc;
 }
 
+/* apply_unauthorized: a change the caller's claims do not cover (an
+ * upsert by the spec's labels plus its name, a delete by its name alone,
+ * as Gazette's Apply) refuses the whole request. */
+static bool apply_unauthorized(struct gaz_rpc_call *call, const Protocol__ApplyRequest *req,
+			       struct gaz_status *st)
+{
+	const Protocol__LabelSelector *sel = gaz_call_selector(call);
+
+	for (size_t i = 0; sel && i < req->n_changes; i++) {
+		const Protocol__ApplyRequest__Change *c = req->changes[i];
+		const char *name = c->upsert ? c->upsert->name : c->delete_;
+
+		if (!gaz_selector_matches_meta(sel, name, c->upsert ? c->upsert->labels : NULL, 0)) {
+			gaz_status_set(st, GAZ_EPERM, "not authorized to %s", name);
+			return true;
+		}
+	}
+	return false;
+}
+
 void gaz_handle_apply(struct gaz_rpc_call *call, void *arg)
 {
 	struct gaz_broker *b = arg;
@@ -311,6 +333,8 @@ void gaz_handle_apply(struct gaz_rpc_call *call, void *arg)
 		return;
 	if (apply_validate(req, &st)) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
+	} else if (apply_unauthorized(call, req, &st)) {
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAUTHENTICATED, st.msg);
 	} else if ((rc = apply_run(b, call, req, &status, &revision, &st))) {
 		gaz_rpc_finish(call, NULL, gaz_err_grpc_code(rc), st.msg[0] ? st.msg : gaz_err_str(rc));
 	} else {

@@ -39,6 +39,7 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "keyspace/allocator.h"
+#include "protocol/auth.h"
 #include "protocol/validate.h"
 
 static struct gaz_broker broker;
@@ -59,6 +60,7 @@ static const struct gaz_flag flag_table[] = {
 	BROKER_FLAG("max-grpc-recv-size", "MAX_GRPC_RECV_SIZE", GAZ_FLAG_INT64, "4194304", "Maximum size of inbound gRPC messages", &broker.cfg.max_grpc_recv_size),
 	BROKER_FLAG("allow-origin", "ALLOW_ORIGIN", GAZ_FLAG_STRLIST, NULL, "Origin to allow in CORS contexts", &broker.cfg.allow_origin),
 	BROKER_FLAG("watch-delay", "WATCH_DELAY", GAZ_FLAG_DURATION, "30ms", "Delay applied to the application of watched Etcd events", &broker.cfg.watch_delay_ns),
+	BROKER_FLAG("auth-keys", "AUTH_KEYS", GAZ_FLAG_STRING, "", "Whitespace or comma separated, base64-encoded keys used to sign (first key) and verify (all keys) Authorization tokens", &broker.cfg.auth_keys),
 	BROKER_FLAG("auto-suspend", "AUTO_SUSPEND", GAZ_FLAG_BOOL, "false", "Pulses may suspend idle, fully-persisted journals", &broker.cfg.auto_suspend),
 	BROKER_FLAG("store-read-nice", "STORE_READ_NICE", GAZ_FLAG_INT64, "10", "Niceness (0-19) of the threads that stream persisted fragments from a store to proxied readers, so that backfills through the broker yield the CPU to appends (0 = stream on the handler thread, as Gazette; gazette-c)", &broker.cfg.store_read_nice),
 	BROKER_FLAG("exit-timeout", "EXIT_TIMEOUT", GAZ_FLAG_DURATION, "2m", "Bound on a graceful exit's hand-off before spools are persisted and journals released (gazette-c)", &broker.cfg.exit_timeout_ns),
@@ -133,6 +135,10 @@ static int configure(struct gaz_broker *b, struct gaz_status *st)
 				      b->cfg.file_root);
 	if (b->cfg.file_root[0] && access(b->cfg.file_root, R_OK | W_OK | X_OK))
 		return gaz_status_set(st, GAZ_EINVAL, "--broker.file-root %s: %m", b->cfg.file_root);
+	if (b->cfg.auth_keys[0] && gaz_auth_new(b->cfg.auth_keys, &b->auth, st)) {
+		gaz_status_prefix(st, "--broker.auth-keys: ");
+		return GAZ_EINVAL;
+	}
 	b->root = b->cfg.etcd_prefix;
 	b->spool_dir = strdup(tmp && tmp[0] ? tmp : "/tmp");
 	b->member_key = gaz_ks_member_key(b->root, b->cfg.zone, b->cfg.id);
@@ -151,16 +157,17 @@ struct counted {
 	/* A client's cancellation is no error: Gazette's Append returns nil
 	 * for it (append_api.go), so it counts "ok". */
 	bool cancel_ok;
+	uint32_t cap; /* what its token must grant (§11) */
 };
 
 static struct counted counted_methods[] = {
-	{"List", gaz_handle_list, GAZ_RPC_SERVER_STREAMS},
-	{"Apply", gaz_handle_apply},
-	{"Read", gaz_handle_read, GAZ_RPC_SERVER_STREAMS},
-	{"Append", gaz_handle_append, GAZ_RPC_DISPATCH_READ | GAZ_RPC_CLIENT_STREAMS, true, true},
-	{"ListFragments", gaz_handle_list_fragments},
-	{"FragmentStoreHealth", gaz_handle_store_health},
-	{"Replicate", gaz_handle_replicate, GAZ_RPC_CLIENT_STREAMS | GAZ_RPC_SERVER_STREAMS},
+	{"List", gaz_handle_list, GAZ_RPC_SERVER_STREAMS, .cap = GAZ_CAP_LIST},
+	{"Apply", gaz_handle_apply, .cap = GAZ_CAP_APPLY},
+	{"Read", gaz_handle_read, GAZ_RPC_SERVER_STREAMS, .cap = GAZ_CAP_READ},
+	{"Append", gaz_handle_append, GAZ_RPC_DISPATCH_READ | GAZ_RPC_CLIENT_STREAMS, true, true, GAZ_CAP_APPEND},
+	{"ListFragments", gaz_handle_list_fragments, .cap = GAZ_CAP_READ},
+	{"FragmentStoreHealth", gaz_handle_store_health, .cap = GAZ_CAP_READ},
+	{"Replicate", gaz_handle_replicate, GAZ_RPC_CLIENT_STREAMS | GAZ_RPC_SERVER_STREAMS, .cap = GAZ_CAP_REPLICATE},
 };
 
 /* The server listens before the keyspace exists (the port must be known
@@ -175,12 +182,25 @@ static bool starting(struct gaz_rpc_call *call)
 	return true;
 }
 
+/* A call whose token does not grant its method's capability is answered
+ * UNAUTHENTICATED with the verifier's message, before its request is read
+ * (Gazette's VerifiedJournalServer). */
+static bool refused(struct gaz_rpc_call *call, const struct counted *c)
+{
+	struct gaz_status st = {0};
+
+	if (!gaz_broker_authorize(&broker, call, c->cap, &st))
+		return false;
+	gaz_rpc_finish(call, NULL, st.grpc ? st.grpc : GAZ_GRPC_INTERNAL, st.msg);
+	return true;
+}
+
 static void counted_handler(struct gaz_rpc_call *call, void *arg)
 {
 	struct counted *c = arg;
 
 	gaz_metric_rpc_started(c->op);
-	if (!starting(call))
+	if (!starting(call) && !refused(call, c))
 		c->fn(call, &broker);
 }
 
@@ -195,9 +215,13 @@ static void counted_finished(void *arg, int code, int outcome)
 
 static bool counted_fast(struct gaz_rpc_call *call, void *arg)
 {
-	(void)arg;
+	struct counted *c = arg;
+	struct gaz_status st = {0};
+
 	if (!atomic_load(&broker.ks_ready))
 		return false; /* the handler thread answers it */
+	if (gaz_broker_authorize(&broker, call, c->cap, &st))
+		return false; /* and its refusal */
 	return gaz_append_fast(call, &broker);
 }
 

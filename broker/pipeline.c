@@ -17,6 +17,7 @@
 #include "broker/proxy.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "protocol/auth.h"
 
 #define GATHER_TIMEOUT_MS 30000 /* a peer that never answers fails the append */
 
@@ -181,6 +182,7 @@ int gaz_pipeline_open(struct gaz_broker *b, const struct gaz_resolution *res,
 	for (size_t i = 0; i < p->route.n && !rc; i++) {
 		struct gaz_rpc_channel *ch;
 		struct peer *pe;
+		char *auth = NULL;
 		if ((int)i == res->local_index)
 			continue;
 		pe = &p->peers[p->n++];
@@ -194,13 +196,16 @@ int gaz_pipeline_open(struct gaz_broker *b, const struct gaz_resolution *res,
 		if (!p->route.endpoint[i][0] || !(ch = gaz_peer_channel(b, p->route.endpoint[i])))
 			rc = gaz_status_set(st, GAZ_EUNAVAIL, "peer %s#%s has no endpoint",
 					    p->route.zone[i], p->route.suffix[i]);
+		else if (!(auth = gaz_broker_sign(b, GAZ_CAP_REPLICATE, p->journal)) && b->auth)
+			rc = gaz_status_set(st, GAZ_ENOMEM, "pipeline: signing a token");
 		else if (!(pe->s = gaz_rpc_stream_open(ch, "/protocol.Journal/Replicate",
-						       GAZ_DEADLINE_NEVER, false, NULL, st)))
+						       GAZ_DEADLINE_NEVER, false, auth, st)))
 			rc = GAZ_EUNAVAIL;
 		else /* the token holder never waits for a send to complete:
 		      * content and proposal queue behind each other per peer,
 		      * and every peer gets its proposal at once */
 			gaz_rpc_stream_queue_sends(pe->s);
+		free(auth);
 	}
 	if (rc) {
 		gaz_pipeline_close(p);

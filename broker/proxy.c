@@ -10,6 +10,7 @@
 #include "broker/append_int.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "protocol/auth.h"
 
 struct peer {
 	char *endpoint;
@@ -114,14 +115,18 @@ void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__R
 	Protocol__Header *h = gaz_header_build(b, res), *orig;
 	int idx, rc = 0;
 	const char *ep = gaz_proxy_pick(b, res, &idx);
+	/* Signed by us for the client we verified (Gazette re-signs too). */
+	char *auth = gaz_broker_sign(b, GAZ_CAP_READ, req->journal);
 
 	if (!ep || !h || !(ch = gaz_peer_channel(b, ep)) ||
-	    !(s = gaz_rpc_stream_open(ch, "/protocol.Journal/Read", GAZ_DEADLINE_NEVER, false, NULL,
+	    !(s = gaz_rpc_stream_open(ch, "/protocol.Journal/Read", GAZ_DEADLINE_NEVER, false, auth,
 				      &st))) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAVAILABLE, "no route member to proxy to");
 		gaz_header_free(h);
+		free(auth);
 		return;
 	}
+	free(auth);
 	/* Name the member we forward to: it checks that it is that member, so
 	 * a stale route (say, a dead member's lease still holding the
 	 * assignment at our own address) fails instead of looping. */
@@ -192,15 +197,18 @@ void gaz__append_proxy(struct append_ctx *a)
 	int idx, rc;
 	bool upstream;
 	const char *ep = gaz_proxy_pick(a->b, &a->res, &idx);
+	char *auth = gaz_broker_sign(a->b, GAZ_CAP_APPEND, a->req->journal);
 
 	a->finished = true;
 	if (!ep || !h || !(ch = gaz_peer_channel(a->b, ep)) ||
-	    !(s = gaz_rpc_stream_open(ch, "/protocol.Journal/Append", GAZ_DEADLINE_NEVER, false, NULL,
+	    !(s = gaz_rpc_stream_open(ch, "/protocol.Journal/Append", GAZ_DEADLINE_NEVER, false, auth,
 				      &st))) {
 		gaz_rpc_finish(a->call, NULL, GAZ_GRPC_UNAVAILABLE, "no primary to proxy to");
 		gaz_header_free(h);
+		free(auth);
 		return;
 	}
+	free(auth);
 	orig = a->req->header; /* an earlier hop's, freed with the request */
 	a->req->header = h;
 	rc = gaz_rpc_stream_send(s, &a->req->base);

@@ -4,6 +4,7 @@
  * says so. Every journal-scoped RPC starts here.
  */
 #include "broker/broker.h"
+#include "protocol/labels.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -64,10 +65,15 @@ static int resolve_locked(struct gaz_broker *b, const struct gaz_resolve_opts *o
 {
 	const struct gaz_ks_entry *item = gaz_ks_item(b->ks, b->root, res->journal);
 	const struct gaz_ks_value *iv = item ? item->decoded : NULL;
+	const Protocol__LabelSelector *sel = gaz_call_selector(o->call);
 	bool member_present = gaz_keyspace_get(b->ks, b->member_key) != NULL;
 
+	/* A journal the caller's claims do not match (its labels plus
+	 * name=<journal>) does not exist for it: no spec, an empty route. */
+	if (item && sel && !gaz_selector_matches_meta(sel, res->journal, iv->spec->labels, 0))
+		item = NULL, iv = NULL;
 	res->etcd = gaz_keyspace_header(b->ks);
-	if (gaz_route_build(b->ks, b->root, res->journal, &res->route))
+	if (item && gaz_route_build(b->ks, b->root, res->journal, &res->route))
 		return GAZ_ENOMEM;
 	res->local_index = member_present ? gaz_route_index(&res->route, b->cfg.zone, b->cfg.id) : -1;
 	if (item) {

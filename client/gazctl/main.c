@@ -271,19 +271,20 @@ static int new_client(const char *ns, const char *address, const char *auth_keys
 		      const char *file_root, struct gaz_client **c, struct gaz_status *st)
 {
 	struct gaz_client_opts o = {0};
+	int rc;
 
-	if (auth_keys && *auth_keys)
-		return gaz_status_set(st, GAZ_EINVAL, "--%s.auth-keys is not supported yet "
-						      "(use --%s.auth-token)", ns, ns);
 	o.broker_address = address;
 	o.zone = gazctl_cfg.zone;
 	o.auth_token = auth_token;
+	o.auth_keys = auth_keys; /* signs with the first key; wins over the token */
 	o.file_root = file_root;
 	/* Gazette's gazctl: no route cache unless --*.cache.size > 0. */
 	o.route_cache_size = cache_size > 0 ? cache_size : -1;
 	o.route_cache_ttl_ms = cache_ttl_ns > 0 ? (cache_ttl_ns + GAZ_NS_PER_MS - 1) / GAZ_NS_PER_MS
 						: 0;
-	return gaz_client_new(&o, c, st);
+	if ((rc = gaz_client_new(&o, c, st)) && auth_keys && *auth_keys)
+		gaz_status_prefix(st, "--%s.", ns);
+	return rc;
 }
 
 int gazctl_broker(struct gaz_client **out, struct gaz_status *st)
@@ -303,9 +304,6 @@ static int setup(const struct group *g, const struct gazctl_cmd *cmd, struct gaz
 {
 	if (gaz_log_setup(gazctl_cfg.log_level, gazctl_cfg.log_format))
 		return gaz_status_set(st, GAZ_EINVAL, "invalid logging configuration");
-	if (gazctl_cfg.broker_auth_keys && *gazctl_cfg.broker_auth_keys)
-		return gaz_status_set(st, GAZ_EINVAL, "--broker.auth-keys is not supported yet "
-						      "(use --broker.auth-token)");
 	if (!cmd->needs_client)
 		return 0;
 	if (gaz_rpc_init(1))

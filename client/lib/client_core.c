@@ -21,6 +21,7 @@
 
 #include "client/lib/client_int.h"
 #include "common/clock.h"
+#include "protocol/auth.h"
 #include "protocol/validate.h"
 
 static int dup_opt(char **dst, const char *src)
@@ -74,6 +75,11 @@ int gaz_client_new(const struct gaz_client_opts *opts, struct gaz_client **out,
 		gaz_client_free(c);
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory creating client");
 	}
+	if (opts->auth_keys && *opts->auth_keys && (rc = gaz_auth_new(opts->auth_keys, &c->keys, st))) {
+		gaz_client_free(c);
+		gaz_status_prefix(st, "auth-keys: ");
+		return rc;
+	}
 	if ((rc = client_routes(c, opts))) {
 		gaz_client_free(c);
 		return gaz_status_set(st, rc, "cannot create a route cache of %lld journals",
@@ -118,6 +124,7 @@ void gaz_client_free(struct gaz_client *c)
 	free(c->address);
 	free(c->zone);
 	free(c->auth);
+	gaz_auth_free(c->keys);
 	free(c->file_root);
 	free(c);
 }
@@ -262,6 +269,7 @@ void gaz__client_dispatch(struct gaz_client *c, const char *journal, bool primar
 	bool cached = false;
 
 	dispatch_default(c, d);
+	d->claims_journal = journal;
 	if (!journal)
 		return;
 	if (hint && hint->n_members > 0)
@@ -351,6 +359,55 @@ int64_t gaz__client_deadline(const struct gaz_client *c)
 	return c->rpc_timeout_ms > 0 ? gaz_deadline_in(c->rpc_timeout_ms) : GAZ_DEADLINE_NEVER;
 }
 
+/* The claims Gazette's clients sign for each method (its AuthJournalClient
+ * and the consumer's AuthShardClient): capability, whether the token
+ * names the journal, and its lifetime. An application's own method gets
+ * READ for a minute. */
+static const struct {
+	const char *path;
+	uint32_t cap;
+	bool named;
+	int64_t ttl_s;
+} method_claims[] = {
+	{"/protocol.Journal/List", GAZ_CAP_LIST, false, GAZ_AUTH_TTL_LONG},
+	{"/protocol.Journal/Apply", GAZ_CAP_APPLY, false, GAZ_AUTH_TTL_SHORT},
+	{"/protocol.Journal/Read", GAZ_CAP_READ, true, GAZ_AUTH_TTL_LONG},
+	{"/protocol.Journal/Append", GAZ_CAP_APPEND, true, GAZ_AUTH_TTL_LONG},
+	{"/protocol.Journal/ListFragments", GAZ_CAP_READ, true, GAZ_AUTH_TTL_LONG},
+	{"/protocol.Journal/FragmentStoreHealth", GAZ_CAP_READ, false, GAZ_AUTH_TTL_LONG},
+	{"/consumer.Shard/Stat", GAZ_CAP_READ, false, GAZ_AUTH_TTL_SHORT},
+	{"/consumer.Shard/List", GAZ_CAP_LIST, false, GAZ_AUTH_TTL_SHORT},
+	{"/consumer.Shard/Apply", GAZ_CAP_APPLY, false, GAZ_AUTH_TTL_SHORT},
+	{"/consumer.Shard/GetHints", GAZ_CAP_READ, false, GAZ_AUTH_TTL_SHORT},
+	{"/consumer.Shard/Unassign", GAZ_CAP_APPLY, false, GAZ_AUTH_TTL_SHORT},
+};
+
+/* call_auth: the authorization value of a call to `path`: the client's
+ * fixed token, or one signed now with its keys (*owned, freed by the
+ * caller), or NULL. */
+static const char *call_auth(struct gaz_client *c, const struct gaz__dispatch *d, const char *path,
+			     char **owned, struct gaz_status *st)
+{
+	uint32_t cap = GAZ_CAP_READ;
+	bool named = false;
+	int64_t ttl = GAZ_AUTH_TTL_SHORT;
+
+	*owned = NULL;
+	if (!c->keys)
+		return c->auth;
+	for (size_t i = 0; i < sizeof(method_claims) / sizeof(method_claims[0]); i++)
+		if (!strcmp(path, method_claims[i].path)) {
+			cap = method_claims[i].cap;
+			named = method_claims[i].named;
+			ttl = method_claims[i].ttl_s;
+		}
+	if (named && d->claims_journal)
+		gaz_auth_sign_journal(c->keys, cap, d->claims_journal, ttl, owned, st);
+	else
+		gaz_auth_sign(c->keys, cap, NULL, ttl, owned, st);
+	return *owned;
+}
+
 int gaz__client_unary(struct gaz_client *c, const struct gaz__dispatch *d, const char *path,
 		      const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
 		      ProtobufCMessage **resp, bool wait_for_ready, struct gaz_status *st)
@@ -360,9 +417,15 @@ int gaz__client_unary(struct gaz_client *c, const struct gaz__dispatch *d, const
 	*resp = NULL;
 	if (gaz_client_cancelled(c))
 		return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
-	if (!(rc = gaz__client_connect(c, d, wait_for_ready, st)))
-		rc = gaz_rpc_unary(d->ch, path, req, resp_desc, resp, gaz__client_deadline(c),
-				   wait_for_ready, c->auth, st);
+	if (!(rc = gaz__client_connect(c, d, wait_for_ready, st))) {
+		char *owned;
+		const char *auth = call_auth(c, d, path, &owned, st);
+
+		rc = c->keys && !auth ? GAZ_ENOMEM
+				      : gaz_rpc_unary(d->ch, path, req, resp_desc, resp,
+						      gaz__client_deadline(c), wait_for_ready, auth, st);
+		free(owned);
+	}
 	if (rc == GAZ_ERPC && d->journal)
 		gaz__client_forget(c, d->journal);
 	return rc;
@@ -374,6 +437,8 @@ int gaz__client_open(struct gaz_client *c, struct gaz__dispatch *d, const char *
 {
 	struct gaz_status ost = {0};
 	struct gaz_rpc_stream *s = NULL;
+	char *owned = NULL;
+	const char *auth;
 	int rc;
 
 	call->stream = NULL;
@@ -383,9 +448,12 @@ int gaz__client_open(struct gaz_client *c, struct gaz__dispatch *d, const char *
 	if (gaz_client_cancelled(c))
 		rc = gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
 	else if ((rc = gaz__client_connect(c, &call->d, wait_for_ready, st)) == 0 &&
-		 !(s = gaz_rpc_stream_open(call->d.ch, path, deadline_ns, wait_for_ready, c->auth,
-					   &ost)))
+		 (!(auth = call_auth(c, &call->d, path, &owned, st)) && c->keys))
+		rc = GAZ_ENOMEM;
+	else if (rc == 0 && !(s = gaz_rpc_stream_open(call->d.ch, path, deadline_ns, wait_for_ready,
+						      auth, &ost)))
 		rc = gaz_status_set(st, ost.code ? ost.code : GAZ_ERPC, "%s", ost.msg);
+	free(owned);
 	if (rc) {
 		gaz__client_call_failed(c, call, rc);
 		gaz__client_undispatch(c, &call->d);

@@ -53,6 +53,9 @@ struct gaz__dispatch {
 	const char *journal;            /* when the member came from the route
 	                                 * cache: the journal to invalidate if
 	                                 * the call fails (borrowed), else NULL */
+	const char *claims_journal;     /* the journal the call is about, which
+	                                 * a token signed with --auth-keys names
+	                                 * (borrowed; used when the call opens) */
 };
 
 /* A streaming call registered with its client, so gaz_client_cancel can
@@ -67,6 +70,7 @@ struct gaz_client {
 	char *address;               /* broker service address */
 	char *zone;
 	char *auth;                  /* "Bearer <token>" or NULL */
+	struct gaz_auth *keys;       /* auth_keys: each call signs its own token */
 	char *file_root;             /* NULL = file:// URLs refused */
 	int64_t rpc_timeout_ms;
 	int64_t connect_timeout_ms;  /* < 0: wait for connections forever */

@@ -88,12 +88,19 @@ static long b64_decode(const char *s, size_t n, bool url, bool padded, unsigned 
 		return -2;
 	*bad = 0;
 	if (padded) {
+		while (data > 0 && n - data < 2 && s[data - 1] == '=')
+			data--;
+		/* The first bad symbol is reported before a bad length, as
+		 * Go's decoder, which reads in order, does. */
+		for (i = 0; i < data; i++)
+			if (b64_value((unsigned char)s[i], url) < 0) {
+				*bad = i;
+				goto bad;
+			}
 		if (n % 4) {
 			*bad = n - n % 4;
 			goto bad;
 		}
-		while (data > 0 && n - data < 2 && s[data - 1] == '=')
-			data--;
 	}
 	for (i = 0; i < data; i++) {
 		if ((v = b64_value((unsigned char)s[i], url)) < 0) {

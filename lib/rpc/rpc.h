@@ -266,6 +266,21 @@ int gaz_rpc_wait(struct gaz_rpc_call *call, int64_t deadline_ns);
  * ("authorization") borrowed until the call ends, or NULL. */
 const char *gaz_rpc_metadata(struct gaz_rpc_call *call, const char *key);
 
+/* gaz_rpc_expire_at ends the call at monotonic time `mono_ns` (if earlier
+ * than a time set before): its waits (gaz_rpc_wait, gaz_rpc_recv*) return
+ * GAZ_ECANCELLED from then on and the client sees DEADLINE_EXCEEDED
+ * "authorization expired". The broker binds a call to its token's `exp`
+ * this way, as Gazette's Verify sets its context deadline. Thread-safe. */
+void gaz_rpc_expire_at(struct gaz_rpc_call *call, int64_t mono_ns);
+
+/* gaz_rpc_set_user attaches `user` to the call (replacing and freeing a
+ * previous one); `user_free` (may be NULL) frees it when the call is
+ * destroyed. gaz_rpc_user returns it (NULL if none). Set by the thread
+ * that handles the call before other threads may read it (the fast path
+ * hands the call over with a pool push, which orders the write). */
+void gaz_rpc_set_user(struct gaz_rpc_call *call, void *user, void (*user_free)(void *));
+void *gaz_rpc_user(struct gaz_rpc_call *call);
+
 /* gaz_rpc_peer: the peer address, borrowed until the call ends. */
 const char *gaz_rpc_peer(struct gaz_rpc_call *call);
 

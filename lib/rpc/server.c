@@ -144,6 +144,12 @@ struct gaz_rpc_call {
 	grpc_metadata_array md; /* request metadata, owned by the call */
 	struct mdval *mdvals;   /* NUL-terminated copies handed out */
 	int64_t deadline_ns;
+	/* gaz_rpc_expire_at: the call is cancelled (DEADLINE_EXCEEDED) once
+	 * this passes, as its waits see (GAZ_DEADLINE_NEVER: never). Set by
+	 * the handler's thread before it waits; read under mu. */
+	int64_t expire_ns;
+	void *user;                 /* gaz_rpc_set_user, freed by user_free */
+	void (*user_free)(void *);
 	char *peer;
 	struct gaz_rpc_call *next; /* pool queue link */
 	struct gaz_rpc_call *tnext; /* dispatch timer link */
@@ -313,6 +319,8 @@ static void call_destroy(struct gaz_rpc_call *c)
 		free(v);
 	}
 	grpc_metadata_array_destroy(&c->md);
+	if (c->user_free)
+		c->user_free(c->user);
 	if (c->recv_bb)
 		grpc_byte_buffer_destroy(c->recv_bb);
 	for (int i = 0; i < c->n_ahead; i++)
@@ -565,6 +573,7 @@ static struct gaz_rpc_call *call_new(struct req *r)
 	grpc_metadata_array_init(&r->md);
 	r->gc = NULL;
 	c->deadline_ns = gaz__rpc_from_gpr(r->deadline);
+	c->expire_ns = GAZ_DEADLINE_NEVER;
 	c->peer = peer_of(r->srv, c->gc);
 	c->details = grpc_empty_slice();
 	c->refs = 1; /* the handler's */
@@ -1237,6 +1246,27 @@ static grpc_byte_buffer *ahead_pop(struct gaz_rpc_call *c)
 /* stream_over (c->mu held): GAZ_EOF or GAZ_ECANCELLED once no message is
  * left to receive (a half-close confirmed), else 0. A message read ahead
  * is still to be received, unless the handler finished. */
+/* expired_locked (mu held): past gaz_rpc_expire_at's time, the call is
+ * cancelled with DEADLINE_EXCEEDED (once) and true returned. */
+static bool expired_locked(struct gaz_rpc_call *c)
+{
+	if (c->expire_ns == GAZ_DEADLINE_NEVER || gaz_mono_ns() < c->expire_ns)
+		return false;
+	if (!c->cancelled) {
+		c->cancelled = true;
+		if (c->gc)
+			grpc_call_cancel_with_status(c->gc, GRPC_STATUS_DEADLINE_EXCEEDED,
+						     "authorization expired", NULL);
+	}
+	return true;
+}
+
+/* until: the earlier of a wait's deadline and the call's expiry. */
+static int64_t until(const struct gaz_rpc_call *c, int64_t deadline_ns)
+{
+	return c->expire_ns < deadline_ns ? c->expire_ns : deadline_ns;
+}
+
 static int stream_over(struct gaz_rpc_call *c)
 {
 	if (c->eof || c->finished)
@@ -1258,6 +1288,7 @@ static int recv_bb(struct gaz_rpc_call *c, grpc_byte_buffer **bb, int64_t deadli
 		return local_recv(c, bb);
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
+		expired_locked(c);
 		if ((rc = stream_over(c)))
 			break;
 		if (c->n_ahead) {
@@ -1272,8 +1303,10 @@ static int recv_bb(struct gaz_rpc_call *c, grpc_byte_buffer **bb, int64_t deadli
 			continue; /* mu was dropped: it may have arrived already */
 		}
 		c->recv_waiting = true;
-		timed_out = gaz__rpc_timedwait(&c->cv, &c->mu, deadline_ns);
+		timed_out = gaz__rpc_timedwait(&c->cv, &c->mu, until(c, deadline_ns));
 		c->recv_waiting = false;
+		if (timed_out && expired_locked(c))
+			continue;
 		if (timed_out && !c->n_ahead && !c->recv_end) {
 			rc = GAZ_ETIMEDOUT;
 			break;
@@ -1299,6 +1332,7 @@ int gaz_rpc_recv_each(struct gaz_rpc_call *c, const ProtobufCMessageDescriptor *
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
 		bool timed_out;
+		expired_locked(c);
 		if ((rc = stream_over(c)))
 			break;
 		if (c->n_ahead) { /* read ahead before we came: here, in order */
@@ -1316,7 +1350,7 @@ int gaz_rpc_recv_each(struct gaz_rpc_call *c, const ProtobufCMessageDescriptor *
 		}
 		c->each = e;
 		c->recv_waiting = true;
-		timed_out = gaz__rpc_timedwait(&c->cv, &c->mu, deadline_ns);
+		timed_out = gaz__rpc_timedwait(&c->cv, &c->mu, until(c, deadline_ns));
 		c->recv_waiting = false;
 		c->each = (struct each_cb){0};
 		while (c->each_busy) /* a poller is still in fn: it wakes us after */
@@ -1331,6 +1365,8 @@ int gaz_rpc_recv_each(struct gaz_rpc_call *c, const ProtobufCMessageDescriptor *
 			rc = GAZ_ECANCELLED; /* fn ran last, the next receive did not start */
 			break;
 		}
+		if (timed_out && expired_locked(c))
+			continue;
 		if (timed_out && !c->n_ahead && !c->recv_end && !c->cancelled) {
 			rc = GAZ_ETIMEDOUT;
 			break;
@@ -1588,7 +1624,7 @@ int gaz_rpc_wait(struct gaz_rpc_call *call, int64_t deadline_ns)
 	if (!call->gc && call->deadline_ns < deadline_ns)
 		deadline_ns = call->deadline_ns;
 	for (;;) {
-		if (call->cancelled || (!call->gc && local_expired(call))) {
+		if (call->cancelled || expired_locked(call) || (!call->gc && local_expired(call))) {
 			rc = GAZ_ECANCELLED;
 			break;
 		}
@@ -1597,7 +1633,8 @@ int gaz_rpc_wait(struct gaz_rpc_call *call, int64_t deadline_ns)
 			rc = 0;
 			break;
 		}
-		if (gaz__rpc_timedwait(&call->cv, &call->mu, deadline_ns)) {
+		if (gaz__rpc_timedwait(&call->cv, &call->mu, until(call, deadline_ns)) &&
+		    !expired_locked(call)) {
 			rc = GAZ_ETIMEDOUT;
 			break;
 		}
@@ -1625,6 +1662,28 @@ const char *gaz_rpc_metadata(struct gaz_rpc_call *call, const char *key)
 		return v->value;
 	}
 	return NULL;
+}
+
+void gaz_rpc_expire_at(struct gaz_rpc_call *call, int64_t mono_ns)
+{
+	pthread_mutex_lock(&call->mu);
+	if (mono_ns < call->expire_ns)
+		call->expire_ns = mono_ns;
+	pthread_mutex_unlock(&call->mu);
+	pthread_cond_broadcast(&call->cv); /* waits re-read it */
+}
+
+void gaz_rpc_set_user(struct gaz_rpc_call *call, void *user, void (*user_free)(void *))
+{
+	if (call->user_free)
+		call->user_free(call->user);
+	call->user = user;
+	call->user_free = user_free;
+}
+
+void *gaz_rpc_user(struct gaz_rpc_call *call)
+{
+	return call->user;
 }
 
 const char *gaz_rpc_peer(struct gaz_rpc_call *call)
@@ -1661,6 +1720,7 @@ struct gaz_rpc_call *gaz_rpc_local_new(const ProtobufCMessage *const *reqs, size
 	grpc_metadata_array_init(&c->md);
 	c->details = grpc_empty_slice();
 	c->deadline_ns = deadline_ns;
+	c->expire_ns = GAZ_DEADLINE_NEVER;
 	c->local_code = -1;
 	c->peer = strdup("local");
 	for (size_t i = 0; i < n; i++)
@@ -1702,6 +1762,8 @@ void gaz_rpc_local_free(struct gaz_rpc_call *call)
 	if (call->local_resp)
 		grpc_byte_buffer_destroy(call->local_resp);
 	free(call->local_msg);
+	if (call->user_free)
+		call->user_free(call->user);
 	grpc_metadata_array_destroy(&call->md);
 	pthread_cond_destroy(&call->cv);
 	pthread_mutex_destroy(&call->mu);

@@ -35,8 +35,11 @@ def spec(name, replication=1, stores=("file:///",), length=1 << 20, codec=pb.NON
 
 
 class Client:
-    def __init__(self, address):
+    def __init__(self, address, auth=None):
+        """`auth`: None, an "authorization" value ("Bearer ..."), or a
+        function (method, journal) -> value signing each call."""
         self.address = address
+        self.auth = auth
         self.ch = channel(address)
         self._apply = self.ch.unary_unary("/protocol.Journal/Apply", pb.ApplyRequest.SerializeToString,
                                           pb.ApplyResponse.FromString)
@@ -52,20 +55,24 @@ class Client:
     def close(self):
         self.ch.close()
 
+    def _md(self, method, journal=None):
+        a = self.auth(method, journal) if callable(self.auth) else self.auth
+        return [("authorization", a)] if a else None
+
     def apply(self, *specs, expect=0, deletes=(), timeout=20):
         req = pb.ApplyRequest()
         for s in specs:
             req.changes.add(upsert=s, expect_mod_revision=expect)
         for name, rev in deletes:
             req.changes.add(delete=name, expect_mod_revision=rev)
-        return self._apply(req, timeout=timeout, wait_for_ready=True)
+        return self._apply(req, timeout=timeout, wait_for_ready=True, metadata=self._md("Apply"))
 
     def list(self, selector=None, timeout=20):
         req = pb.ListRequest()
         if selector:
             req.selector.CopyFrom(selector)
         out = []
-        for resp in self._list(req, timeout=timeout, wait_for_ready=True):
+        for resp in self._list(req, timeout=timeout, wait_for_ready=True, metadata=self._md("List")):
             out.extend(resp.journals)
         return out
 
@@ -84,7 +91,7 @@ class Client:
         # route is still being assigned.
         deadline = time.time() + timeout
         while True:
-            r = self._append(gen(), timeout=timeout, wait_for_ready=True)
+            r = self._append(gen(), timeout=timeout, wait_for_ready=True, metadata=self._md("Append", journal))
             if not retry or r.status not in RETRY_STATUSES or time.time() > deadline:
                 return r
             time.sleep(0.05)
@@ -92,7 +99,7 @@ class Client:
     def read(self, journal, offset=0, block=False, timeout=30, **kw):
         """Returns the list of ReadResponses of one Read RPC."""
         return list(self._read(pb.ReadRequest(journal=journal, offset=offset, block=block, **kw),
-                               timeout=timeout, wait_for_ready=True))
+                               timeout=timeout, wait_for_ready=True, metadata=self._md("Read", journal)))
 
     def read_bytes(self, journal, offset=0, **kw):
         """Reads until the write head (non-blocking); returns (bytes, last response)."""
@@ -105,10 +112,12 @@ class Client:
         return bytes(data), last
 
     def read_stream(self, journal, offset=0, **kw):
-        return self._read(pb.ReadRequest(journal=journal, offset=offset, block=True, **kw), timeout=120)
+        return self._read(pb.ReadRequest(journal=journal, offset=offset, block=True, **kw), timeout=120,
+                          metadata=self._md("Read", journal))
 
     def fragments(self, journal, timeout=20, **kw):
-        return self._frags(pb.FragmentsRequest(journal=journal, **kw), timeout=timeout, wait_for_ready=True)
+        return self._frags(pb.FragmentsRequest(journal=journal, **kw), timeout=timeout, wait_for_ready=True,
+                           metadata=self._md("ListFragments", journal))
 
 
 def wait_assigned(client, journal, timeout=20):

@@ -78,6 +78,10 @@ struct gaz_client_opts {
 	                             * routes are cached; NULL = "local" */
 	const char *auth_token;     /* sent as "authorization: Bearer <token>";
 	                             * NULL or "" = no authorization */
+	const char *auth_keys;      /* base64 keys (--broker.auth-keys): each call
+	                             * signs its own token with the first, with
+	                             * the claims Gazette's clients use (§11);
+	                             * takes precedence over auth_token */
 	const char *file_root;      /* local directory rooting file:// fragment
 	                             * URLs of direct reads (gazctl --file-root);
 	                             * NULL = such URLs are refused */
