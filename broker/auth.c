@@ -8,9 +8,9 @@
  * Replicate to its peers, the HTTP gateways' loopback calls).
  *
  * Lock rule: b->auth is set once by configure() before the server starts
- * and is immutable after; a call's claims are written by the thread that
- * takes the call (a handler, or a poller on Append's fast path) before
- * anything else reads them, and freed with the call.
+ * and is immutable after; a call's claims follow rpc/authorize.h's rule
+ * (written by the thread that takes the call, a handler or a poller on
+ * Append's fast path, before anything else reads them).
  */
 #include "broker/broker.h"
 #include "common/clock.h"
@@ -18,51 +18,20 @@
 #include "keyspace/journals.h"
 #include "protocol/auth.h"
 #include "protocol/labels.h"
+#include "rpc/authorize.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static void claims_free(void *p)
-{
-	struct gaz_claims *c = p;
-
-	gaz_claims_release(c);
-	free(c);
-}
-
 int gaz_broker_authorize(struct gaz_broker *b, struct gaz_rpc_call *call, uint32_t require,
 			 struct gaz_status *st)
 {
-	struct gaz_claims *c;
-	double now, left;
-	int rc;
-
-	if (!b->auth || gaz_rpc_user(call))
-		return 0;
-	if (!(c = calloc(1, sizeof(*c))))
-		return gaz_status_set(st, GAZ_ENOMEM, "allocating claims");
-	now = gaz_auth_now();
-	if ((rc = gaz_auth_verify(b->auth, gaz_rpc_metadata(call, "authorization"), require, now, c, st))) {
-		free(c);
-		return rc;
-	}
-	gaz_rpc_set_user(call, c, claims_free);
-	/* The call lives no longer than its token: at `exp`, without the
-	 * leeway verification allows (Gazette's context.WithDeadline). */
-	left = c->exp - now;
-	gaz_rpc_expire_at(call, left <= 0 ? gaz_mono_ns() : left >= 9e9 ? GAZ_DEADLINE_NEVER
-								: gaz_mono_ns() + (int64_t)(left * 1e9));
-	return 0;
+	return gaz_rpc_authorize(b->auth, call, require, st);
 }
 
 const Protocol__LabelSelector *gaz_call_selector(struct gaz_rpc_call *call)
 {
-	const struct gaz_claims *c = call ? gaz_rpc_user(call) : NULL;
-	const Protocol__LabelSelector *s = c ? c->sel : NULL;
-
-	if (s && (!s->include || !s->include->n_labels) && (!s->exclude || !s->exclude->n_labels))
-		return NULL; /* matches everything */
-	return s;
+	return gaz_rpc_claims_selector(call);
 }
 
 bool gaz_journal_visible(struct gaz_broker *b, struct gaz_rpc_call *call, const char *journal)

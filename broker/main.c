@@ -41,6 +41,7 @@
 #include "keyspace/allocator.h"
 #include "protocol/auth.h"
 #include "protocol/validate.h"
+#include "rpc/authorize.h"
 
 static struct gaz_broker broker;
 
@@ -182,25 +183,15 @@ static bool starting(struct gaz_rpc_call *call)
 	return true;
 }
 
-/* A call whose token does not grant its method's capability is answered
- * UNAUTHENTICATED with the verifier's message, before its request is read
- * (Gazette's VerifiedJournalServer). */
-static bool refused(struct gaz_rpc_call *call, const struct counted *c)
-{
-	struct gaz_status st = {0};
-
-	if (!gaz_broker_authorize(&broker, call, c->cap, &st))
-		return false;
-	gaz_rpc_finish(call, NULL, st.grpc ? st.grpc : GAZ_GRPC_INTERNAL, st.msg);
-	return true;
-}
-
 static void counted_handler(struct gaz_rpc_call *call, void *arg)
 {
 	struct counted *c = arg;
 
 	gaz_metric_rpc_started(c->op);
-	if (!starting(call) && !refused(call, c))
+	/* A call whose token does not grant its method's capability is
+	 * answered UNAUTHENTICATED before its request is read (Gazette's
+	 * VerifiedJournalServer). */
+	if (!starting(call) && !gaz_rpc_refused(broker.auth, call, c->cap))
 		c->fn(call, &broker);
 }
 

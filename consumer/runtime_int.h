@@ -51,6 +51,8 @@ struct gaz_consumer_cfg {
 	char *etcd_address, *etcd_prefix;
 	int64_t etcd_lease_ns;
 	char *log_level, *log_format;
+	char *auth_keys;               /* --consumer.auth-keys: the Shard service's */
+	char *broker_auth_keys, *broker_auth_token; /* the broker client's */
 };
 
 struct gaz_consumer {
@@ -68,6 +70,8 @@ struct gaz_consumer {
 	struct gaz_allocator *allocator;
 	struct gaz_rpc_server *srv;
 	struct gaz_rpc_channel *self;  /* to our own endpoint: loopback of proxied calls */
+	struct gaz_auth *auth;         /* --consumer.auth-keys, or NULL: set by
+	                                * configure, immutable after */
 	struct gaz_client *client;     /* the app's (gaz_consumer_client), made before init */
 	sigset_t *sigs;                /* SIGTERM and SIGINT, blocked: gaz_consumer_sleep */
 	struct gaz_consumer_app_method *app_methods; /* the app's methods as registered */

@@ -32,6 +32,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "keyspace/member.h"
+#include "protocol/auth.h"
 #include "protocol/validate.h"
 
 static struct gaz_consumer consumer;
@@ -50,8 +51,11 @@ static const struct gaz_flag runtime_flags[] = {
 	CONSUMER_FLAG("limit", "LIMIT", GAZ_FLAG_INT64, "32", "Maximum number of Shards this consumer process will allocate", &consumer.cfg.limit),
 	CONSUMER_FLAG("max-hot-standbys", "MAX_HOT_STANDBYS", GAZ_FLAG_INT64, "3", "Maximum effective hot standbys of any one shard, which upper-bounds its stated hot-standbys.", &consumer.cfg.max_hot_standbys),
 	CONSUMER_FLAG("watch-delay", "WATCH_DELAY", GAZ_FLAG_DURATION, "30ms", "Delay applied to the application of watched Etcd events. Larger values amortize the processing of fast-changing Etcd keys.", &consumer.cfg.watch_delay_ns),
+	CONSUMER_FLAG("auth-keys", "AUTH_KEYS", GAZ_FLAG_STRING, "", "Whitespace or comma separated, base64-encoded keys used to sign (first key) and verify (all keys) Authorization tokens.", &consumer.cfg.auth_keys),
 	CONSUMER_FLAG("exit-timeout", "EXIT_TIMEOUT", GAZ_FLAG_DURATION, "2m", "Bound on a graceful exit's wait for other members to take over this process's shards (gazette-c)", &consumer.cfg.exit_timeout_ns),
 	BROKER_FLAG("address", "ADDRESS", GAZ_FLAG_STRING, "http://localhost:8080", "Service address endpoint", &consumer.cfg.broker_address),
+	BROKER_FLAG("auth-keys", "AUTH_KEYS", GAZ_FLAG_STRING, "", "Whitespace or comma separated, base64-encoded keys. The first key is used to sign Authorization tokens.", &consumer.cfg.broker_auth_keys),
+	BROKER_FLAG("auth-token", "AUTH_TOKEN", GAZ_FLAG_STRING, "", "Bearer token to use for authentication.", &consumer.cfg.broker_auth_token),
 	BROKER_FLAG("cache.size", "CACHE_SIZE", GAZ_FLAG_INT64, "0", "Size of client route cache. If <= zero, no cache is used (server always proxies)", &consumer.cfg.broker_cache_size),
 	BROKER_FLAG("cache.ttl", "CACHE_TTL", GAZ_FLAG_DURATION, "1m", "Time-to-live of route cache entries.", &consumer.cfg.broker_cache_ttl_ns),
 	BROKER_FLAG("file-root", "FILE_ROOT", GAZ_FLAG_STRING, "", "Local path which roots file:// fragment URLs which are being directly read (optional)", &consumer.cfg.broker_file_root),
@@ -106,6 +110,19 @@ static int configure(struct gaz_consumer *c, struct gaz_status *st)
 		c->root[--n] = '\0'; /* "/gazette/consumers/x/" names the same group */
 	if (c->root[0] != '/' || n < 2)
 		return gaz_status_set(st, GAZ_EINVAL, "--etcd.prefix %s is not an absolute path", cfg->etcd_prefix);
+	if (cfg->auth_keys[0] && gaz_auth_new(cfg->auth_keys, &c->auth, st)) {
+		gaz_status_prefix(st, "--consumer.auth-keys: ");
+		return GAZ_EINVAL;
+	}
+	if (cfg->broker_auth_keys[0]) { /* checked here, used by every client made */
+		struct gaz_auth *a = NULL;
+		int rc = gaz_auth_new(cfg->broker_auth_keys, &a, st);
+		gaz_auth_free(a);
+		if (rc) {
+			gaz_status_prefix(st, "--broker.auth-keys: ");
+			return GAZ_EINVAL;
+		}
+	}
 	c->member_key = gaz_ks_member_key(c->root, cfg->zone, cfg->id);
 	c->type = c->app->type ? *c->app->type : gaz_json_message_type(NULL);
 	c->publish_type = c->app->publish_type ? *c->app->publish_type : c->type;
@@ -118,6 +135,8 @@ struct gaz_client_opts gaz_consumer_client_opts(const struct gaz_consumer *c)
 		.broker_address = c->cfg.broker_address,
 		.zone = c->cfg.zone,
 		.file_root = c->cfg.broker_file_root[0] ? c->cfg.broker_file_root : NULL,
+		.auth_keys = c->cfg.broker_auth_keys,
+		.auth_token = c->cfg.broker_auth_token,
 		/* Gazette's --broker.cache.size 0: no cache */
 		.route_cache_size = c->cfg.broker_cache_size > 0 ? c->cfg.broker_cache_size : -1,
 		.route_cache_ttl_ms = c->cfg.broker_cache_ttl_ns / GAZ_NS_PER_MS,
@@ -468,6 +487,8 @@ static void shutdown_all(struct gaz_consumer *c, struct gaz_rpc_listener *listen
 	gaz_allocator_free(c->allocator);
 	gaz_rpc_server_free(c->srv);
 	free(c->app_methods);
+	gaz_auth_free(c->auth);
+	c->auth = NULL;
 	gaz_etcd_free(c->etcd);
 	free(c->root), free(c->member_key), free(c->endpoint);
 	free(c->shards);

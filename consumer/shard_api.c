@@ -38,10 +38,12 @@
 #include "common/log.h"
 #include "common/pbjson.h"
 #include "etcd/txn.h"
+#include "protocol/auth.h"
 #include "protocol/labels.h"
 #include "protocol/shard.h"
 #include "protocol/validate.h"
 #include "recoverylog.pb-c.h"
+#include "rpc/authorize.h"
 
 static void wake_call(void *arg)
 {
@@ -132,6 +134,11 @@ static int resolve(struct gaz_consumer *c, struct gaz_rpc_call *call, const char
 	gaz_keyspace_rlock(c->ks);
 	r->eh = gaz_keyspace_header(c->ks);
 	const struct gaz_ks_entry *item = gaz_ks_item(c->ks, c->root, shard);
+	const Protocol__LabelSelector *claims = gaz_rpc_claims_selector(call);
+	/* A shard the caller's claims do not match (its labels plus id=) does
+	 * not exist for it (Gazette's Resolver). */
+	if (item && claims && !shard_matches(claims, ((const struct gaz_ks_value *)item->decoded)->shard))
+		item = NULL;
 	rc = item ? gaz_route_build(c->ks, c->root, shard, &r->route) : 0;
 	r->route_ok = item && !rc;
 	if (r->route_ok && r->route.primary >= 0) {
@@ -239,9 +246,23 @@ static void progress_free(Consumer__StatResponse *resp)
 	free(resp->publish_at);
 }
 
+/* sign_shard signs {cap, id=<shard>} for a minute, as Gazette's
+ * AuthShardClient scopes Stat. *bearer NULL on failure. */
+static void sign_shard(const struct gaz_auth *keys, uint32_t cap, const char *shard, char **bearer)
+{
+	Protocol__LabelSelector *sel = gaz_selector_new();
+
+	*bearer = NULL;
+	if (sel && !gaz_labelset_add(sel->include, "id", shard))
+		gaz_auth_sign(keys, cap, sel, GAZ_AUTH_TTL_SHORT, bearer, NULL);
+	gaz_selector_free(sel);
+}
+
 /* Sends `req` to the shard's primary at `endpoint` with `header` in its
- * header field, and ends `call` with the primary's answer. */
-static void proxy_call(struct gaz_rpc_call *call, const char *endpoint, Protocol__Header *header, const char *path,
+ * header field, and ends `call` with the primary's answer; signed with
+ * `proxy_keys` when not NULL (the consumer's --consumer.auth-keys). */
+static void proxy_call(const struct gaz_auth *proxy_keys, struct gaz_rpc_call *call, const char *endpoint,
+		       Protocol__Header *header, const char *path,
 		       ProtobufCMessage *req, Protocol__Header **req_header, const ProtobufCMessageDescriptor *resp_desc)
 {
 	struct gaz_status st = {0};
@@ -256,9 +277,18 @@ static void proxy_call(struct gaz_rpc_call *call, const char *endpoint, Protocol
 		 * keyspace until its lease expires, and waiting for its address
 		 * would hold the caller to its whole deadline instead of letting
 		 * it ask again once the standby took over. */
+		/* Signed by us for the caller we verified (Gazette's service
+		 * proxies through its own authorizer): Stat as {READ, id}. */
+		const struct gaz_auth *keys = proxy_keys;
+		char *auth = NULL;
+		if (keys && !strcmp(path, "/consumer.Shard/Stat"))
+			sign_shard(keys, GAZ_CAP_READ, ((Consumer__StatRequest *)req)->shard, &auth);
+		else if (keys)
+			gaz_auth_sign(keys, GAZ_CAP_READ, NULL, GAZ_AUTH_TTL_SHORT, &auth, NULL);
 		*req_header = header;
-		int rc = gaz_rpc_unary(ch, path, req, resp_desc, &resp, gaz_rpc_deadline(call), false, NULL, &st);
+		int rc = gaz_rpc_unary(ch, path, req, resp_desc, &resp, gaz_rpc_deadline(call), false, auth, &st);
 		*req_header = NULL;
+		free(auth);
 		if (rc)
 			gaz_rpc_finish(call, NULL, st.grpc ? st.grpc : GAZ_GRPC_UNAVAILABLE, st.msg);
 		else
@@ -270,11 +300,12 @@ static void proxy_call(struct gaz_rpc_call *call, const char *endpoint, Protocol
 }
 
 /* Proxies an unproxied Stat to the shard's primary with our header. */
-static void stat_proxy(struct gaz_rpc_call *call, Consumer__StatRequest *req, struct resolution *r)
+static void stat_proxy(struct gaz_consumer *c, struct gaz_rpc_call *call, Consumer__StatRequest *req,
+		       struct resolution *r)
 {
 	Protocol__Header *h = gaz_header_new(&r->eh, r->route.zone[r->primary], r->route.suffix[r->primary], &r->route);
 
-	proxy_call(call, r->primary_endpoint, h, "/consumer.Shard/Stat", &req->base, &req->header,
+	proxy_call(c->auth, call, r->primary_endpoint, h, "/consumer.Shard/Stat", &req->base, &req->header,
 		   &consumer__stat_response__descriptor);
 	gaz_header_free(h);
 }
@@ -303,6 +334,8 @@ static void handle_stat(struct gaz_rpc_call *call, void *arg)
 	struct gaz_shard *s = NULL;
 	int rc;
 
+	if (gaz_rpc_refused(c->auth, call, GAZ_CAP_READ))
+		return;
 	if (gaz_rpc_recv_request(call, &consumer__stat_request__descriptor, (ProtobufCMessage **)&req, "StatRequest"))
 		return;
 	if ((req->header && gaz_validate_header(req->header, &st)) ||
@@ -322,7 +355,7 @@ static void handle_stat(struct gaz_rpc_call *call, void *arg)
 		goto out;
 	}
 	if (r.status == CONSUMER__STATUS__OK && !r.local) {
-		stat_proxy(call, req, &r);
+		stat_proxy(c, call, req, &r);
 		resolution_release(&r);
 		goto out;
 	}
@@ -437,6 +470,8 @@ static void handle_list(struct gaz_rpc_call *call, void *arg)
 	int64_t rev;
 	bool oom = false;
 
+	if (gaz_rpc_refused(c->auth, call, GAZ_CAP_LIST))
+		return;
 	if (gaz_rpc_recv_request(call, &consumer__list_request__descriptor, (ProtobufCMessage **)&req, "ListRequest"))
 		return;
 	if (req->selector && gaz_validate_selector(req->selector, &st)) {
@@ -449,6 +484,7 @@ static void handle_list(struct gaz_rpc_call *call, void *arg)
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		goto out;
 	}
+	const Protocol__LabelSelector *claims = gaz_rpc_claims_selector(call);
 	gaz_keyspace_rlock(c->ks);
 	rev = gaz_keyspace_revision(c->ks);
 	gaz_keyspace_prefix(c->ks, prefix, &lo, &hi);
@@ -457,7 +493,8 @@ static void handle_list(struct gaz_rpc_call *call, void *arg)
 	for (size_t i = lo; !oom && i < hi; i++) {
 		const struct gaz_ks_entry *e = gaz_keyspace_at(c->ks, i);
 		const struct gaz_ks_value *v = e->decoded;
-		if (req->selector && !shard_matches(req->selector, v->shard))
+		if ((req->selector && !shard_matches(req->selector, v->shard)) ||
+		    (claims && !shard_matches(claims, v->shard)))
 			continue;
 		if (!(resp.shards[resp.n_shards] = list_shard(c, e)))
 			oom = true;
@@ -489,6 +526,37 @@ static char *hint_primary_key(const Consumer__ShardSpec *spec)
 	return asprintf(&k, "%s/%s.primary", spec->hint_prefix ? spec->hint_prefix : "", spec->id) < 0 ? NULL : k;
 }
 
+/* id_matches: `claims` cover shard `id` by its id label alone, as
+ * Gazette authorizes deletes and Unassign. */
+static bool id_matches(const Protocol__LabelSelector *claims, const char *id)
+{
+	Protocol__Label l = PROTOCOL__LABEL__INIT, *lp = &l;
+	Protocol__LabelSet set = PROTOCOL__LABEL_SET__INIT;
+
+	l.name = "id";
+	l.value = (char *)id;
+	set.labels = &lp;
+	set.n_labels = 1;
+	return !claims || gaz_labelset_matches(claims, &set);
+}
+
+/* authorized_ids: every change of an Apply is covered by the claims (an
+ * upsert by its labels plus id, a delete by id); else "not authorized
+ * to <id>" and false. */
+static bool authorized_ids(struct gaz_rpc_call *call, const Consumer__ApplyRequest *req, struct gaz_status *st)
+{
+	const Protocol__LabelSelector *claims = gaz_rpc_claims_selector(call);
+
+	for (size_t i = 0; claims && i < req->n_changes; i++) {
+		const Consumer__ApplyRequest__Change *ch = req->changes[i];
+		if (ch->upsert ? !shard_matches(claims, ch->upsert) : !id_matches(claims, ch->delete_)) {
+			gaz_status_set(st, GAZ_EPERM, "not authorized to %s", ch->upsert ? ch->upsert->id : ch->delete_);
+			return false;
+		}
+	}
+	return true;
+}
+
 static void handle_apply(struct gaz_rpc_call *call, void *arg)
 {
 	struct gaz_consumer *c = arg;
@@ -500,10 +568,16 @@ static void handle_apply(struct gaz_rpc_call *call, void *arg)
 	bool ok = false;
 	int rc = 0;
 
+	if (gaz_rpc_refused(c->auth, call, GAZ_CAP_APPLY))
+		return;
 	if (gaz_rpc_recv_request(call, &consumer__apply_request__descriptor, (ProtobufCMessage **)&req, "ApplyRequest"))
 		return;
 	if (gaz_validate_shard_apply_request(req, &st)) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
+		goto out;
+	}
+	if (!authorized_ids(call, req, &st)) {
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAUTHENTICATED, st.msg);
 		goto out;
 	}
 	gaz_txn_init(&t);
@@ -614,6 +688,13 @@ static int hints_get(struct gaz_consumer *c, const char *key, const char *log, R
 	return rc;
 }
 
+static bool shard_matches_claims(struct gaz_rpc_call *call, const Consumer__ShardSpec *spec)
+{
+	const Protocol__LabelSelector *claims = gaz_rpc_claims_selector(call);
+
+	return !claims || shard_matches(claims, spec);
+}
+
 static void handle_get_hints(struct gaz_rpc_call *call, void *arg)
 {
 	struct gaz_consumer *c = arg;
@@ -627,6 +708,8 @@ static void handle_get_hints(struct gaz_rpc_call *call, void *arg)
 	int64_t rev;
 	int rc = 0;
 
+	if (gaz_rpc_refused(c->auth, call, GAZ_CAP_READ))
+		return;
 	if (gaz_rpc_recv_request(call, &consumer__get_hints_request__descriptor, (ProtobufCMessage **)&req,
 				 "GetHintsRequest"))
 		return;
@@ -644,7 +727,7 @@ static void handle_get_hints(struct gaz_rpc_call *call, void *arg)
 	gaz_keyspace_runlock(c->ks);
 	resp.status = CONSUMER__STATUS__OK;
 	resp.primary_hints = &primary;
-	if (!e) {
+	if (!e || (spec && !shard_matches_claims(call, spec))) {
 		resp.status = CONSUMER__STATUS__SHARD_NOT_FOUND;
 	} else if (!spec) {
 		rc = GAZ_ENOMEM;
@@ -708,6 +791,8 @@ static void handle_unassign(struct gaz_rpc_call *call, void *arg)
 	bool ok = false;
 	int rc = 0;
 
+	if (gaz_rpc_refused(c->auth, call, GAZ_CAP_APPLY))
+		return;
 	if (gaz_rpc_recv_request(call, &consumer__unassign_request__descriptor, (ProtobufCMessage **)&req,
 				 "UnassignRequest"))
 		return;
@@ -716,6 +801,15 @@ static void handle_unassign(struct gaz_rpc_call *call, void *arg)
 			char msg[600];
 			snprintf(msg, sizeof(msg), "Shards[%zu]: %s", i, st.msg);
 			gaz_rpc_finish(call, NULL, GAZ_GRPC_INVALID_ARGUMENT, msg);
+			goto out;
+		}
+	}
+	/* Authorized by the id label alone, as Gazette's Unassign. */
+	for (size_t i = 0; i < req->n_shards; i++) {
+		if (!id_matches(gaz_rpc_claims_selector(call), req->shards[i])) {
+			char msg[600];
+			snprintf(msg, sizeof(msg), "not authorized to %s", req->shards[i]);
+			gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAUTHENTICATED, msg);
 			goto out;
 		}
 	}
@@ -839,7 +933,9 @@ int gaz_consumer_proxy(struct gaz_rpc_call *call, const struct gaz_consumer_reso
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_INTERNAL, "proxy: the shard's primary is not another member");
 		return GAZ_EINVAL;
 	}
-	proxy_call(call, r->endpoint, r->header, path, req, req_header, resp_desc);
+	/* An application's own methods are its to authorize (Gazette's
+	 * runtime verifies only the Shard service): no token is signed. */
+	proxy_call(NULL, call, r->endpoint, r->header, path, req, req_header, resp_desc);
 	return 0;
 }
 

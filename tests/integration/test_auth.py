@@ -270,3 +270,75 @@ def test_a_call_ends_at_its_tokens_expiry(secured):
             pass
     assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e.value
     assert 1 < time.time() - start < 15
+
+
+# ---- the consumer's Shard service, and its broker client -------------------------------
+
+def shard_token(cap, ids=(), key=KEY1, ttl=60):
+    now = int(time.time())
+    claims = {"cap": cap, "iat": now, "exp": now + ttl,
+              "sel": {"include": {"labels": [{"name": "id", "value": i} for i in ids] or None}}}
+    text = b64url(b'{"alg":"HS256","typ":"JWT"}') + "." + b64url(json.dumps(claims).encode())
+    return "Bearer %s.%s" % (text, b64url(hmac.new(key, text.encode(), hashlib.sha256).digest()))
+
+
+def test_consumer_shard_service_and_broker_client(cluster, postgres):
+    import consumer_pb2 as cpb
+    from test_consumer import Consumer, Group, Shards, shard_spec, stat_read_through
+
+    class AuthShards(Shards):
+        def __init__(self, address, auth=None):
+            super().__init__(address)
+            self.auth = auth
+
+        def call(self, method, req, resp, timeout=30):
+            md = [("authorization", self.auth)] if self.auth else None
+            return self.ch.unary_unary("/consumer.Shard/" + method, request_serializer=lambda m: m.SerializeToString(),
+                                       response_deserializer=resp.FromString)(req, timeout=timeout, metadata=md)
+
+    class SecureGroup(Group):
+        def __init__(self):
+            self.cluster, self.postgres = cluster, postgres
+            self.prefix = cluster.prefix + "-consumers/chain"
+            self.broker = cluster.start(extra=["--broker.auth-keys", KEYS])
+            self.client = Client(self.broker.address, auth=signer())
+            self.consumers, self.seq = [], 0
+
+    g = SecureGroup()
+    try:
+        g.journals("sec/src", "sec/out")
+        keys_env = {"CONSUMER_AUTH_KEYS": KEYS, "BROKER_AUTH_KEYS": KEYS}
+        c = Consumer(g, env=keys_env)
+        g.consumers.append(c)
+        c.start()
+        admin = AuthShards(c.address, shard_token(ALL))
+        assert admin.apply(shard_spec("sec-shard", ["sec/src"], "sec/out")).status == cpb.OK
+        admin.apply(shard_spec("other-shard", ["sec/src"], "sec/out"), expect=0)
+
+        refused(lambda: AuthShards(c.address).list(), "missing or empty Authorization token")
+        refused(lambda: AuthShards(c.address, shard_token(READ)).list(),
+                "authorization is missing required LIST capability")
+        refused(lambda: AuthShards(c.address, shard_token(LIST)).stat("sec-shard"),
+                "authorization is missing required READ capability")
+        only = AuthShards(c.address, shard_token(ALL, ["sec-shard"]))
+        assert [s.spec.id for s in only.list().shards] == ["sec-shard"]
+        assert only.stat("other-shard").status == cpb.SHARD_NOT_FOUND
+        refused(lambda: only.apply(shard_spec("other-shard", ["sec/src"], "sec/out"), expect=-1),
+                "not authorized to other-shard")
+        refused(lambda: only.unassign("other-shard"), "not authorized to other-shard")
+
+        # The consumer reads and appends through the broker with tokens it
+        # signs (--broker.auth-keys): a message published to the source
+        # is read through.
+        data = b'{"_meta":{"uuid":"9f2952f3-c6a3-11ea-8802-080607050309"},"id":1,"hops":0}\n'
+        gazctl(GAZCTL, g.broker.address, "journals", "append", "-l", "name=sec/src", stdin=data,
+               env_extra={"BROKER_AUTH_KEYS": KEYS})
+        st = stat_read_through(AuthShards(c.address, shard_token(READ, ["sec-shard"])), "sec-shard", "sec/src",
+                               len(data), timeout=60)
+        assert st.status == cpb.OK, st
+        # Gazette's gazctl, signing with the consumer's keys.
+        p = gazctl(GO_GAZCTL, g.broker.address, "shards", "list", "--consumer.address", c.address,
+                   "--consumer.auth-keys", base64.b64encode(KEY1).decode())
+        assert b"sec-shard" in p.stdout, p.stdout
+    finally:
+        g.stop()
