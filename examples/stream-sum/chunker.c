@@ -83,7 +83,7 @@
 static struct {
 	char *zone;
 	int64_t streams, chunks, workers;
-	char *broker_address;
+	char *broker_address, *auth_keys, *auth_token;
 	int64_t cache_size, cache_ttl_ns;
 	char *log_level, *log_format;
 } cfg;
@@ -100,6 +100,11 @@ static const struct gaz_flag flag_table[] = {
 	 .ptr = &cfg.workers, .group = "Chunker", .ini_name = "Workers", .help = "Number of parallel workers"},
 	{.name = "broker.address", .env = "BROKER_ADDRESS", .def = "http://localhost:8080",
 	 .ptr = &cfg.broker_address, .group = "Broker", .ini_name = "Address", .help = "Service address endpoint"},
+	{.name = "broker.auth-keys", .env = "BROKER_AUTH_KEYS", .ptr = &cfg.auth_keys, .group = "Broker",
+	 .ini_name = "AuthKeys",
+	 .help = "Whitespace or comma separated, base64-encoded keys. The first key is used to sign Authorization tokens."},
+	{.name = "broker.auth-token", .env = "BROKER_AUTH_TOKEN", .ptr = &cfg.auth_token, .group = "Broker",
+	 .ini_name = "AuthToken", .help = "Bearer token to use for authentication."},
 	{.name = "broker.cache.size", .env = "BROKER_CACHE_SIZE", .type = GAZ_FLAG_INT64, .def = "0",
 	 .ptr = &cfg.cache_size, .group = "Broker", .ini_name = "Size",
 	 .help = "Size of client route cache. If <= zero, no cache is used (server always proxies)"},
@@ -492,6 +497,8 @@ static int setup(struct gaz_status *st)
 	struct gaz_client_opts co = {
 		.broker_address = cfg.broker_address,
 		.zone = cfg.zone,
+		.auth_keys = cfg.auth_keys,
+		.auth_token = cfg.auth_token,
 		/* Gazette: a size <= 0 means no route cache. */
 		.route_cache_size = cfg.cache_size > 0 ? cfg.cache_size : -1,
 		.route_cache_ttl_ms = cfg.cache_ttl_ns > 0 ? cfg.cache_ttl_ns / GAZ_NS_PER_MS : 0,
