@@ -20,10 +20,17 @@ static pthread_mutex_t peers_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct peer *peers;
 static size_t n_peers;
 
-struct gaz_rpc_channel *gaz_peer_channel(struct gaz_broker *b, const char *endpoint)
+/* peer_channel returns the cached channel to `endpoint`, made on first
+ * use. TLS by the endpoint's scheme, with --broker.peer-* files, as
+ * Gazette's dispatched credentials (protocol.NewDispatchedCredentials);
+ * `server_name` (NULL = the endpoint's host) is the name its certificate
+ * must carry. */
+static struct gaz_rpc_channel *peer_channel(struct gaz_broker *b, const char *endpoint,
+					    const char *server_name)
 {
 	struct gaz_rpc_channel_opts o = {.max_recv_bytes = (int)b->cfg.max_grpc_recv_size * 4,
-					 .peer = GAZ_RPC_PEER_BROKER};
+					 .peer = GAZ_RPC_PEER_BROKER, .tls = &b->peer_tls,
+					 .tls_server_name = server_name};
 	struct gaz_rpc_channel *ch = NULL;
 	struct peer *np;
 
@@ -42,6 +49,11 @@ struct gaz_rpc_channel *gaz_peer_channel(struct gaz_broker *b, const char *endpo
 	return ch;
 }
 
+struct gaz_rpc_channel *gaz_peer_channel(struct gaz_broker *b, const char *endpoint)
+{
+	return peer_channel(b, endpoint, NULL);
+}
+
 struct gaz_rpc_channel *gaz_self_channel(struct gaz_broker *b)
 {
 	int port = atomic_load(&b->listen_port);
@@ -51,10 +63,12 @@ struct gaz_rpc_channel *gaz_self_channel(struct gaz_broker *b)
 	if (!strncmp(b->cfg.port, "unix://", 7))
 		snprintf(target, sizeof(target), "%s", b->cfg.port);
 	else if (port > 0)
-		snprintf(target, sizeof(target), "http://127.0.0.1:%d", port);
+		snprintf(target, sizeof(target), "%s://127.0.0.1:%d", b->tls ? "https" : "http", port);
 	else
 		return NULL;
-	return gaz_peer_channel(b, target);
+	/* Over TLS our certificate is checked against our advertised host
+	 * (the name it carries), as Gazette's loopback dials its endpoint. */
+	return peer_channel(b, target, b->tls ? b->cfg.host : NULL);
 }
 
 void gaz_peers_close(void)
