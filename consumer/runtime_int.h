@@ -49,6 +49,7 @@ struct gaz_consumer_cfg {
 	char *broker_address, *broker_file_root;
 	int64_t broker_cache_size, broker_cache_ttl_ns;
 	char *etcd_address, *etcd_prefix;
+	char *etcd_cert_file, *etcd_cert_key_file, *etcd_trusted_ca_file; /* "" = not set */
 	int64_t etcd_lease_ns;
 	char *log_level, *log_format;
 };

@@ -56,6 +56,9 @@ static const struct gaz_flag runtime_flags[] = {
 	BROKER_FLAG("cache.ttl", "CACHE_TTL", GAZ_FLAG_DURATION, "1m", "Time-to-live of route cache entries.", &consumer.cfg.broker_cache_ttl_ns),
 	BROKER_FLAG("file-root", "FILE_ROOT", GAZ_FLAG_STRING, "", "Local path which roots file:// fragment URLs which are being directly read (optional)", &consumer.cfg.broker_file_root),
 	{.name = "etcd.address", .env = "ETCD_ADDRESS", .type = GAZ_FLAG_STRING, .def = "http://localhost:2379", .help = "Etcd service address endpoint", .ptr = &consumer.cfg.etcd_address, .group = "Etcd"},
+	{.name = "etcd.cert-file", .env = "ETCD_CERT_FILE", .type = GAZ_FLAG_STRING, .def = "", .help = "Path to the client TLS certificate", .ptr = &consumer.cfg.etcd_cert_file, .group = "Etcd"},
+	{.name = "etcd.cert-key-file", .env = "ETCD_CERT_KEY_FILE", .type = GAZ_FLAG_STRING, .def = "", .help = "Path to the client TLS private key", .ptr = &consumer.cfg.etcd_cert_key_file, .group = "Etcd"},
+	{.name = "etcd.trusted-ca-file", .env = "ETCD_TRUSTED_CA_FILE", .type = GAZ_FLAG_STRING, .def = "", .help = "Path to the trusted CA for client verification of server certificates", .ptr = &consumer.cfg.etcd_trusted_ca_file, .group = "Etcd"},
 	{.name = "etcd.lease", .env = "ETCD_LEASE_TTL", .type = GAZ_FLAG_DURATION, .def = "20s", .help = "Time-to-live of Etcd lease", .ptr = &consumer.cfg.etcd_lease_ns, .group = "Etcd"},
 	{.name = "etcd.prefix", .env = "ETCD_PREFIX", .type = GAZ_FLAG_STRING, .def = "", .help = "Etcd prefix for the consumer group (default /gazette/consumers/<application>)", .ptr = &consumer.cfg.etcd_prefix, .group = "Etcd"},
 	{.name = "log.level", .env = "LOG_LEVEL", .type = GAZ_FLAG_STRING, .def = "warn", .help = "Logging level", .ptr = &consumer.cfg.log_level, .group = "Logging", .choices = "trace|debug|info|warn|error|fatal"},
@@ -385,7 +388,11 @@ static int start_keyspace(struct gaz_consumer *c, sigset_t *sigs, struct gaz_sta
 	struct timespec zero = {0, 0};
 	int rc;
 
-	c->etcd = gaz_etcd_new(c->cfg.etcd_address, c->cfg.etcd_lease_ns / GAZ_NS_PER_MS / 4 + 1000, st);
+	struct gaz_rpc_tls tls = {c->cfg.etcd_cert_file, c->cfg.etcd_cert_key_file,
+				  c->cfg.etcd_trusted_ca_file};
+
+	c->etcd = gaz_etcd_new_tls(c->cfg.etcd_address, c->cfg.etcd_lease_ns / GAZ_NS_PER_MS / 4 + 1000,
+				   &tls, st);
 	if (!c->etcd)
 		return st->code ? st->code : GAZ_EINVAL;
 	if (!(c->ks = gaz_shards_keyspace_new(c->etcd, c->root)))
