@@ -443,6 +443,7 @@ struct pump {
 	unsigned char out[PUMP_BUF]; /* from plain, on its way to encryption */
 	size_t out_off, out_len;
 	bool tls_eof, plain_eof, failed;
+	bool plain_shut; /* the client's end passed on to the plain side */
 };
 
 /* ssl_want adds the poll event SSL asked for to *ev, or marks the end. */
@@ -468,19 +469,23 @@ static bool tls_to_plain(struct pump *p, short *ev_tcp, short *ev_plain)
 	bool progress = false;
 	ssize_t n;
 
-	if (!p->tls_eof && p->in_len == 0) {
-		int rc = SSL_read(p->ssl, p->in, sizeof(p->in));
+	/* Gather as many records (16 KiB at most each) as are in before one
+	 * send: a send per record cost a quarter of 1 MiB append throughput. */
+	while (!p->tls_eof && p->in_off == 0 && p->in_len < sizeof(p->in)) {
+		int rc = SSL_read(p->ssl, p->in + p->in_len, (int)(sizeof(p->in) - p->in_len));
 		if (rc > 0) {
-			p->in_off = 0;
-			p->in_len = (size_t)rc;
+			p->in_len += (size_t)rc;
 			progress = true;
-		} else {
-			ssl_want(p, rc, ev_tcp, true);
-			if (p->tls_eof) { /* the client is done sending */
-				shutdown(p->plain, SHUT_WR);
-				progress = true;
-			}
+			continue;
 		}
+		ssl_want(p, rc, ev_tcp, true);
+		if (p->tls_eof) /* the client is done sending */
+			progress = true;
+		break;
+	}
+	if (p->tls_eof && p->in_len == 0 && !p->plain_shut) { /* once what came is sent */
+		shutdown(p->plain, SHUT_WR);
+		p->plain_shut = true;
 	}
 	if (p->in_len > p->in_off) {
 		n = send(p->plain, p->in + p->in_off, p->in_len - p->in_off, MSG_NOSIGNAL | MSG_DONTWAIT);
