@@ -121,6 +121,10 @@ static int configure_tls(struct gaz_broker *b, struct gaz_status *st)
 		gaz_status_prefix(st, "--broker.peer-*: ");
 		return GAZ_EINVAL;
 	}
+	/* As Gazette's EtcdConfig.MustDial, the etcd files serve https:// only. */
+	if ((c->etcd_cert_file[0] || c->etcd_trusted_ca_file[0]) && strncmp(c->etcd_address, "https://", 8))
+		gaz_warn("--etcd.cert-file and --etcd.trusted-ca-file are used only with an https:// "
+			 "--etcd.address", "address=%s", c->etcd_address);
 	b->tls = c->server_cert_file[0] != '\0';
 	if (b->tls && !strncmp(c->port, "unix://", 7)) {
 		gaz_warn("TLS is not used on a unix socket (as Gazette); serving in the clear",

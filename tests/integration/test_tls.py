@@ -412,3 +412,66 @@ def test_silent_client_is_dropped_after_the_handshake_timeout(cluster, pki):
     assert 5 < time.time() - t0 < 15
     s.close()
     assert "timed out" in open(b.logpath).read()
+
+
+# ---- the consumer runtime ------------------------------------------------------------
+
+
+def test_consumer_serves_and_dials_over_tls(cluster, pki, postgres, tmp_path):
+    """Our consumer runtime (bin/chain-consumer) under TLS: its own port
+    with --consumer.server-cert-file (mutual, with --consumer.server-ca-file),
+    its brokers over https:// with --broker.cert-file and its CA. Gazette's
+    gazctl and ours apply and list its shards over https://; the shard's
+    primary reads its source through the TLS broker."""
+    from conftest import BIN
+    b = tls_broker(cluster, pki, mutual=True)
+    bflags = client_flags(pki)
+    specs = tmp_path / "specs.yaml"
+    specs.write_text("name: chain/\nreplication: 1\nlabels:\n  - name: content-type\n"
+                     "    value: application/x-ndjson\nfragment:\n  length: 65536\n"
+                     "  compression_codec: NONE\n  stores: [file:///]\n  refresh_interval: 1s\n"
+                     "children:\n  - name: chain/in\n  - name: chain/out\n")
+    gazctl(GAZCTL, b.address, bflags, "journals", "apply", "--specs", str(specs))
+    port = free_port()
+    address = "https://127.0.0.1:%d" % port
+    prefix = cluster.prefix + "-consumers/tls"
+    p = pki
+    args = [os.path.join(BIN, "chain-consumer"), "serve", "--consumer.port", str(port), "--consumer.host", "127.0.0.1",
+            "--consumer.id", "tls-c", "--etcd.address", cluster.etcd.endpoint, "--etcd.prefix", prefix,
+            "--etcd.lease", "3s", "--broker.address", b.address, "--log.level", "info",
+            "--consumer.exit-timeout", "3s", "--chain.postgres", postgres.conninfo,
+            "--consumer.server-cert-file", p.path("server", "crt"), "--consumer.server-cert-key-file",
+            p.path("server", "key"), "--consumer.server-ca-file", p.path("ca", "crt"),
+            "--consumer.peer-cert-file", p.path("client", "crt"), "--consumer.peer-cert-key-file",
+            p.path("client", "key"), "--consumer.peer-ca-file", p.path("ca", "crt"),
+            "--broker.cert-file", p.path("client", "crt"), "--broker.cert-key-file", p.path("client", "key"),
+            "--broker.trusted-ca-file", p.path("ca", "crt")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_", "CONSUMER_"))}
+    logpath = str(tmp_path / "consumer.log")
+    proc = subprocess.Popen(args, stdout=open(logpath, "a"), stderr=subprocess.STDOUT, env=env)
+    cflags = ["--consumer.address", address, "--consumer.trusted-ca-file", p.path("ca", "crt"),
+              "--consumer.cert-file", p.path("client", "crt"), "--consumer.cert-key-file", p.path("client", "key")]
+    try:
+        key = "%s/members/local#tls-c" % prefix
+        wait_for(lambda: proc.poll() is None and key in cluster.etcd.ctl("get", "--prefix", prefix, "--keys-only"),
+                 30, "the consumer to announce")
+        assert address in cluster.etcd.ctl("get", key, "--print-value-only")
+        yaml = ("common:\n  max_txn_duration: 1s\n  labels:\n    - name: chain.output\n"
+                "      value: chain/out\nshards:\n  - id: tls-0\n    sources:\n      - journal: chain/in\n")
+        r = gazctl(GO_GAZCTL, b.address, bflags + cflags, "shards", "apply", stdin=yaml.encode())
+        assert r.returncode == 0
+
+        def primary():
+            out = gazctl(GAZCTL, b.address, bflags + cflags, "shards", "list", "-o", "json").stdout
+            shards = json.loads(out).get("shards", [])
+            return shards and any(s.get("code") == "PRIMARY" for s in shards[0].get("status", []))
+        wait_for(primary, 60, "shard tls-0 to have a primary")
+        out = json.loads(gazctl(GAZCTL, b.address, bflags + cflags, "shards", "list", "-o", "json").stdout)
+        assert out["shards"][0]["route"]["endpoints"] == [address]
+        # Without a client certificate the consumer's port refuses.
+        nocert = ["--consumer.address", address, "--consumer.trusted-ca-file", p.path("ca", "crt")]
+        r = gazctl(GAZCTL, b.address, bflags + nocert, "shards", "list", check=False, timeout=30)
+        assert r.returncode != 0
+    finally:
+        proc.terminate()
+        proc.wait(60)
