@@ -349,6 +349,13 @@ struct gaz_rpc_tls {
  * certificate file \"c.pem\""), GAZ_ENOMEM. Thread-safe. */
 int gaz_rpc_tls_check(const struct gaz_rpc_tls *tls, struct gaz_status *st);
 
+/* gaz_rpc_tls_version is a fingerprint of the files of `tls` (device,
+ * inode, size and mtime of each; 0 for NULL or none set): it changes when
+ * a file is replaced or rewritten, so a holder of long-lived channels
+ * knows to make new ones (a channel keeps the files it was made with).
+ * Stats the files; thread-safe. */
+uint64_t gaz_rpc_tls_version(const struct gaz_rpc_tls *tls);
+
 struct gaz_rpc_channel_opts {
 	int max_recv_bytes;  /* 0 = 64 MiB */
 	int keepalive_ms;    /* 0 = 10000 */

@@ -250,6 +250,36 @@ static bool stamp_eq(const struct stamp *a, const struct stamp *b)
 	       a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	return (h ^ v) * 0x100000001b3ULL; /* FNV-1a step, per value */
+}
+
+uint64_t gaz_rpc_tls_version(const struct gaz_rpc_tls *tls)
+{
+	const char *files[3] = {tls ? tls->cert_file : NULL, tls ? tls->key_file : NULL,
+				tls ? tls->ca_file : NULL};
+	uint64_t h = 0xcbf29ce484222325ULL;
+	bool any = false;
+
+	for (int i = 0; i < 3; i++) {
+		struct stamp s;
+
+		if (!set(files[i]))
+			continue;
+		any = true;
+		stamp_of(files[i], &s);
+		h = mix(h, (uint64_t)i);
+		h = mix(h, s.missing);
+		h = mix(h, (uint64_t)s.dev);
+		h = mix(h, (uint64_t)s.ino);
+		h = mix(h, (uint64_t)s.size);
+		h = mix(h, (uint64_t)s.mtime.tv_sec);
+		h = mix(h, (uint64_t)s.mtime.tv_nsec);
+	}
+	return any ? (h ? h : 1) : 0;
+}
+
 /* Server preference, as Gazette's serverTLS.NextProtos: clients offering
  * both (curl, browsers) get HTTP/1.1; gRPC clients offer only h2. */
 static const unsigned char alpn_protos[] = "\x08http/1.1\x02h2";

@@ -475,3 +475,50 @@ def test_consumer_serves_and_dials_over_tls(cluster, pki, postgres, tmp_path):
     finally:
         proc.terminate()
         proc.wait(60)
+
+
+def test_rotated_peer_certificate_is_used_by_new_peer_channels(cluster, pki, tmp_path):
+    """--broker.peer-cert-file rotated on disk: the broker makes its peer
+    channels again with the new files (checked at most once a second) and
+    replication goes on; a peer certificate of an untrusted CA then makes
+    the proxied appends fail, and the good one restored heals them."""
+    d = tmp_path / "peer"
+    d.mkdir()
+    rot = PKI(str(d))
+    for f in ("ca.crt", "ca.key", "ca2.crt", "ca2.key"):
+        shutil.copy(pki.path(*f.split(".")), str(d / f))
+    rot.make("peer", "ca")
+    peer = ["--broker.peer-cert-file", rot.path("peer", "crt"), "--broker.peer-cert-key-file",
+            rot.path("peer", "key"), "--broker.peer-ca-file", pki.path("ca", "crt")]
+    brokers = [cluster.start(zone="z%d" % i, extra=server_flags(pki, mutual=True, peer=False) + peer)
+               for i in range(2)]
+    for b in brokers:
+        b.address = "https://127.0.0.1:%d" % b.port
+    flags = client_flags(pki)
+    route = apply_and_wait(GAZCTL, brokers[0].address, flags, tmp_path, replication=2)["journals"][0]["route"]
+    # Appends through the member that is not primary are proxied: each
+    # opens a stream on the peer channel of the moment.
+    entry = next(b for b in brokers if b.address != route["endpoints"][route.get("primary", 0)])
+    gazctl(GAZCTL, entry.address, flags, "journals", "append", "-l", "name=tls/one", stdin=b"one\n")
+    rot.make("peer", "ca")
+    time.sleep(1.2)
+    gazctl(GAZCTL, entry.address, flags, "journals", "append", "-l", "name=tls/one", stdin=b"two\n")
+    logs = "".join(open(b.logpath).read() for b in brokers)
+    assert "peer TLS files changed; new channel" in logs
+    # An untrusted peer certificate: the new channels' handshakes fail.
+    rot.make("peer", "ca2")
+    time.sleep(1.2)
+    p = gazctl(GAZCTL, entry.address, flags, "journals", "append", "-l", "name=tls/one", stdin=b"bad\n",
+               check=False, timeout=20)
+    failed = p.returncode != 0
+    rot.make("peer", "ca")
+    time.sleep(1.2)
+    for b in brokers:
+        wait_for(lambda: gazctl(GAZCTL, b.address, flags, "journals", "append", "-l", "name=tls/one",
+                                stdin=b"healed\n", check=False, timeout=20).returncode == 0, 60,
+                 "appends to heal")
+    out = gazctl(GAZCTL, brokers[1].address, flags, "journals", "read", "-l", "name=tls/one").stdout
+    assert out.startswith(b"one\ntwo\n") and out.endswith(b"healed\nhealed\n"), out
+    # The untrusted certificate was presented: the proxied or replicated
+    # append through a new channel failed.
+    assert failed and b"bad\n" not in out, (p.stderr, out)
