@@ -1,6 +1,10 @@
 /*
  * proxy.c - channels to peer brokers and the forwarding of Read, Append
  * and ListFragments to the member that must serve them.
+ *
+ * Locks: peers_mu guards the peer channel cache (and the retired channels
+ * and the peer TLS files' last fingerprint); it is held for a lookup and
+ * while a channel is made, and no other lock is taken under it.
  */
 #include "broker/proxy.h"
 
