@@ -36,6 +36,18 @@ void *bench_xcalloc(size_t n, size_t size);
 
 /* ---- helpers (gazbench.c) ------------------------------------------------ */
 
+/* bench_tls_ca: the CA file (PEM) trusted for https:// brokers
+ * (gazbench run --tls-ca); NULL = the system's roots. */
+extern const char *bench_tls_ca;
+
+/* bench_channel opens a channel to a broker endpoint URL (http:// or
+ * https://, the latter trusting bench_tls_ca); NULL when it cannot. */
+struct gaz_rpc_channel *bench_channel(const char *url);
+
+/* bench_report_goals: whether the report prints the goal column (off
+ * when the two sides are one broker with and without TLS). */
+extern bool bench_report_goals;
+
 /* bench_sleep_until sleeps to a monotonic deadline (absolute ns). */
 void bench_sleep_until(int64_t t_ns);
 

@@ -302,17 +302,44 @@ static void *driver_main(void *arg)
 	return NULL;
 }
 
-/* channel_target maps an endpoint URL (http://host:port[/]) to a grpc
+/* channel_target maps an endpoint URL (http(s)://host:port[/]) to a grpc
  * target; other forms go through as they are. Returns a malloc'd string. */
 static char *channel_target(const char *url)
 {
-	const char *p = strncmp(url, "http://", 7) == 0 ? url + 7 : url;
+	const char *p = strncmp(url, "http://", 7) == 0	   ? url + 7
+			: strncmp(url, "https://", 8) == 0 ? url + 8
+							    : url;
 	char *t = strdup(p);
 	size_t n = t ? strlen(t) : 0;
 
 	if (n && t[n - 1] == '/')
 		t[n - 1] = '\0';
 	return t;
+}
+
+/* tls_creds: ssl credentials trusting bench_tls_ca (NULL: grpc's default
+ * roots), or NULL when the file cannot be read. */
+static grpc_channel_credentials *tls_creds(void)
+{
+	grpc_channel_credentials *creds;
+	char *pem = NULL;
+	size_t n = 0;
+	FILE *f;
+
+	if (bench_tls_ca) {
+		if (!(f = fopen(bench_tls_ca, "rb")))
+			return NULL;
+		pem = bench_xcalloc(1, 1 << 20);
+		n = fread(pem, 1, (1 << 20) - 1, f);
+		fclose(f);
+		if (n == 0) {
+			free(pem);
+			return NULL;
+		}
+	}
+	creds = grpc_ssl_credentials_create(pem, NULL, NULL, NULL);
+	free(pem);
+	return creds;
 }
 
 int bench_loops_run(const char *target, const uint8_t *payload, size_t payload_len,
@@ -342,7 +369,11 @@ int bench_loops_run(const char *target, const uint8_t *payload, size_t payload_l
 	a[2].key = (char *)GRPC_ARG_ENABLE_RETRIES;
 	a[2].value.integer = 0;
 	grpc_channel_args args = {.num_args = 3, .args = a};
-	creds = grpc_insecure_credentials_create();
+	creds = strncmp(target, "https://", 8) ? grpc_insecure_credentials_create() : tls_creds();
+	if (!creds) {
+		free(t);
+		return GAZ_EINVAL;
+	}
 	gc = grpc_channel_create(t, creds, &args);
 	grpc_channel_credentials_release(creds);
 	free(t);

@@ -190,6 +190,8 @@ static void cell(char *buf, size_t len, bool ok, double mean, double spread)
 }
 
 /* print_row prints one metric with ratio and goal verdict. */
+bool bench_report_goals = true;
+
 static void print_row(struct side *a, struct side *b, const struct row *rw)
 {
 	double am = 0, as = 0, bm = 0, bs = 0;
@@ -204,10 +206,10 @@ static void print_row(struct side *a, struct side *b, const struct row *rw)
 		double q = am / bm;
 
 		snprintf(ratio, sizeof(ratio), "%.2fx", q);
-		if (rw->goal > 0)
+		if (bench_report_goals && rw->goal > 0)
 			snprintf(goal, sizeof(goal), ">= %.1fx %s", rw->goal,
 				 q >= rw->goal ? "met" : "MISSED");
-		else if (rw->goal < 0)
+		else if (bench_report_goals && rw->goal < 0)
 			snprintf(goal, sizeof(goal), "<= %.1fx %s", -rw->goal,
 				 q <= -rw->goal ? "met" : "MISSED");
 	}

@@ -5,8 +5,8 @@
  *
  *   gazbench run --broker URL --prefix bench/x --out FILE [--broker-pid PID,..]
  *                [--secs 4] [--warmup 1] [--only KEY,KEY] [--chunk BYTES]
- *                [--replication N] [--verbose]   (echo every metric written to FILE)
- *   gazbench report NAME_A FILE[,FILE..] NAME_B FILE[,FILE..]
+ *                [--replication N] [--tls-ca FILE] [--verbose]   (echo every metric written to FILE)
+ *   gazbench report NAME_A FILE[,FILE..] NAME_B FILE[,FILE..] [--no-goals]
  *   gazbench backfill ...   (bench_backfill.c: reads of persisted history)
  *
  * Workloads (perf.md Part C, sized for a 2-core machine, RF=1):
@@ -345,7 +345,7 @@ static int run_tput(struct run *r, const struct tput_def *d)
 		goto out;
 	/* At replication > 1, straight to the primary (no proxy hop). */
 	if (r->replication > 1 && d->journals == 1 && first[0].primary[0] &&
-	    (direct = gaz_rpc_channel_new(first[0].primary, NULL))) {
+	    (direct = bench_channel(first[0].primary))) {
 		ch = direct;
 		target = first[0].primary;
 		printf("  appending to the primary at %s\n", first[0].primary);
@@ -601,7 +601,7 @@ static void lat_drive(struct run *r, const struct lat_def *d, struct lat_run *L,
 	struct bench_cpu c0, c1;
 	int64_t end_ns = L->t0_ns + (int64_t)L->total * L->period_ns;
 
-	tt.ch = d->tail ? gaz_rpc_channel_new(r->broker, NULL) : NULL;
+	tt.ch = d->tail ? bench_channel(r->broker) : NULL;
 	/* The last append may take up to its own deadline to commit. */
 	tt.deadline_ns = end_ns + OP_TIMEOUT_MS * GAZ_NS_PER_MS;
 	if (tt.ch)
@@ -640,7 +640,7 @@ static int run_lat(struct run *r, const struct lat_def *d)
 	if ((rc = make_journals(r, d->key, 1, names, first)) == 0) {
 		/* At replication > 1, straight to the primary (no proxy hop). */
 		if (r->replication > 1 && first[0].primary[0] &&
-		    (direct = gaz_rpc_channel_new(first[0].primary, NULL))) {
+		    (direct = bench_channel(first[0].primary))) {
 			L.ch = direct;
 			printf("  appending to the primary at %s\n", first[0].primary);
 		}
@@ -771,7 +771,7 @@ static int run_read(struct run *r, const struct read_def *d, const char *journal
 	for (int i = 0; i < d->readers; i++) {
 		rd[i] = (struct reader){.journal = journal, .head = head, .start_ns = start_ns};
 		rd[i].end_ns = start_ns + (int64_t)(r->secs * 1e9);
-		if (!(rd[i].ch = gaz_rpc_channel_new(r->broker, NULL)))
+		if (!(rd[i].ch = bench_channel(r->broker)))
 			abort(); /* the same URL worked for the main channel */
 		pthread_create(&rd[i].tid, NULL, reader_main, &rd[i]);
 	}
@@ -957,8 +957,22 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: gazbench run --broker URL --prefix NAME --out FILE [--broker-pid PID[,PID..]]\n"
 		"                    [--secs S] [--warmup S] [--chunk BYTES] [--only KEY,...]\n"
-		"                    [--replication N] [--loop-threads N] [--verbose]\n"
-		"       gazbench report NAME_A FILE[,FILE...] NAME_B FILE[,FILE...]\n");
+		"                    [--replication N] [--loop-threads N] [--tls-ca FILE] [--verbose]\n"
+		"       gazbench report NAME_A FILE[,FILE...] NAME_B FILE[,FILE...] [--no-goals]\n");
+}
+
+const char *bench_tls_ca;
+
+struct gaz_rpc_channel *bench_channel(const char *url)
+{
+	struct gaz_rpc_tls tls = {.ca_file = bench_tls_ca};
+	struct gaz_rpc_channel_opts o = {.tls = &tls};
+	struct gaz_status st = {0};
+	struct gaz_rpc_channel *ch = gaz_rpc_channel_open(url, &o, &st);
+
+	if (!ch)
+		fprintf(stderr, "gazbench: channel to %s: %s\n", url, st.msg);
+	return ch;
 }
 
 /* parse_pids reads a comma list of process ids into pids[max]; returns
@@ -989,7 +1003,8 @@ static int parse_run(struct run *r, int argc, char **argv, const char **out)
 		{"secs", required_argument, NULL, 's'},   {"warmup", required_argument, NULL, 'w'},
 		{"chunk", required_argument, NULL, 'c'},  {"only", required_argument, NULL, 'O'},
 		{"verbose", no_argument, NULL, 'v'},      {"replication", required_argument, NULL, 'R'},
-		{"loop-threads", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0}};
+		{"loop-threads", required_argument, NULL, 'L'}, {"tls-ca", required_argument, NULL, 'T'},
+		{NULL, 0, NULL, 0}};
 	int c;
 
 	*r = (struct run){.secs = 4, .warmup_s = 1, .chunk = 1 << 20, .replication = 1,
@@ -1007,6 +1022,7 @@ static int parse_run(struct run *r, int argc, char **argv, const char **out)
 		case 'O': r->only = optarg; break;
 		case 'v': r->out.verbose = true; break;
 		case 'L': r->loop_threads = atoi(optarg); break;
+		case 'T': bench_tls_ca = optarg; break;
 		default: return GAZ_EINVAL;
 		}
 	}
@@ -1037,7 +1053,7 @@ static int cmd_run(int argc, char **argv)
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	r.payload = bench_xmalloc(PAYLOAD_LEN);
 	bench_gen_payload(r.payload, PAYLOAD_LEN);
-	if (gaz_rpc_init(1) || !(r.ch = gaz_rpc_channel_new(r.broker, NULL))) {
+	if (gaz_rpc_init(1) || !(r.ch = bench_channel(r.broker))) {
 		fprintf(stderr, "gazbench: cannot open a channel to %s\n", r.broker);
 		return 1;
 	}
@@ -1059,8 +1075,11 @@ int main(int argc, char **argv)
 		return cmd_run(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "backfill") == 0)
 		return bench_backfill_main(argc - 1, argv + 1);
-	if (argc == 6 && strcmp(argv[1], "report") == 0)
+	if ((argc == 6 || (argc == 7 && !strcmp(argv[6], "--no-goals"))) &&
+	    strcmp(argv[1], "report") == 0) {
+		bench_report_goals = argc == 6;
 		return bench_report(argv[2], argv[3], argv[4], argv[5]) ? 1 : 0;
+	}
 	usage();
 	return 2;
 }

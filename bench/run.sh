@@ -10,8 +10,14 @@
 #  3. run gazbench against each broker in turn, ROUNDS times, alternating
 #     which goes first (ours first in odd rounds) so that neither always
 #     runs on a warmer or a more fragmented machine;
-#  4. stop everything (Gazette's lone broker never exits on SIGTERM by
-#     design: SIGKILL after 5 s) and print the side-by-side table.
+#  4. with TLS (BENCH_TLS=1, the default at replication 1): one more
+#     broker of each kind serving TLS on its one port (a server certificate
+#     of a CA made here with openssl; no client certificates), and the
+#     append throughput and latency workloads through https:// ROUNDS times;
+#  5. stop everything (Gazette's lone broker never exits on SIGTERM by
+#     design: SIGKILL after 5 s) and print the side-by-side tables: ours
+#     against Gazette's, plain; then under TLS; then each broker's TLS
+#     against its own plain runs (the cost of TLS, as ratios).
 #
 # Environment:
 #   BUILD=build           build dir holding bin/gazette and bin/gazbench
@@ -21,6 +27,9 @@
 #   BENCH_ONLY=k1,k2      only these gazbench workloads (see gazbench.c)
 #   BENCH_LOOP_THREADS=2  threads driving the closed-loop appenders (0: a
 #                         blocked thread per appender, the older way)
+#   BENCH_TLS=1           0: no TLS pass (only at replication 1)
+#   BENCH_TLS_ONLY=k1,k2  the workloads of the TLS pass (default: the
+#                         append throughput and latency ones)
 #   BENCH_REPLICATION=1   1: the RF=1 workloads, one broker of each kind;
 #                         3: the rf3_* workloads (1 MiB, 64 KiB, 1 KiB
 #                         appends at a fixed rate), three brokers of each
@@ -61,6 +70,10 @@ case ",$ONLY," in
 esac
 # BENCH_ONLY naming only backfill: no gazbench run rounds.
 RUN_ONLY=$(echo ",$ONLY," | sed 's/,backfill,/,/; s/^,//; s/,$//')
+TLS=${BENCH_TLS:-1}
+[ "$RF" = 1 ] || TLS=0
+[ "$ONLY" = backfill ] && TLS=0
+TLS_ONLY=${BENCH_TLS_ONLY:-append_1m_j1,append_64k_j1,append_1k_j1,lat_1k_500,lat_1k_1000}
 S3_KEY=gazbench S3_SECRET=gazbench-secret
 case $RF in
 1) NB=1 ;;
@@ -91,9 +104,11 @@ else
 fi
 etcd_dir=
 s3_dir=
-declare -A pid port ours_args
+declare -A pid port ours_args tls_flags
 # Flags of gazette-c's broker only.
 ours_args[gazette-c]=${BENCH_STORE_READ_NICE:+--broker.store-read-nice $BENCH_STORE_READ_NICE}
+ours_args[gazette-c-tls]=${ours_args[gazette-c]}
+tls_dir=$work/tls
 
 # stop_broker KEY: SIGTERM broker KEY (<kind>.<n>), then SIGKILL after a
 # grace (5 s for Gazette's, whose last broker waits forever for a hand-off
@@ -101,14 +116,14 @@ ours_args[gazette-c]=${BENCH_STORE_READ_NICE:+--broker.store-read-nice $BENCH_ST
 stop_broker() {
 	local p=${pid[$1]:-} grace=300 i=0
 	[ -n "$p" ] || return 0
-	case $1 in gazette.*) grace=50 ;; esac
+	case $1 in gazette.* | gazette-tls.*) grace=50 ;; esac
 	kill -TERM "$p" 2>/dev/null || true
 	while kill -0 "$p" 2>/dev/null && [ $i -lt $grace ]; do
 		sleep 0.1
 		i=$((i + 1))
 	done
 	if kill -0 "$p" 2>/dev/null; then
-		case $1 in gazette.*) ;; *) echo "bench: $1 did not exit on SIGTERM; killing it" >&2 ;; esac
+		case $1 in gazette.* | gazette-tls.*) ;; *) echo "bench: $1 did not exit on SIGTERM; killing it" >&2 ;; esac
 		kill -KILL "$p" 2>/dev/null || true
 	fi
 	wait "$p" 2>/dev/null || true
@@ -132,6 +147,8 @@ cleanup() {
 		stop_broker "gazette-c.$k"
 		stop_broker "gazette.$k"
 	done
+	stop_broker gazette-c-tls.1
+	stop_broker gazette-tls.1
 	[ -n "$etcd_dir" ] && scripts/etcd-test.sh stop "$etcd_dir" >/dev/null 2>&1 || true
 	[ -n "$s3_dir" ] && scripts/s3-test.sh stop "$s3_dir" >/dev/null 2>&1 || true
 	if [ -z "${BENCH_DIR:-}" ]; then rm -rf "$work"; fi
@@ -158,7 +175,7 @@ start_broker() {
 		--broker.file-root "$d/fragments" \
 		--etcd.address "$etcd" --etcd.prefix "/gazbench/$kind" \
 		--broker.limit 20000 \
-		--log.level warn ${ours_args[$kind]:-} >"$d/broker$n.log" 2>&1 </dev/null &
+		--log.level warn ${ours_args[$kind]:-} ${tls_flags[$kind]:-} >"$d/broker$n.log" 2>&1 </dev/null &
 	pid[$key]=$!
 	for _ in $(seq 300); do
 		if ETCDCTL_API=3 "$ETCD_DIR/etcdctl" --endpoints "$etcd" get --keys-only \
@@ -185,15 +202,18 @@ pids_of() {
 	echo "$out"
 }
 
-# bench_one NAME ROUND: one gazbench run against broker NAME; its result
-# file is kept in $BUILD/bench/.
+# bench_one NAME ROUND [ONLY]: one gazbench run against broker NAME (a
+# *-tls kind over https://), of the workloads ONLY (default $RUN_ONLY);
+# its result file is kept in $BUILD/bench/.
 bench_one() {
-	local name=$1 round=$2 out=$PWD/$BUILD/bench/result-$1-$2.txt
+	local name=$1 round=$2 only=${3:-$RUN_ONLY} out=$PWD/$BUILD/bench/result-$1-$2.txt
+	local url=http://127.0.0.1:${port[$1.1]} tls=
+	case $name in *-tls) url=https://127.0.0.1:${port[$1.1]} tls="--tls-ca $tls_dir/ca.crt" ;; esac
 	echo
 	echo "=== round $round: $name (pids $(pids_of "$name"), port ${port[$name.1]})"
-	if ! "$GAZBENCH" run --broker "http://127.0.0.1:${port[$name.1]}" \
+	if ! "$GAZBENCH" run --broker "$url" $tls \
 		--prefix "bench/r$round" --out "$out" --broker-pid "$(pids_of "$name")" \
-		--replication "$RF" --secs "$SECS" --warmup "$WARMUP" ${RUN_ONLY:+--only "$RUN_ONLY"} \
+		--replication "$RF" --secs "$SECS" --warmup "$WARMUP" ${only:+--only "$only"} \
 		${BENCH_LOOP_THREADS:+--loop-threads "$BENCH_LOOP_THREADS"}; then
 		echo "bench: gazbench against $name failed in round $round" >&2
 	fi
@@ -292,6 +312,46 @@ if [ "$BF_MB" != 0 ]; then
 	bench_backfill gazette
 fi
 
+# make_tls_certs: a CA and a server certificate for 127.0.0.1 (P-256)
+# under $tls_dir; the TLS kinds' flags.
+make_tls_certs() {
+	mkdir -p "$tls_dir"
+	(
+		cd "$tls_dir"
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key \
+			-out ca.crt -days 2 -subj /CN=gazbench-ca
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout server.key \
+			-out server.csr -subj /CN=127.0.0.1
+		printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >server.ext
+		openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt \
+			-days 2 -extfile server.ext
+	) >/dev/null 2>&1
+	local f="--broker.server-cert-file $tls_dir/server.crt --broker.server-cert-key-file $tls_dir/server.key"
+	f="$f --broker.peer-ca-file $tls_dir/ca.crt"
+	tls_flags[gazette-c-tls]=$f
+	tls_flags[gazette-tls]=$f
+}
+
+# The TLS pass: NB is 1 here (replication 1).
+if [ "$TLS" = 1 ]; then
+	make_tls_certs
+	start_broker gazette-c-tls "$OURS" 1
+	start_broker gazette-tls "$GO_GAZETTE" 1
+	echo
+	echo "TLS: gazette-c on :${port[gazette-c-tls.1]}, gazette on :${port[gazette-tls.1]} (https://)"
+	for round in $(seq "$ROUNDS"); do
+		if [ $((round % 2)) = 1 ]; then
+			bench_one gazette-c-tls "$round" "$TLS_ONLY"
+			bench_one gazette-tls "$round" "$TLS_ONLY"
+		else
+			bench_one gazette-tls "$round" "$TLS_ONLY"
+			bench_one gazette-c-tls "$round" "$TLS_ONLY"
+		fi
+	done
+	stop_broker gazette-c-tls.1
+	stop_broker gazette-tls.1
+fi
+
 stop_kind gazette-c
 stop_kind gazette
 {
@@ -303,6 +363,21 @@ stop_kind gazette
 			"backfill readers and S3 server at niceness ${BENCH_BACKFILL_NICE:-0}" \
 			"${BENCH_BACKFILL_SCHED:+(SCHED_IDLE)}"
 		"$GAZBENCH" report gazette-c "${bf_files[gazette-c]}" gazette "${bf_files[gazette]}"
+	fi
+	if [ "$TLS" = 1 ] && [ -n "${files[gazette-c-tls]:-}" ] && [ -n "${files[gazette-tls]:-}" ]; then
+		echo
+		echo "TLS: both brokers serving TLS on their one port (server certificate, P-256;" \
+			"no client certificates), gazbench over https://"
+		"$GAZBENCH" report gazette-c-tls "${files[gazette-c-tls]}" gazette-tls "${files[gazette-tls]}"
+		if [ "$ROUNDS" != 0 ]; then
+			echo
+			echo "Cost of TLS, gazette-c: with TLS (A) against without (B), same workloads"
+			"$GAZBENCH" report gazette-c-tls "${files[gazette-c-tls]}" gazette-c "${files[gazette-c]}" \
+				--no-goals
+			echo
+			echo "Cost of TLS, Gazette: with TLS (A) against without (B), same workloads"
+			"$GAZBENCH" report gazette-tls "${files[gazette-tls]}" gazette "${files[gazette]}" --no-goals
+		fi
 	fi
 	echo "loadavg after: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee -a "$BUILD/bench/last.txt"

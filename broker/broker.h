@@ -49,6 +49,10 @@ struct gaz_broker_config {
 	int64_t watch_delay_ns;
 	char *etcd_address, *etcd_prefix;
 	int64_t etcd_lease_ns;
+	/* TLS files (facts §8.2): "" = not set. */
+	char *server_cert_file, *server_cert_key_file, *server_ca_file;
+	char *peer_cert_file, *peer_cert_key_file, *peer_ca_file;
+	char *etcd_cert_file, *etcd_cert_key_file, *etcd_trusted_ca_file;
 	char *log_level, *log_format;
 	int64_t exit_timeout_ns;   /* bound on a graceful exit (ours; Gazette waits forever) */
 	bool auto_suspend;         /* pulses may suspend idle, fully-persisted journals */
@@ -64,7 +68,10 @@ struct gaz_allocator;
 struct gaz_broker {
 	struct gaz_broker_config cfg;
 	char *root;                    /* etcd prefix, no trailing slash */
-	char *endpoint;                /* advertised http://host:port */
+	char *endpoint;                /* advertised http(s)://host:port */
+	bool tls;                      /* the listener serves TLS (https://) */
+	struct gaz_rpc_tls peer_tls;   /* for channels to peers and to ourselves:
+	                                * cfg's --broker.peer-* files */
 	char *member_key;
 	struct gaz_etcd *etcd;
 	struct gaz_keyspace *ks;

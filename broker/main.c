@@ -64,9 +64,18 @@ static const struct gaz_flag flag_table[] = {
 	BROKER_FLAG("auth-keys", "AUTH_KEYS", GAZ_FLAG_STRING, "", "Whitespace or comma separated, base64-encoded keys used to sign (first key) and verify (all keys) Authorization tokens", &broker.cfg.auth_keys),
 	BROKER_FLAG("auto-suspend", "AUTO_SUSPEND", GAZ_FLAG_BOOL, "false", "Pulses may suspend idle, fully-persisted journals", &broker.cfg.auto_suspend),
 	BROKER_FLAG("store-read-nice", "STORE_READ_NICE", GAZ_FLAG_INT64, "10", "Niceness (0-19) of the threads that stream persisted fragments from a store to proxied readers, so that backfills through the broker yield the CPU to appends (0 = stream on the handler thread, as Gazette; gazette-c)", &broker.cfg.store_read_nice),
+	BROKER_FLAG("server-cert-file", "SERVER_CERT_FILE", GAZ_FLAG_STRING, "", "Path to the server TLS certificate. This option toggles whether TLS is used. If absent, all other TLS settings are ignored.", &broker.cfg.server_cert_file),
+	BROKER_FLAG("server-cert-key-file", "SERVER_CERT_KEY_FILE", GAZ_FLAG_STRING, "", "Path to the server TLS private key", &broker.cfg.server_cert_key_file),
+	BROKER_FLAG("server-ca-file", "SERVER_CA_FILE", GAZ_FLAG_STRING, "", "Path to the trusted CA for server verification of client certificates. When present, client certificates are required and verified against this CA.", &broker.cfg.server_ca_file),
+	BROKER_FLAG("peer-cert-file", "PEER_CERT_FILE", GAZ_FLAG_STRING, "", "Path to the client TLS certificate for peer-to-peer requests", &broker.cfg.peer_cert_file),
+	BROKER_FLAG("peer-cert-key-file", "PEER_CERT_KEY_FILE", GAZ_FLAG_STRING, "", "Path to the client TLS private key for peer-to-peer requests", &broker.cfg.peer_cert_key_file),
+	BROKER_FLAG("peer-ca-file", "PEER_CA_FILE", GAZ_FLAG_STRING, "", "Path to the trusted CA for client verification of peer server certificates. When absent, the system CA pool is used instead.", &broker.cfg.peer_ca_file),
 	BROKER_FLAG("exit-timeout", "EXIT_TIMEOUT", GAZ_FLAG_DURATION, "2m", "Bound on a graceful exit's hand-off before spools are persisted and journals released (gazette-c)", &broker.cfg.exit_timeout_ns),
 	{.name = "etcd.address", .env = "ETCD_ADDRESS", .type = GAZ_FLAG_STRING, .def = "http://localhost:2379", .help = "Etcd service address endpoint", .ptr = &broker.cfg.etcd_address, .group = "Etcd"},
 	{.name = "etcd.prefix", .env = "ETCD_PREFIX", .type = GAZ_FLAG_STRING, .def = "/gazette/cluster", .help = "Etcd base prefix for broker state and coordination", .ptr = &broker.cfg.etcd_prefix, .group = "Etcd"},
+	{.name = "etcd.cert-file", .env = "ETCD_CERT_FILE", .type = GAZ_FLAG_STRING, .def = "", .help = "Path to the client TLS certificate", .ptr = &broker.cfg.etcd_cert_file, .group = "Etcd"},
+	{.name = "etcd.cert-key-file", .env = "ETCD_CERT_KEY_FILE", .type = GAZ_FLAG_STRING, .def = "", .help = "Path to the client TLS private key", .ptr = &broker.cfg.etcd_cert_key_file, .group = "Etcd"},
+	{.name = "etcd.trusted-ca-file", .env = "ETCD_TRUSTED_CA_FILE", .type = GAZ_FLAG_STRING, .def = "", .help = "Path to the trusted CA for client verification of server certificates", .ptr = &broker.cfg.etcd_trusted_ca_file, .group = "Etcd"},
 	{.name = "etcd.lease", .env = "ETCD_LEASE_TTL", .type = GAZ_FLAG_DURATION, .def = "20s", .help = "Time-to-live of Etcd lease", .ptr = &broker.cfg.etcd_lease_ns, .group = "Etcd"},
 	{.name = "log.level", .env = "LOG_LEVEL", .type = GAZ_FLAG_STRING, .def = "warn", .help = "Logging level", .ptr = &broker.cfg.log_level, .group = "Logging", .choices = "trace|debug|info|warn|error|fatal"},
 	{.name = "log.format", .env = "LOG_FORMAT", .type = GAZ_FLAG_STRING, .def = "text", .help = "Logging output format", .ptr = &broker.cfg.log_format, .group = "Logging", .choices = "json|text|color"},
@@ -89,6 +98,43 @@ static void random_id(char **id)
 		free(*id);
 		*id = s;
 	}
+}
+
+/* configure_tls checks the TLS flags: files given in pairs, a server CA
+ * only with a server certificate, and the peer files loadable (the server
+ * files are loaded by the listener, the etcd ones by the etcd client, each
+ * with the file named in the error). TLS on a unix socket is ignored, as
+ * Gazette does (server.New: "clients cannot use the advertised endpoint
+ * scheme to determine whether to expect TLS"). */
+static int configure_tls(struct gaz_broker *b, struct gaz_status *st)
+{
+	const struct gaz_broker_config *c = &b->cfg;
+
+	if (!c->server_cert_file[0] != !c->server_cert_key_file[0])
+		return gaz_status_set(st, GAZ_EINVAL, "--broker.server-cert-file and "
+				      "--broker.server-cert-key-file must be given together");
+	if (c->server_ca_file[0] && !c->server_cert_file[0])
+		return gaz_status_set(st, GAZ_EINVAL, "--broker.server-ca-file needs "
+				      "--broker.server-cert-file (TLS is off without it)");
+	if (!c->peer_cert_file[0] != !c->peer_cert_key_file[0])
+		return gaz_status_set(st, GAZ_EINVAL, "--broker.peer-cert-file and "
+				      "--broker.peer-cert-key-file must be given together");
+	b->peer_tls = (struct gaz_rpc_tls){c->peer_cert_file, c->peer_cert_key_file, c->peer_ca_file};
+	if (gaz_rpc_tls_check(&b->peer_tls, st)) {
+		gaz_status_prefix(st, "--broker.peer-*: ");
+		return GAZ_EINVAL;
+	}
+	/* As Gazette's EtcdConfig.MustDial, the etcd files serve https:// only. */
+	if ((c->etcd_cert_file[0] || c->etcd_trusted_ca_file[0]) && strncmp(c->etcd_address, "https://", 8))
+		gaz_warn("--etcd.cert-file and --etcd.trusted-ca-file are used only with an https:// "
+			 "--etcd.address", "address=%s", c->etcd_address);
+	b->tls = c->server_cert_file[0] != '\0';
+	if (b->tls && !strncmp(c->port, "unix://", 7)) {
+		gaz_warn("TLS is not used on a unix socket (as Gazette); serving in the clear",
+			 "port=%s", c->port);
+		b->tls = false;
+	}
+	return 0;
 }
 
 static int configure(struct gaz_broker *b, struct gaz_status *st)
@@ -140,6 +186,8 @@ static int configure(struct gaz_broker *b, struct gaz_status *st)
 		gaz_status_prefix(st, "--broker.auth-keys: ");
 		return GAZ_EINVAL;
 	}
+	if (configure_tls(b, st))
+		return GAZ_EINVAL;
 	b->root = b->cfg.etcd_prefix;
 	b->spool_dir = strdup(tmp && tmp[0] ? tmp : "/tmp");
 	b->member_key = gaz_ks_member_key(b->root, b->cfg.zone, b->cfg.id);
@@ -243,12 +291,17 @@ static int start_serving(struct gaz_broker *b, struct gaz_status *st)
 	 * (a port chosen at bind), and cfg is not changed after. */
 	if (strncmp(b->cfg.port, "unix://", 7))
 		atomic_store(&b->listen_port, atoi(b->cfg.port));
-	b->listener = gaz_rpc_listen(addr, b->srv, gaz_http_conn, b, &port, st);
+	struct gaz_rpc_tls tls = {b->cfg.server_cert_file, b->cfg.server_cert_key_file,
+				  b->cfg.server_ca_file};
+	b->listener = gaz_rpc_listen_tls(addr, b->srv, gaz_http_conn, b, b->tls ? &tls : NULL,
+					 &port, st);
 	if (!b->listener)
 		return st->code ? st->code : GAZ_EIO;
 	if (strncmp(b->cfg.port, "unix://", 7)) {
 		atomic_store(&b->listen_port, port);
-		if (asprintf(&b->endpoint, "http://%s:%d", b->cfg.host, port) < 0)
+		/* Gazette advertises https:// when it serves TLS (server.New). */
+		if (asprintf(&b->endpoint, "%s://%s:%d", b->tls ? "https" : "http", b->cfg.host,
+			     port) < 0)
 			return GAZ_ENOMEM;
 	} else if (asprintf(&b->endpoint, "unix://%s%s", b->cfg.host, b->cfg.port + 7) < 0) {
 		return GAZ_ENOMEM;
@@ -264,7 +317,10 @@ static int start_keyspace(struct gaz_broker *b, sigset_t *sigs, struct gaz_statu
 	struct timespec zero = {0, 0};
 	int rc;
 
-	b->etcd = gaz_etcd_new(b->cfg.etcd_address, b->cfg.etcd_lease_ns / GAZ_NS_PER_MS / 4 + 1000, st);
+	struct gaz_rpc_tls tls = {b->cfg.etcd_cert_file, b->cfg.etcd_cert_key_file,
+				  b->cfg.etcd_trusted_ca_file};
+	b->etcd = gaz_etcd_new_tls(b->cfg.etcd_address, b->cfg.etcd_lease_ns / GAZ_NS_PER_MS / 4 + 1000,
+				   &tls, st);
 	if (!b->etcd)
 		return st->code ? st->code : GAZ_EINVAL;
 	b->ks = gaz_journals_keyspace_new(b->etcd, b->root);

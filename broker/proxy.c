@@ -1,6 +1,10 @@
 /*
  * proxy.c - channels to peer brokers and the forwarding of Read, Append
  * and ListFragments to the member that must serve them.
+ *
+ * Locks: peers_mu guards the peer channel cache (and the retired channels
+ * and the peer TLS files' last fingerprint); it is held for a lookup and
+ * while a channel is made, and no other lock is taken under it.
  */
 #include "broker/proxy.h"
 
@@ -15,32 +19,91 @@
 struct peer {
 	char *endpoint;
 	struct gaz_rpc_channel *ch;
+	uint64_t tls_version; /* of the --broker.peer-* files ch was made with */
 };
 
+/* Locks: peers_mu guards everything below; held only for lookups and
+ * channel creation (which reads the TLS files). */
 static pthread_mutex_t peers_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct peer *peers;
 static size_t n_peers;
+/* Channels replaced after the peer files changed: callers may still hold
+ * them (borrowed until gaz_peers_close), so they are freed only there. */
+static struct gaz_rpc_channel **retired;
+static size_t n_retired;
+static uint64_t tls_version;     /* of the peer files at the last check */
+static int64_t tls_next_check_ns;
 
-struct gaz_rpc_channel *gaz_peer_channel(struct gaz_broker *b, const char *endpoint)
+/* peer_tls_version (peers_mu held) re-stats the peer files at most once
+ * a second: a rotated certificate is then used by channels made after. */
+static uint64_t peer_tls_version(struct gaz_broker *b)
+{
+	int64_t now = gaz_mono_ns();
+
+	if (now >= tls_next_check_ns) {
+		tls_version = gaz_rpc_tls_version(&b->peer_tls);
+		tls_next_check_ns = now + GAZ_NS_PER_S;
+	}
+	return tls_version;
+}
+
+/* peer_renew (peers_mu held) replaces p's channel by one made with the
+ * current files, when they changed since and the endpoint is https://. */
+static void peer_renew(struct peer *p, const struct gaz_rpc_channel_opts *o, uint64_t version)
+{
+	struct gaz_rpc_channel *ch, **nr;
+
+	if (p->tls_version == version || strncmp(p->endpoint, "https://", 8))
+		return;
+	if (!(nr = realloc(retired, (n_retired + 1) * sizeof(*retired))))
+		return;
+	retired = nr;
+	p->tls_version = version; /* tried once per change of the files */
+	if (!(ch = gaz_rpc_channel_new(p->endpoint, o)))
+		return; /* files that do not load (logged): keep the channel we have */
+	retired[n_retired++] = p->ch;
+	p->ch = ch;
+	gaz_info("peer TLS files changed; new channel", "endpoint=%s", p->endpoint);
+}
+
+/* peer_channel returns the cached channel to `endpoint`, made on first
+ * use (and again once the peer files changed). TLS by the endpoint's
+ * scheme, with --broker.peer-* files, as Gazette's dispatched credentials
+ * (protocol.NewDispatchedCredentials); `server_name` (NULL = the
+ * endpoint's host) is the name its certificate must carry. */
+static struct gaz_rpc_channel *peer_channel(struct gaz_broker *b, const char *endpoint,
+					    const char *server_name)
 {
 	struct gaz_rpc_channel_opts o = {.max_recv_bytes = (int)b->cfg.max_grpc_recv_size * 4,
-					 .peer = GAZ_RPC_PEER_BROKER};
+					 .peer = GAZ_RPC_PEER_BROKER, .tls = &b->peer_tls,
+					 .tls_server_name = server_name};
 	struct gaz_rpc_channel *ch = NULL;
 	struct peer *np;
+	uint64_t version;
 
 	pthread_mutex_lock(&peers_mu);
-	for (size_t i = 0; i < n_peers; i++)
-		if (!strcmp(peers[i].endpoint, endpoint))
-			ch = peers[i].ch;
+	version = peer_tls_version(b);
+	for (size_t i = 0; i < n_peers && !ch; i++) {
+		if (strcmp(peers[i].endpoint, endpoint))
+			continue;
+		peer_renew(&peers[i], &o, version);
+		ch = peers[i].ch;
+	}
 	if (!ch && (ch = gaz_rpc_channel_new(endpoint, &o)) &&
 	    (np = realloc(peers, (n_peers + 1) * sizeof(*peers)))) {
 		peers = np;
 		peers[n_peers].endpoint = strdup(endpoint);
 		peers[n_peers].ch = ch;
+		peers[n_peers].tls_version = version;
 		n_peers++;
 	}
 	pthread_mutex_unlock(&peers_mu);
 	return ch;
+}
+
+struct gaz_rpc_channel *gaz_peer_channel(struct gaz_broker *b, const char *endpoint)
+{
+	return peer_channel(b, endpoint, NULL);
 }
 
 struct gaz_rpc_channel *gaz_self_channel(struct gaz_broker *b)
@@ -52,10 +115,12 @@ struct gaz_rpc_channel *gaz_self_channel(struct gaz_broker *b)
 	if (!strncmp(b->cfg.port, "unix://", 7))
 		snprintf(target, sizeof(target), "%s", b->cfg.port);
 	else if (port > 0)
-		snprintf(target, sizeof(target), "http://127.0.0.1:%d", port);
+		snprintf(target, sizeof(target), "%s://127.0.0.1:%d", b->tls ? "https" : "http", port);
 	else
 		return NULL;
-	return gaz_peer_channel(b, target);
+	/* Over TLS our certificate is checked against our advertised host
+	 * (the name it carries), as Gazette's loopback dials its endpoint. */
+	return peer_channel(b, target, b->tls ? b->cfg.host : NULL);
 }
 
 void gaz_peers_close(void)
@@ -68,6 +133,11 @@ void gaz_peers_close(void)
 	free(peers);
 	peers = NULL;
 	n_peers = 0;
+	for (size_t i = 0; i < n_retired; i++)
+		gaz_rpc_channel_free(retired[i]);
+	free(retired);
+	retired = NULL;
+	n_retired = 0;
 	pthread_mutex_unlock(&peers_mu);
 }
 

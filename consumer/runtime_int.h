@@ -47,8 +47,15 @@ struct gaz_consumer_cfg {
 	int64_t limit, max_hot_standbys;
 	int64_t watch_delay_ns, exit_timeout_ns;
 	char *broker_address, *broker_file_root;
+	/* TLS files (Gazette's runconsumer: mbp.ServiceConfig for the
+	 * consumer's own port and its peers, mbp.ClientConfig for brokers);
+	 * "" = not set. */
+	char *server_cert_file, *server_cert_key_file, *server_ca_file;
+	char *peer_cert_file, *peer_cert_key_file, *peer_ca_file;
+	char *broker_cert_file, *broker_cert_key_file, *broker_trusted_ca_file;
 	int64_t broker_cache_size, broker_cache_ttl_ns;
 	char *etcd_address, *etcd_prefix;
+	char *etcd_cert_file, *etcd_cert_key_file, *etcd_trusted_ca_file; /* "" = not set */
 	int64_t etcd_lease_ns;
 	char *log_level, *log_format;
 	char *auth_keys;               /* --consumer.auth-keys: the Shard service's */
@@ -57,6 +64,8 @@ struct gaz_consumer_cfg {
 
 struct gaz_consumer {
 	struct gaz_consumer_cfg cfg;
+	bool tls;                      /* our port serves TLS (https:// endpoint) */
+	struct gaz_rpc_tls peer_tls;   /* for proxying to other members */
 	const struct gaz_consumer_app *app;
 	struct gaz_message_type type;  /* the app's, or JSON's */
 	struct gaz_message_type publish_type; /* the app's, or `type` */

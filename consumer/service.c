@@ -53,13 +53,25 @@ static const struct gaz_flag runtime_flags[] = {
 	CONSUMER_FLAG("watch-delay", "WATCH_DELAY", GAZ_FLAG_DURATION, "30ms", "Delay applied to the application of watched Etcd events. Larger values amortize the processing of fast-changing Etcd keys.", &consumer.cfg.watch_delay_ns),
 	CONSUMER_FLAG("auth-keys", "AUTH_KEYS", GAZ_FLAG_STRING, "", "Whitespace or comma separated, base64-encoded keys used to sign (first key) and verify (all keys) Authorization tokens.", &consumer.cfg.auth_keys),
 	CONSUMER_FLAG("exit-timeout", "EXIT_TIMEOUT", GAZ_FLAG_DURATION, "2m", "Bound on a graceful exit's wait for other members to take over this process's shards (gazette-c)", &consumer.cfg.exit_timeout_ns),
+	CONSUMER_FLAG("server-cert-file", "SERVER_CERT_FILE", GAZ_FLAG_STRING, "", "Path to the server TLS certificate. This option toggles whether TLS is used. If absent, all other TLS settings are ignored.", &consumer.cfg.server_cert_file),
+	CONSUMER_FLAG("server-cert-key-file", "SERVER_CERT_KEY_FILE", GAZ_FLAG_STRING, "", "Path to the server TLS private key", &consumer.cfg.server_cert_key_file),
+	CONSUMER_FLAG("server-ca-file", "SERVER_CA_FILE", GAZ_FLAG_STRING, "", "Path to the trusted CA for server verification of client certificates. When present, client certificates are required and verified against this CA.", &consumer.cfg.server_ca_file),
+	CONSUMER_FLAG("peer-cert-file", "PEER_CERT_FILE", GAZ_FLAG_STRING, "", "Path to the client TLS certificate for peer-to-peer requests", &consumer.cfg.peer_cert_file),
+	CONSUMER_FLAG("peer-cert-key-file", "PEER_CERT_KEY_FILE", GAZ_FLAG_STRING, "", "Path to the client TLS private key for peer-to-peer requests", &consumer.cfg.peer_cert_key_file),
+	CONSUMER_FLAG("peer-ca-file", "PEER_CA_FILE", GAZ_FLAG_STRING, "", "Path to the trusted CA for client verification of peer server certificates. When absent, the system CA pool is used instead.", &consumer.cfg.peer_ca_file),
 	BROKER_FLAG("address", "ADDRESS", GAZ_FLAG_STRING, "http://localhost:8080", "Service address endpoint", &consumer.cfg.broker_address),
 	BROKER_FLAG("auth-keys", "AUTH_KEYS", GAZ_FLAG_STRING, "", "Whitespace or comma separated, base64-encoded keys. The first key is used to sign Authorization tokens.", &consumer.cfg.broker_auth_keys),
 	BROKER_FLAG("auth-token", "AUTH_TOKEN", GAZ_FLAG_STRING, "", "Bearer token to use for authentication.", &consumer.cfg.broker_auth_token),
+	BROKER_FLAG("cert-file", "CERT_FILE", GAZ_FLAG_STRING, "", "Path to the client TLS certificate", &consumer.cfg.broker_cert_file),
+	BROKER_FLAG("cert-key-file", "CERT_KEY_FILE", GAZ_FLAG_STRING, "", "Path to the client TLS private key", &consumer.cfg.broker_cert_key_file),
+	BROKER_FLAG("trusted-ca-file", "TRUSTED_CA_FILE", GAZ_FLAG_STRING, "", "Path to the trusted CA for client verification of server certificates", &consumer.cfg.broker_trusted_ca_file),
 	BROKER_FLAG("cache.size", "CACHE_SIZE", GAZ_FLAG_INT64, "0", "Size of client route cache. If <= zero, no cache is used (server always proxies)", &consumer.cfg.broker_cache_size),
 	BROKER_FLAG("cache.ttl", "CACHE_TTL", GAZ_FLAG_DURATION, "1m", "Time-to-live of route cache entries.", &consumer.cfg.broker_cache_ttl_ns),
 	BROKER_FLAG("file-root", "FILE_ROOT", GAZ_FLAG_STRING, "", "Local path which roots file:// fragment URLs which are being directly read (optional)", &consumer.cfg.broker_file_root),
 	{.name = "etcd.address", .env = "ETCD_ADDRESS", .type = GAZ_FLAG_STRING, .def = "http://localhost:2379", .help = "Etcd service address endpoint", .ptr = &consumer.cfg.etcd_address, .group = "Etcd"},
+	{.name = "etcd.cert-file", .env = "ETCD_CERT_FILE", .type = GAZ_FLAG_STRING, .def = "", .help = "Path to the client TLS certificate", .ptr = &consumer.cfg.etcd_cert_file, .group = "Etcd"},
+	{.name = "etcd.cert-key-file", .env = "ETCD_CERT_KEY_FILE", .type = GAZ_FLAG_STRING, .def = "", .help = "Path to the client TLS private key", .ptr = &consumer.cfg.etcd_cert_key_file, .group = "Etcd"},
+	{.name = "etcd.trusted-ca-file", .env = "ETCD_TRUSTED_CA_FILE", .type = GAZ_FLAG_STRING, .def = "", .help = "Path to the trusted CA for client verification of server certificates", .ptr = &consumer.cfg.etcd_trusted_ca_file, .group = "Etcd"},
 	{.name = "etcd.lease", .env = "ETCD_LEASE_TTL", .type = GAZ_FLAG_DURATION, .def = "20s", .help = "Time-to-live of Etcd lease", .ptr = &consumer.cfg.etcd_lease_ns, .group = "Etcd"},
 	{.name = "etcd.prefix", .env = "ETCD_PREFIX", .type = GAZ_FLAG_STRING, .def = "", .help = "Etcd prefix for the consumer group (default /gazette/consumers/<application>)", .ptr = &consumer.cfg.etcd_prefix, .group = "Etcd"},
 	{.name = "log.level", .env = "LOG_LEVEL", .type = GAZ_FLAG_STRING, .def = "warn", .help = "Logging level", .ptr = &consumer.cfg.log_level, .group = "Logging", .choices = "trace|debug|info|warn|error|fatal"},
@@ -71,6 +83,36 @@ static const struct gaz_flag runtime_flags[] = {
 
 /* Gazette names an unset --consumer.id after the host and a random tail;
  * any token does: ours is "<host>-<hex>". */
+/* configure_tls checks the TLS flags as the broker's (broker/main.c):
+ * pairs given together, a server CA only with a server certificate, the
+ * peer files loadable; TLS on a unix socket is ignored, as Gazette. */
+static int configure_tls(struct gaz_consumer *c, struct gaz_status *st)
+{
+	const struct gaz_consumer_cfg *f = &c->cfg;
+
+	if (!f->server_cert_file[0] != !f->server_cert_key_file[0])
+		return gaz_status_set(st, GAZ_EINVAL, "--consumer.server-cert-file and "
+				      "--consumer.server-cert-key-file must be given together");
+	if (f->server_ca_file[0] && !f->server_cert_file[0])
+		return gaz_status_set(st, GAZ_EINVAL, "--consumer.server-ca-file needs "
+				      "--consumer.server-cert-file (TLS is off without it)");
+	if (!f->peer_cert_file[0] != !f->peer_cert_key_file[0])
+		return gaz_status_set(st, GAZ_EINVAL, "--consumer.peer-cert-file and "
+				      "--consumer.peer-cert-key-file must be given together");
+	c->peer_tls = (struct gaz_rpc_tls){f->peer_cert_file, f->peer_cert_key_file, f->peer_ca_file};
+	if (gaz_rpc_tls_check(&c->peer_tls, st)) {
+		gaz_status_prefix(st, "--consumer.peer-*: ");
+		return GAZ_EINVAL;
+	}
+	c->tls = f->server_cert_file[0] != '\0';
+	if (c->tls && !strncmp(f->port, "unix://", 7)) {
+		gaz_warn("TLS is not used on a unix socket (as Gazette); serving in the clear",
+			 "port=%s", f->port);
+		c->tls = false;
+	}
+	return 0;
+}
+
 static int configure(struct gaz_consumer *c, struct gaz_status *st)
 {
 	struct gaz_consumer_cfg *cfg = &c->cfg;
@@ -126,7 +168,9 @@ static int configure(struct gaz_consumer *c, struct gaz_status *st)
 	c->member_key = gaz_ks_member_key(c->root, cfg->zone, cfg->id);
 	c->type = c->app->type ? *c->app->type : gaz_json_message_type(NULL);
 	c->publish_type = c->app->publish_type ? *c->app->publish_type : c->type;
-	return c->member_key ? 0 : GAZ_ENOMEM;
+	if (!c->member_key)
+		return GAZ_ENOMEM;
+	return configure_tls(c, st);
 }
 
 struct gaz_client_opts gaz_consumer_client_opts(const struct gaz_consumer *c)
@@ -140,6 +184,9 @@ struct gaz_client_opts gaz_consumer_client_opts(const struct gaz_consumer *c)
 		/* Gazette's --broker.cache.size 0: no cache */
 		.route_cache_size = c->cfg.broker_cache_size > 0 ? c->cfg.broker_cache_size : -1,
 		.route_cache_ttl_ms = c->cfg.broker_cache_ttl_ns / GAZ_NS_PER_MS,
+		.cert_file = c->cfg.broker_cert_file,
+		.cert_key_file = c->cfg.broker_cert_key_file,
+		.trusted_ca_file = c->cfg.broker_trusted_ca_file,
 	};
 }
 
@@ -388,10 +435,14 @@ static int start_serving(struct gaz_consumer *c, struct gaz_rpc_listener **liste
 		snprintf(addr, sizeof(addr), "%s", c->cfg.port);
 	else
 		snprintf(addr, sizeof(addr), "0.0.0.0:%s", c->cfg.port[0] ? c->cfg.port : "0");
-	if (!(*listener = gaz_rpc_listen(addr, c->srv, http_conn, c, &port, st)))
+	struct gaz_rpc_tls tls = {c->cfg.server_cert_file, c->cfg.server_cert_key_file,
+				  c->cfg.server_ca_file};
+	if (!(*listener = gaz_rpc_listen_tls(addr, c->srv, http_conn, c, c->tls ? &tls : NULL, &port,
+					     st)))
 		return st->code ? st->code : GAZ_EIO;
 	if (strncmp(c->cfg.port, "unix://", 7)) {
-		if (asprintf(&c->endpoint, "http://%s:%d", c->cfg.host, port) < 0)
+		/* https:// under TLS, as Gazette's server.New advertises. */
+		if (asprintf(&c->endpoint, "%s://%s:%d", c->tls ? "https" : "http", c->cfg.host, port) < 0)
 			return GAZ_ENOMEM;
 	} else if (asprintf(&c->endpoint, "unix://%s%s", c->cfg.host, c->cfg.port + 7) < 0) {
 		return GAZ_ENOMEM;
@@ -404,7 +455,11 @@ static int start_keyspace(struct gaz_consumer *c, sigset_t *sigs, struct gaz_sta
 	struct timespec zero = {0, 0};
 	int rc;
 
-	c->etcd = gaz_etcd_new(c->cfg.etcd_address, c->cfg.etcd_lease_ns / GAZ_NS_PER_MS / 4 + 1000, st);
+	struct gaz_rpc_tls tls = {c->cfg.etcd_cert_file, c->cfg.etcd_cert_key_file,
+				  c->cfg.etcd_trusted_ca_file};
+
+	c->etcd = gaz_etcd_new_tls(c->cfg.etcd_address, c->cfg.etcd_lease_ns / GAZ_NS_PER_MS / 4 + 1000,
+				   &tls, st);
 	if (!c->etcd)
 		return st->code ? st->code : GAZ_EINVAL;
 	if (!(c->ks = gaz_shards_keyspace_new(c->etcd, c->root)))

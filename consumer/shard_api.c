@@ -261,12 +261,18 @@ static void sign_shard(const struct gaz_auth *keys, uint32_t cap, const char *sh
 /* Sends `req` to the shard's primary at `endpoint` with `header` in its
  * header field, and ends `call` with the primary's answer; signed with
  * `proxy_keys` when not NULL (the consumer's --consumer.auth-keys). */
+/* The consumer's --consumer.peer-* files, set by gaz_consumer_register_api
+ * before the server starts and not changed after. */
+static const struct gaz_rpc_tls *peer_tls;
+
 static void proxy_call(const struct gaz_auth *proxy_keys, struct gaz_rpc_call *call, const char *endpoint,
 		       Protocol__Header *header, const char *path,
 		       ProtobufCMessage *req, Protocol__Header **req_header, const ProtobufCMessageDescriptor *resp_desc)
 {
+	/* TLS by the endpoint's scheme, as Gazette's dispatched credentials. */
+	struct gaz_rpc_channel_opts o = {.tls = peer_tls};
 	struct gaz_status st = {0};
-	struct gaz_rpc_channel *ch = endpoint ? gaz_rpc_channel_new(endpoint, NULL) : NULL;
+	struct gaz_rpc_channel *ch = endpoint ? gaz_rpc_channel_new(endpoint, &o) : NULL;
 	ProtobufCMessage *resp = NULL;
 
 	if (!ch || !header) {
@@ -967,6 +973,7 @@ int gaz_consumer_shard_with_source(struct gaz_consumer *c, const char *journal, 
 
 int gaz_consumer_register_api(struct gaz_consumer *c)
 {
+	peer_tls = &c->peer_tls;
 	static const struct {
 		const char *path;
 		gaz_rpc_handler_fn fn;

@@ -44,7 +44,10 @@ static void *watch(void *arg)
 static int open_client(struct gaz_op *op, struct watchdog *w, struct gaz_status *st)
 {
 	struct gaz_client_opts o = {.broker_address = op->cfg.broker_address,
-				    .rpc_timeout_ms = op->cfg.broker_timeout_ns / GAZ_NS_PER_MS};
+				    .rpc_timeout_ms = op->cfg.broker_timeout_ns / GAZ_NS_PER_MS,
+				    .cert_file = op->cfg.broker_cert_file,
+				    .cert_key_file = op->cfg.broker_cert_key_file,
+				    .trusted_ca_file = op->cfg.broker_trusted_ca_file};
 	pthread_condattr_t ca;
 	int rc;
 

@@ -54,9 +54,15 @@ static const struct gaz_flag flag_table[] = {
 	F("kube.watch-timeout", "KUBE_WATCH_TIMEOUT", GAZ_FLAG_DURATION, "5m", "Server-side timeout of each watch request (re-watched from the last version)", &op.cfg.watch_timeout_ns, "Kubernetes"),
 	F("namespace", "WATCH_NAMESPACE", GAZ_FLAG_STRING, "", "Namespace whose JournalSpecs are managed (empty: all namespaces)", &op.cfg.namespace, "Kubernetes"),
 	F("etcd.address", "ETCD_ADDRESS", GAZ_FLAG_STRING, "http://localhost:2379", "Etcd service address endpoint of the brokers", &op.cfg.etcd_address, "Etcd"),
+	F("etcd.cert-file", "ETCD_CERT_FILE", GAZ_FLAG_STRING, "", "Path to the client TLS certificate", &op.cfg.etcd_cert_file, "Etcd"),
+	F("etcd.cert-key-file", "ETCD_CERT_KEY_FILE", GAZ_FLAG_STRING, "", "Path to the client TLS private key", &op.cfg.etcd_cert_key_file, "Etcd"),
+	F("etcd.trusted-ca-file", "ETCD_TRUSTED_CA_FILE", GAZ_FLAG_STRING, "", "Path to the trusted CA for client verification of server certificates", &op.cfg.etcd_trusted_ca_file, "Etcd"),
 	F("etcd.prefix", "ETCD_PREFIX", GAZ_FLAG_STRING, "/gazette/cluster", "Etcd base prefix of the brokers (their --etcd.prefix)", &op.cfg.etcd_prefix, "Etcd"),
 	F("consumer.etcd-prefix", "CONSUMER_ETCD_PREFIX", GAZ_FLAG_STRING, "", "Etcd prefix of the consumer application (its --etcd.prefix) for ShardSpecs without spec.etcdPrefix", &op.cfg.consumer_prefix, "Etcd"),
 	F("broker.address", "BROKER_ADDRESS", GAZ_FLAG_STRING, "http://localhost:8080", "A broker, for suspending journals before deletion and for write heads (empty: no broker calls)", &op.cfg.broker_address, "Broker"),
+	F("broker.cert-file", "BROKER_CERT_FILE", GAZ_FLAG_STRING, "", "Path to the client TLS certificate (for an https:// --broker.address)", &op.cfg.broker_cert_file, "Broker"),
+	F("broker.cert-key-file", "BROKER_CERT_KEY_FILE", GAZ_FLAG_STRING, "", "Path to the client TLS private key", &op.cfg.broker_cert_key_file, "Broker"),
+	F("broker.trusted-ca-file", "BROKER_TRUSTED_CA_FILE", GAZ_FLAG_STRING, "", "Path to the trusted CA for client verification of broker certificates", &op.cfg.broker_trusted_ca_file, "Broker"),
 	F("broker.timeout", "BROKER_TIMEOUT", GAZ_FLAG_DURATION, "30s", "Bound on each broker call", &op.cfg.broker_timeout_ns, "Broker"),
 	F("resync", "OPERATOR_RESYNC", GAZ_FLAG_DURATION, "1m", "Every JournalSpec is reconciled at least this often (drift correction)", &op.cfg.resync_ns, "Operator"),
 	F("http.address", "OPERATOR_HTTP_ADDRESS", GAZ_FLAG_STRING, ":8081", "host:port serving /healthz, /readyz and /metrics", &op.cfg.http_address, "Operator"),
@@ -353,7 +359,10 @@ static int start(struct gaz_op *o, pthread_t *wt, pthread_t *et, struct gaz_stat
 
 	if ((rc = connect_kube(o, st)) || (rc = configure(o, st)))
 		return rc;
-	if (!(o->etcd = gaz_etcd_new(o->cfg.etcd_address, 10000, st)))
+	struct gaz_rpc_tls tls = {o->cfg.etcd_cert_file, o->cfg.etcd_cert_key_file,
+				  o->cfg.etcd_trusted_ca_file};
+
+	if (!(o->etcd = gaz_etcd_new_tls(o->cfg.etcd_address, 10000, &tls, st)))
 		return st->code ? st->code : GAZ_EINVAL;
 	if (!(o->queue = gaz_queue_new(QUEUE_MAX)))
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");

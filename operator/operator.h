@@ -56,6 +56,8 @@ struct gaz_op_config {
 	char *kube_context;
 	char *namespace;         /* watched namespace; "" = all */
 	char *etcd_address;
+	char *etcd_cert_file, *etcd_cert_key_file, *etcd_trusted_ca_file; /* "" = not set */
+	char *broker_cert_file, *broker_cert_key_file, *broker_trusted_ca_file; /* "" = not set */
 	char *etcd_prefix;       /* the brokers' --etcd.prefix */
 	char *consumer_prefix;   /* default consumer --etcd.prefix of ShardSpecs ("" = none) */
 	char *broker_address;    /* for suspension and fragment summaries */

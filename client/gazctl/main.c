@@ -264,6 +264,19 @@ static struct gaz_client *broker_client; /* of a shards command, made on demand 
 char **gazctl_args;
 int gazctl_nargs;
 
+/* client_tls sets the TLS files of options namespace `ns` ("broker",
+ * "consumer"): --<ns>.cert-file, --<ns>.cert-key-file and
+ * --<ns>.trusted-ca-file, used for https:// addresses (mbp.ClientConfig). */
+static void client_tls(const char *ns, struct gaz_client_opts *o)
+{
+	bool consumer = !strcmp(ns, "consumer");
+
+	o->cert_file = consumer ? gazctl_cfg.consumer_cert_file : gazctl_cfg.broker_cert_file;
+	o->cert_key_file = consumer ? gazctl_cfg.consumer_cert_key_file : gazctl_cfg.broker_cert_key_file;
+	o->trusted_ca_file = consumer ? gazctl_cfg.consumer_trusted_ca_file
+				      : gazctl_cfg.broker_trusted_ca_file;
+}
+
 /* new_client makes a client of `address` with the auth token and route
  * cache settings of options namespace `ns` ("broker", "consumer"). */
 static int new_client(const char *ns, const char *address, const char *auth_keys,
@@ -282,6 +295,7 @@ static int new_client(const char *ns, const char *address, const char *auth_keys
 	o.route_cache_size = cache_size > 0 ? cache_size : -1;
 	o.route_cache_ttl_ms = cache_ttl_ns > 0 ? (cache_ttl_ns + GAZ_NS_PER_MS - 1) / GAZ_NS_PER_MS
 						: 0;
+	client_tls(ns, &o);
 	if ((rc = gaz_client_new(&o, c, st)) && auth_keys && *auth_keys)
 		gaz_status_prefix(st, "--%s.", ns);
 	return rc;

@@ -37,10 +37,13 @@ static int client_strings(struct gaz_client *c, const struct gaz_client_opts *o)
 	const char *addr = o->broker_address && *o->broker_address ? o->broker_address
 								    : GAZ_CLIENT_DEFAULT_ADDRESS;
 	int rc = dup_opt(&c->address, addr) | dup_opt(&c->zone, o->zone ? o->zone : "local") |
-		 dup_opt(&c->file_root, o->file_root);
+		 dup_opt(&c->file_root, o->file_root) | dup_opt(&c->cert_file, o->cert_file) |
+		 dup_opt(&c->cert_key_file, o->cert_key_file) |
+		 dup_opt(&c->trusted_ca_file, o->trusted_ca_file);
 
 	if (rc)
 		return GAZ_ENOMEM;
+	c->tls = (struct gaz_rpc_tls){c->cert_file, c->cert_key_file, c->trusted_ca_file};
 	if (o->auth_token && *o->auth_token) {
 		if (!(c->auth = malloc(strlen(o->auth_token) + 8)))
 			return GAZ_ENOMEM;
@@ -87,6 +90,13 @@ int gaz_client_new(const struct gaz_client_opts *opts, struct gaz_client **out,
 	}
 	co.max_recv_bytes = opts->max_recv_bytes > 0 ? opts->max_recv_bytes
 						     : GAZ_CLIENT_MAX_RECV_BYTES;
+	co.tls = &c->tls;
+	/* Checked also for http://, where they are not used: a typo in a path
+	 * fails now rather than when a route names an https:// member. */
+	if ((rc = gaz_rpc_tls_check(&c->tls, st))) {
+		gaz_client_free(c);
+		return rc;
+	}
 	if (!(c->chan = gaz_rpc_channel_new(c->address, &co))) {
 		struct gaz_status why = {0};
 
@@ -126,6 +136,9 @@ void gaz_client_free(struct gaz_client *c)
 	free(c->auth);
 	gaz_auth_free(c->keys);
 	free(c->file_root);
+	free(c->cert_file);
+	free(c->cert_key_file);
+	free(c->trusted_ca_file);
 	free(c);
 }
 
@@ -191,7 +204,8 @@ static void peer_sweep(struct gaz_client *c, int64_t now_ns)
 /* peer_get returns a referenced channel to `endpoint`, or NULL. */
 static struct gaz__client_peer *peer_get(struct gaz_client *c, const char *endpoint, int64_t now_ns)
 {
-	struct gaz_rpc_channel_opts co = {.max_recv_bytes = GAZ_CLIENT_MAX_RECV_BYTES};
+	struct gaz_rpc_channel_opts co = {.max_recv_bytes = GAZ_CLIENT_MAX_RECV_BYTES,
+					  .tls = &c->tls};
 	struct gaz__client_peer *p = peer_find(c, endpoint);
 
 	if (!p && (p = peer_slot(c))) {

@@ -72,6 +72,8 @@ struct gaz_client {
 	char *auth;                  /* "Bearer <token>" or NULL */
 	struct gaz_auth *keys;       /* auth_keys: each call signs its own token */
 	char *file_root;             /* NULL = file:// URLs refused */
+	char *cert_file, *cert_key_file, *trusted_ca_file; /* NULL = not set */
+	struct gaz_rpc_tls tls;      /* of the three above, for https:// channels */
 	int64_t rpc_timeout_ms;
 	int64_t connect_timeout_ms;  /* < 0: wait for connections forever */
 	struct gaz_rpc_channel *chan; /* to `address` */

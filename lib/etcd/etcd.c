@@ -33,12 +33,20 @@ static bool has_prefix(const char *s, const char *p)
 
 struct gaz_etcd *gaz_etcd_new(const char *endpoint, int64_t timeout_ms, struct gaz_status *st)
 {
+	return gaz_etcd_new_tls(endpoint, timeout_ms, NULL, st);
+}
+
+struct gaz_etcd *gaz_etcd_new_tls(const char *endpoint, int64_t timeout_ms,
+				  const struct gaz_rpc_tls *tls, struct gaz_status *st)
+{
+	struct gaz_rpc_channel_opts o = {.peer = GAZ_RPC_PEER_ETCD, .tls = tls};
+	struct gaz_status local = {0};
 	struct gaz_etcd *e;
 
-	if (!endpoint || !(has_prefix(endpoint, "http://") || has_prefix(endpoint, "unix://")) ||
-	    timeout_ms <= 0) {
-		gaz_status_set(st, GAZ_EINVAL, "etcd endpoint \"%s\" invalid: want http:// or unix:// "
-			       "and a positive timeout", endpoint ? endpoint : "(null)");
+	if (!endpoint || !(has_prefix(endpoint, "http://") || has_prefix(endpoint, "https://") ||
+			   has_prefix(endpoint, "unix://")) || timeout_ms <= 0) {
+		gaz_status_set(st, GAZ_EINVAL, "etcd endpoint \"%s\" invalid: want http://, https:// "
+			       "or unix:// and a positive timeout", endpoint ? endpoint : "(null)");
 		return NULL;
 	}
 	e = calloc(1, sizeof(*e));
@@ -47,10 +55,11 @@ struct gaz_etcd *gaz_etcd_new(const char *endpoint, int64_t timeout_ms, struct g
 		return NULL;
 	}
 	e->timeout_ms = timeout_ms;
-	e->ch = gaz_rpc_channel_new(endpoint, &(struct gaz_rpc_channel_opts){.peer = GAZ_RPC_PEER_ETCD});
+	e->ch = gaz_rpc_channel_open(endpoint, &o, &local);
 	if (!e->ch) {
 		free(e);
-		gaz_status_set(st, GAZ_EINVAL, "etcd endpoint \"%s\" invalid: no channel", endpoint);
+		gaz_status_set(st, local.code ? local.code : GAZ_EINVAL, "etcd endpoint \"%s\": %s",
+			       endpoint, local.msg[0] ? local.msg : "invalid");
 		return NULL;
 	}
 	return e;

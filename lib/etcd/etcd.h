@@ -16,13 +16,24 @@
 
 #include "common/err.h"
 #include "etcd.pb-c.h"
+#include "rpc/rpc.h"
 
 struct gaz_etcd;
 
 /* gaz_etcd_new makes a client of the endpoint "http://127.0.0.1:2379"
- * (http or unix; https not yet). `timeout_ms` bounds each unary call.
- * Does not connect yet. NULL with st set on a malformed endpoint. */
+ * (http, https or unix). `timeout_ms` bounds each unary call. Does not
+ * connect yet. NULL with st set on a malformed endpoint. */
 struct gaz_etcd *gaz_etcd_new(const char *endpoint, int64_t timeout_ms, struct gaz_status *st);
+
+/* gaz_etcd_new_tls is gaz_etcd_new with the TLS files of an https://
+ * endpoint (`tls` borrowed; NULL = no client certificate, the system's
+ * roots), read now (Gazette's --etcd.cert-file, --etcd.cert-key-file,
+ * --etcd.trusted-ca-file; mainboilerplate EtcdConfig.MustDial builds its
+ * TLS config only for https://, so the files are not read otherwise).
+ * NULL with st set on a malformed endpoint or TLS files that do not load
+ * (the file named). */
+struct gaz_etcd *gaz_etcd_new_tls(const char *endpoint, int64_t timeout_ms,
+				  const struct gaz_rpc_tls *tls, struct gaz_status *st);
 void gaz_etcd_free(struct gaz_etcd *e);
 
 /* Unary calls. *resp is owned by the caller: free with

@@ -46,11 +46,12 @@ static int port_check(const char *hostport, struct gaz_status *st)
 }
 
 /* convert_target maps a broker endpoint URL to a grpc target (gazette-facts
- * §1.1: unix://host/path dials unix:///path; http without port means :80).
- * Returns a malloc'd string, or NULL with the reason in st (may be NULL). */
-static char *convert_target(const char *t, struct gaz_status *st)
+ * §1.1: unix://host/path dials unix:///path; http without port means :80,
+ * https :443). *tls (may be NULL) says whether it is https://. Returns a
+ * malloc'd string, or NULL with the reason in st (may be NULL). */
+static char *convert_target(const char *t, bool *tls, struct gaz_status *st)
 {
-	const char *p, *end;
+	const char *p, *end, *scheme = "http://";
 	char *out;
 	size_t n;
 
@@ -68,20 +69,20 @@ static char *convert_target(const char *t, struct gaz_status *st)
 		sprintf(out, "unix://%s", p);
 		return out;
 	}
-	if (strncmp(t, "https://", 8) == 0) {
-		gaz_status_set(st, GAZ_EINVAL, "https:// (TLS) is not supported yet");
-		return NULL;
-	}
-	if (strncmp(t, "http://", 7) != 0)
+	if (strncmp(t, "https://", 8) == 0)
+		scheme = "https://";
+	else if (strncmp(t, "http://", 7) != 0)
 		return port_check(t, st) ? NULL : strdup(t);
-	p = t + 7;
+	if (tls)
+		*tls = scheme[4] == 's';
+	p = t + strlen(scheme);
 	end = strchr(p, '/');
 	n = end ? (size_t)(end - p) : strlen(p);
 	if (n == 0) {
-		gaz_status_set(st, GAZ_EINVAL, "no host after http://");
+		gaz_status_set(st, GAZ_EINVAL, "no host after %s", scheme);
 		return NULL;
 	}
-	if (!(out = malloc(n + 4)))
+	if (!(out = malloc(n + 5)))
 		return NULL;
 	memcpy(out, p, n);
 	out[n] = '\0';
@@ -89,17 +90,18 @@ static char *convert_target(const char *t, struct gaz_status *st)
 		free(out);
 		return NULL;
 	}
-	/* No port after the host (or after "]" of an IPv6 literal): use 80. */
+	/* No port after the host (or after "]" of an IPv6 literal): the
+	 * scheme's. */
 	end = strrchr(out, ']');
 	if (!strchr(end ? end : out, ':'))
-		strcat(out, ":80");
+		strcat(out, scheme[4] == 's' ? ":443" : ":80");
 	return out;
 }
 
 int gaz_rpc_target_check(const char *target, struct gaz_status *st)
 {
 	struct gaz_status local = {0};
-	char *t = convert_target(target, st ? st : &local);
+	char *t = convert_target(target, NULL, st ? st : &local);
 
 	if (t) {
 		free(t);
@@ -118,20 +120,64 @@ static const struct {
 	[GAZ_RPC_PEER_ETCD] = {500, 500, false},
 };
 
+/* ssl_creds makes grpc ssl credentials of the files of `tls` (read now),
+ * trusting the system's roots when it names no CA. NULL with st set. */
+static grpc_channel_credentials *ssl_creds(const struct gaz_rpc_tls *tls, struct gaz_status *st)
+{
+	struct gaz__tls_pems p;
+	grpc_ssl_pem_key_cert_pair pair;
+	grpc_channel_credentials *creds;
+
+	if (gaz__tls_pems_read(tls, false, &p, st))
+		return NULL;
+	if (!p.ca) /* Go's nil RootCAs: the system pool */
+		p.ca = gaz__tls_system_roots();
+	pair.private_key = p.key;
+	pair.cert_chain = p.cert;
+	creds = grpc_ssl_credentials_create(p.ca, p.cert ? &pair : NULL, NULL, NULL);
+	gaz__tls_pems_free(&p); /* grpc copied what it needs */
+	if (!creds)
+		gaz_status_set(st, GAZ_EINVAL, "cannot make TLS credentials");
+	return creds;
+}
+
 struct gaz_rpc_channel *gaz_rpc_channel_new(const char *target,
 					    const struct gaz_rpc_channel_opts *opts)
+{
+	struct gaz_status st = {0};
+	struct gaz_rpc_channel *ch = gaz_rpc_channel_open(target, opts, &st);
+
+	if (!ch && opts && opts->tls && st.code && st.code != GAZ_ENOMEM)
+		gaz_warn("cannot open a channel", "target=%s err=%s", target ? target : "", st.msg);
+	return ch;
+}
+
+struct gaz_rpc_channel *gaz_rpc_channel_open(const char *target,
+					     const struct gaz_rpc_channel_opts *opts,
+					     struct gaz_status *st)
 {
 	struct gaz_rpc_channel_opts o = {0};
 	struct gaz_rpc_channel *ch;
 	grpc_channel_credentials *creds;
 	grpc_arg a[12] = {0};
 	int n = 0;
-	char *t = convert_target(target, NULL);
+	bool tls = false;
+	char *t = convert_target(target, &tls, st);
 
 	if (opts)
 		o = *opts;
-	if ((unsigned)o.peer >= sizeof(peer_conf) / sizeof(peer_conf[0]) || !t ||
-	    !(ch = calloc(1, sizeof(*ch)))) {
+	if ((unsigned)o.peer >= sizeof(peer_conf) / sizeof(peer_conf[0])) {
+		gaz_status_set(st, GAZ_EINVAL, "unknown peer kind %d", (int)o.peer);
+		free(t);
+		return NULL;
+	}
+	if (!t)
+		return NULL;
+	creds = tls ? ssl_creds(o.tls, st) : grpc_insecure_credentials_create();
+	if (!creds || !(ch = calloc(1, sizeof(*ch)))) {
+		gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+		if (creds)
+			grpc_channel_credentials_release(creds);
 		free(t);
 		return NULL;
 	}
@@ -150,8 +196,12 @@ struct gaz_rpc_channel *gaz_rpc_channel_new(const char *target,
 	 * themselves. */
 	INT_ARG(GRPC_ARG_ENABLE_RETRIES, 0);
 #undef INT_ARG
+	if (tls && o.tls_server_name && *o.tls_server_name) {
+		a[n].type = GRPC_ARG_STRING;
+		a[n].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
+		a[n++].value.string = (char *)o.tls_server_name;
+	}
 	grpc_channel_args args = {.num_args = (size_t)n, .args = a};
-	creds = grpc_insecure_credentials_create();
 	ch->gc = grpc_channel_create(t, creds, &args);
 	grpc_channel_credentials_release(creds);
 	free(t);

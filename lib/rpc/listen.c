@@ -6,7 +6,10 @@
  *
  * Threads: one accept thread; then one detached thread per connection that
  * sniffs, and either hands the fd to grpc (and ends) or serves HTTP/1 on it
- * through http_fn.
+ * through http_fn. Under TLS (gaz_rpc_listen_tls) that thread first
+ * handshakes the TCP connection (tls.c), and from then on sniffs and serves
+ * one end of a socketpair whose other end a pump thread (tls.c) joins to
+ * the TLS connection: everything after the handshake is the plain path.
  *
  * Invariants:
  * - Only ever peek before the handover (R1); SO_RCVLOWAT is back at 1 when
@@ -18,6 +21,8 @@
  * - A connection's fd number stays ours (open) while it is on the list, so
  *   shutdown(2) at close never hits a reused number: grpc gets the fd only
  *   after it left the list, and http_fn gets a dup that it closes itself.
+ *   Under TLS, c->fd is the TCP fd during the handshake and the socketpair
+ *   end after it; it changes under l->mu, as the pump then owns the TCP fd.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,6 +60,7 @@ struct gaz_rpc_listener {
 	struct gaz_rpc_server *srv;
 	gaz_http_conn_fn http_fn;
 	void *http_arg;
+	struct gaz__tls_server *tls; /* NULL: plain */
 	pthread_t accept_thr;
 
 	pthread_mutex_t mu; /* guards closing, conns, nconns */
@@ -211,6 +217,21 @@ static void conn_http(struct conn *c)
 	l->http_fn(dfd, c->peer, l->http_arg);
 }
 
+/* conn_tls terminates TLS on c's TCP fd; c->fd becomes the plain end. */
+static bool conn_tls(struct conn *c)
+{
+	struct gaz_rpc_listener *l = c->l;
+	int plain = -1;
+
+	/* The handshake shares the sniff's bound: a silent client ends it. */
+	if (gaz__tls_accept(l->tls, c->fd, c->peer, gaz_mono_ns() + SNIFF_NS, &plain))
+		return false;
+	pthread_mutex_lock(&l->mu);
+	c->fd = plain; /* the TCP fd is the pump's from here */
+	pthread_mutex_unlock(&l->mu);
+	return true;
+}
+
 static void *conn_main(void *arg)
 {
 	struct conn *c = arg;
@@ -218,7 +239,7 @@ static void *conn_main(void *arg)
 	enum sniff v;
 
 	pthread_setname_np(pthread_self(), "gaz-rpc-conn");
-	v = sniff(l, c->fd);
+	v = l->tls && !conn_tls(c) ? SNIFF_DROP : sniff(l, c->fd);
 
 	if (v == SNIFF_HTTP1 && l->http_fn) {
 		conn_http(c);
@@ -371,7 +392,16 @@ struct gaz_rpc_listener *gaz_rpc_listen(const char *addr, struct gaz_rpc_server 
 					gaz_http_conn_fn http_fn, void *http_arg, int *port_out,
 					struct gaz_status *st)
 {
+	return gaz_rpc_listen_tls(addr, srv, http_fn, http_arg, NULL, port_out, st);
+}
+
+struct gaz_rpc_listener *gaz_rpc_listen_tls(const char *addr, struct gaz_rpc_server *srv,
+					    gaz_http_conn_fn http_fn, void *http_arg,
+					    const struct gaz_rpc_tls *tls, int *port_out,
+					    struct gaz_status *st)
+{
 	const char *upath = gaz__rpc_unix_path(addr);
+	struct gaz__tls_server *ts = NULL;
 	struct gaz_rpc_listener *l;
 	int port = 0;
 
@@ -379,10 +409,14 @@ struct gaz_rpc_listener *gaz_rpc_listen(const char *addr, struct gaz_rpc_server 
 		gaz_status_set(st, GAZ_EINVAL, "cannot listen without an address and a server");
 		return NULL;
 	}
+	if (tls && !(ts = gaz__tls_server_new(tls, st)))
+		return NULL;
 	if (!(l = calloc(1, sizeof(*l)))) {
+		gaz__tls_server_free(ts);
 		gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 		return NULL;
 	}
+	l->tls = ts;
 	if (!strncmp(addr, "unix:", 5) && !upath)
 		l->lfd = gaz_status_set(st, GAZ_EINVAL, "malformed unix address \"%s\"", addr);
 	else
@@ -390,6 +424,7 @@ struct gaz_rpc_listener *gaz_rpc_listen(const char *addr, struct gaz_rpc_server 
 	if (l->lfd < 0 || (upath && !(l->unix_path = strdup(upath)))) {
 		if (l->lfd >= 0)
 			close(l->lfd);
+		gaz__tls_server_free(ts);
 		free(l);
 		gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 		return NULL;
@@ -404,6 +439,7 @@ struct gaz_rpc_listener *gaz_rpc_listen(const char *addr, struct gaz_rpc_server 
 		close(l->lfd);
 		pthread_cond_destroy(&l->cv);
 		pthread_mutex_destroy(&l->mu);
+		gaz__tls_server_free(ts);
 		free(l->unix_path);
 		free(l);
 		return NULL;
@@ -434,6 +470,7 @@ void gaz_rpc_listener_close(struct gaz_rpc_listener *l)
 	pthread_mutex_unlock(&l->mu);
 	pthread_cond_destroy(&l->cv);
 	pthread_mutex_destroy(&l->mu);
+	gaz__tls_server_free(l->tls);
 	free(l->unix_path);
 	free(l);
 }

@@ -343,26 +343,72 @@ enum gaz_rpc_peer {
 	GAZ_RPC_PEER_ETCD,
 };
 
+/* TLS certificate files (paths, PEM), borrowed by the call they are
+ * passed to; NULL or "" = not set. Files are read when a channel is made
+ * or, for a listener, when it starts and again whenever they change.
+ * Mirrors Gazette's server.BuildTLSConfig(certPath, keyPath, caPath). */
+struct gaz_rpc_tls {
+	const char *cert_file; /* certificate (chain) to present; with key_file */
+	const char *key_file;  /* its private key */
+	const char *ca_file;   /* channel: trusted roots for the server's
+	                        * certificate (not set = the system's roots);
+	                        * listener: client certificates are REQUIRED
+	                        * and verified against it (not set = none
+	                        * asked for) */
+};
+
+/* gaz_rpc_tls_check reads and checks the files of `tls` (NULL = nothing
+ * to check) as a channel would: cert and key given together, parse and
+ * match; the CA file holds certificates. Returns 0 or GAZ_EINVAL with the
+ * file and the reason in st ("TLS key file \"k.pem\" does not match
+ * certificate file \"c.pem\""), GAZ_ENOMEM. Thread-safe. */
+int gaz_rpc_tls_check(const struct gaz_rpc_tls *tls, struct gaz_status *st);
+
+/* gaz_rpc_tls_version is a fingerprint of the files of `tls` (device,
+ * inode, size and mtime of each; 0 for NULL or none set): it changes when
+ * a file is replaced or rewritten, so a holder of long-lived channels
+ * knows to make new ones (a channel keeps the files it was made with).
+ * Stats the files; thread-safe. */
+uint64_t gaz_rpc_tls_version(const struct gaz_rpc_tls *tls);
+
 struct gaz_rpc_channel_opts {
 	int max_recv_bytes;  /* 0 = 64 MiB */
 	int keepalive_ms;    /* 0 = 10000 */
 	enum gaz_rpc_peer peer;
+	/* For https:// targets (ignored for others, as Gazette's dispatched
+	 * credentials pick TLS by the endpoint's scheme): the client
+	 * certificate to present and the CA to trust. NULL = no client
+	 * certificate, the system's roots. */
+	const struct gaz_rpc_tls *tls;
+	/* The name the server's certificate must carry instead of the
+	 * target's host (grpc's ssl_target_name_override); NULL = the host.
+	 * A broker dialing itself over 127.0.0.1 names its advertised host. */
+	const char *tls_server_name;
 };
 
-/* gaz_rpc_channel_new opens a lazily connecting channel. `target` is a
- * grpc target ("127.0.0.1:8080", "unix:///path") or an http:// endpoint
- * URL as brokers advertise ("http://host:port", "unix://host/path"), which
- * is converted. Returns NULL on a malformed target (see
- * gaz_rpc_target_check for why), allocation failure, and for https://
- * (TLS is not implemented yet). `opts` may be NULL (a client's defaults).
- * Thread-safe; free with gaz_rpc_channel_free after all its calls. */
+/* gaz_rpc_channel_open opens a lazily connecting channel. `target` is a
+ * grpc target ("127.0.0.1:8080", "unix:///path") or an endpoint URL as
+ * brokers advertise ("http://host:port", "https://host:port",
+ * "unix://host/path"), which is converted; https:// (port 443 if none)
+ * dials with TLS using opts->tls, whose files are read now (a rotated
+ * file is used by channels opened after the change). Returns NULL with st
+ * set (may be NULL) on a malformed target (see gaz_rpc_target_check),
+ * unreadable or mismatched TLS files (gaz_rpc_tls_check), allocation
+ * failure. `opts` may be NULL (a client's defaults). Thread-safe; free
+ * with gaz_rpc_channel_free after all its calls. */
+struct gaz_rpc_channel *gaz_rpc_channel_open(const char *target,
+					     const struct gaz_rpc_channel_opts *opts,
+					     struct gaz_status *st);
+
+/* gaz_rpc_channel_new is gaz_rpc_channel_open without a status: a TLS
+ * file that does not load is logged as a warning. */
 struct gaz_rpc_channel *gaz_rpc_channel_new(const char *target,
 					    const struct gaz_rpc_channel_opts *opts);
 
 /* gaz_rpc_target_check says why gaz_rpc_channel_new would refuse `target`
  * (NULL is refused): GAZ_EINVAL with the reason in st ("invalid port
- * 99999: want 1-65535", "https:// (TLS) is not supported yet", ...), or 0
- * when it is well formed. st may be NULL. */
+ * 99999: want 1-65535", "no host after https://", ...), or 0 when it is
+ * well formed. st may be NULL. */
 int gaz_rpc_target_check(const char *target, struct gaz_status *st);
 void gaz_rpc_channel_free(struct gaz_rpc_channel *ch);
 
@@ -534,6 +580,20 @@ typedef void (*gaz_http_conn_fn)(int fd, const char *peer, void *arg);
 struct gaz_rpc_listener *gaz_rpc_listen(const char *addr, struct gaz_rpc_server *srv,
 					gaz_http_conn_fn http_fn, void *http_arg, int *port_out,
 					struct gaz_status *st);
+
+/* gaz_rpc_listen_tls is gaz_rpc_listen serving TLS (`tls` borrowed; its
+ * cert and key required; a CA file makes client certificates required,
+ * as Gazette's --broker.server-ca-file). Each connection is handshaken
+ * (7.5 s bound; ALPN "http/1.1" then "h2", server preference, as Gazette)
+ * and then sniffed and served as a plain one, through a socketpair and a
+ * pump thread (tls.c). The files are checked for changes (at most once a
+ * second, on accept) and reloaded: new connections get the new
+ * certificate; a set that does not load keeps the old one (a warning).
+ * Returns NULL with st set when the files do not load at start. */
+struct gaz_rpc_listener *gaz_rpc_listen_tls(const char *addr, struct gaz_rpc_server *srv,
+					    gaz_http_conn_fn http_fn, void *http_arg,
+					    const struct gaz_rpc_tls *tls, int *port_out,
+					    struct gaz_status *st);
 
 /* gaz_rpc_listener_close stops accepting, waits until no sniffer can still
  * hand a connection to grpc (R2) and for HTTP connections to end (their

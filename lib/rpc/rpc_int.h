@@ -122,4 +122,45 @@ int gaz__rpc_spawn(void *(*fn)(void *), void *arg);
  * common/log. Called by grpc from any of its threads; exposed for tests. */
 void gaz__rpc_log(gpr_log_func_args *a);
 
+/* ---- TLS (tls.c) ------------------------------------------------------- */
+
+/* The PEM text of a struct gaz_rpc_tls's files (each NULL when not set),
+ * owned: release with gaz__tls_pems_free. */
+struct gaz__tls_pems {
+	char *cert, *key, *ca;
+};
+
+/* gaz__tls_pems_read reads and checks the files of `t` (NULL = none): the
+ * certificate and key are given together, parse, and match; the CA file
+ * holds at least one certificate; `need_cert` requires a certificate.
+ * Returns 0, GAZ_EINVAL (st names the file and the reason), GAZ_ENOMEM. */
+int gaz__tls_pems_read(const struct gaz_rpc_tls *t, bool need_cert, struct gaz__tls_pems *out,
+		       struct gaz_status *st);
+void gaz__tls_pems_free(struct gaz__tls_pems *p);
+
+/* gaz__tls_system_roots: the PEM text of OpenSSL's default CA bundle
+ * ($SSL_CERT_FILE or /usr/lib/ssl/cert.pem), malloc'd, or NULL when it
+ * cannot be read (grpc then uses its own default roots). */
+char *gaz__tls_system_roots(void);
+
+/* A listener's TLS: the server SSL_CTX of a cert/key/CA file set, rebuilt
+ * when the files change (tls.c). */
+struct gaz__tls_server;
+
+/* gaz__tls_server_new loads the files of `t` (cert and key required; a
+ * CA makes client certificates required). NULL with st set on failure. */
+struct gaz__tls_server *gaz__tls_server_new(const struct gaz_rpc_tls *t, struct gaz_status *st);
+void gaz__tls_server_free(struct gaz__tls_server *s);
+
+/* gaz__tls_accept handshakes the accepted TCP `fd` (made non-blocking)
+ * until deadline_ns (monotonic), then starts a pump thread that owns `fd`
+ * and moves bytes between the TLS connection and one end of a new
+ * socketpair, whose other end goes to *plain_fd (the caller's to serve
+ * and close: closing it ends the pump). On failure (handshake refused or
+ * timed out: logged at info with `peer`; or out of resources) returns
+ * GAZ_EPROTO or GAZ_ENOMEM and `fd` stays the caller's. Shutting `fd`
+ * down for reading from another thread ends a handshake in progress. */
+int gaz__tls_accept(struct gaz__tls_server *s, int fd, const char *peer, int64_t deadline_ns,
+		    int *plain_fd);
+
 #endif

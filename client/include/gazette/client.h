@@ -72,8 +72,17 @@
 struct gaz_client;
 
 struct gaz_client_opts {
-	const char *broker_address; /* http://host:port or unix://[host]/path;
+	const char *broker_address; /* http://host:port, https://host:port or
+	                             * unix://[host]/path;
 	                             * NULL = GAZ_CLIENT_DEFAULT_ADDRESS */
+	/* TLS files (PEM paths) for https:// brokers, the address's and the
+	 * route members' (Gazette's --broker.cert-file, --broker.cert-key-file,
+	 * --broker.trusted-ca-file); NULL or "" = not set. Read whenever a
+	 * channel is made: a rotated file is used by channels made after it
+	 * changed. No CA = the system's roots. */
+	const char *cert_file;      /* client certificate to present, with: */
+	const char *cert_key_file;  /* its private key */
+	const char *trusted_ca_file; /* CA of the brokers' certificates */
 	const char *zone;           /* our zone, for zone-preferred dispatch once
 	                             * routes are cached; NULL = "local" */
 	const char *auth_token;     /* sent as "authorization: Bearer <token>";
@@ -107,7 +116,9 @@ struct gaz_client_opts {
 /* gaz_client_new makes a client for `opts` (borrowed; strings are copied).
  * Nothing connects until the first RPC. Returns 0 and *out (free with
  * gaz_client_free after every appender and reader of it), GAZ_EINVAL for a
- * malformed broker address, GAZ_ENOMEM. */
+ * malformed broker address or TLS files that do not load (cert without
+ * key, unreadable, not PEM, key not of the cert: the file is named),
+ * GAZ_ENOMEM. */
 int gaz_client_new(const struct gaz_client_opts *opts, struct gaz_client **out,
 		   struct gaz_status *st);
 

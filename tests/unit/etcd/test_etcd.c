@@ -401,9 +401,17 @@ static void test_bad_endpoint(void **state)
 	struct gaz_status st = {0};
 
 	(void)state;
-	assert_null(gaz_etcd_new("https://127.0.0.1:2379", 1000, &st));
+	assert_null(gaz_etcd_new("ftp://127.0.0.1:2379", 1000, &st));
 	assert_int_equal(st.code, GAZ_EINVAL);
 	gaz_status_clear(&st);
+	/* https:// reads its TLS files at once and names the one that fails. */
+	assert_null(gaz_etcd_new_tls("https://127.0.0.1:2379", 1000,
+				     &(struct gaz_rpc_tls){.ca_file = "/nonexistent/ca.pem"}, &st));
+	assert_int_equal(st.code, GAZ_EINVAL);
+	assert_non_null(strstr(st.msg, "/nonexistent/ca.pem"));
+	gaz_status_clear(&st);
+	gaz_etcd_free(gaz_etcd_new("https://127.0.0.1:2379", 1000, &st));
+	assert_int_equal(st.code, 0);
 	assert_null(gaz_etcd_new("http://127.0.0.1:2379", 0, &st));
 	assert_int_equal(st.code, GAZ_EINVAL);
 }

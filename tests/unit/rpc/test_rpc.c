@@ -1622,7 +1622,16 @@ static void test_refused_and_bad_port(void **state)
 	}
 	assert_int_equal(gaz_rpc_target_check("http://[::1]:8080", NULL), 0);
 	assert_int_equal(gaz_rpc_target_check("http://host", NULL), 0);
-	assert_int_equal(gaz_rpc_target_check("https://host:1", &st), GAZ_EINVAL);
+	/* https:// is TLS (port 443 when none); its host and port are checked
+	 * as http://'s. */
+	assert_int_equal(gaz_rpc_target_check("https://host:1", NULL), 0);
+	assert_int_equal(gaz_rpc_target_check("https://host", NULL), 0);
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(gaz_rpc_target_check("https://", &st), GAZ_EINVAL);
+	assert_non_null(strstr(st.msg, "no host after https://"));
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(gaz_rpc_target_check("https://h:70000", &st), GAZ_EINVAL);
+	assert_non_null(strstr(st.msg, "invalid port"));
 }
 
 /* reconnect_ms: a channel of `peer` kind is connected to a server, the
