@@ -6,6 +6,7 @@ server certificate rotated on disk without a restart.
 Certificates are made here with the openssl CLI: a CA, a server
 certificate for 127.0.0.1/localhost, a client certificate, and a second CA
 with a client certificate of its own (the wrong-CA case)."""
+import base64
 import json
 import os
 import shutil
@@ -522,3 +523,23 @@ def test_rotated_peer_certificate_is_used_by_new_peer_channels(cluster, pki, tmp
     # The untrusted certificate was presented: the proxied or replicated
     # append through a new channel failed.
     assert failed and b"bad\n" not in out, (p.stderr, out)
+
+
+def test_tokens_and_mutual_tls_together_in_a_mixed_cluster(cluster, pki, tmp_path):
+    """The production set-up: ours and Gazette's brokers under mutual TLS
+    with peer certificates and shared auth keys. Replication and proxying
+    carry the brokers' own tokens over peer TLS; both gazctls sign with
+    the keys over https://, and without them are refused."""
+    keys = base64.b64encode(b"tls and tokens key").decode()
+    ours = tls_broker(cluster, pki, mutual=True, zone="z0", extra=["--broker.auth-keys", keys])
+    go = tls_broker(cluster, pki, mutual=True, go=True, zone="z1", extra=["--broker.auth-keys", keys])
+    flags = client_flags(pki) + ["--broker.auth-keys", keys]
+    apply_and_wait(GAZCTL, ours.address, flags, tmp_path, replication=2)
+    gazctl(GAZCTL, go.address, flags, "journals", "append", "-l", "name=tls/one", stdin=b"ours via go\n")
+    gazctl(GO_GAZCTL, ours.address, flags, "journals", "append", "-l", "name=tls/one", stdin=b"go via ours\n")
+    for b in (ours, go):
+        for exe in (GAZCTL, GO_GAZCTL):
+            out = gazctl(exe, b.address, flags, "journals", "read", "-l", "name=tls/one").stdout
+            assert out == b"ours via go\ngo via ours\n", (b.go, exe)
+    p = gazctl(GAZCTL, ours.address, client_flags(pki), "journals", "list", check=False)
+    assert p.returncode != 0 and b"missing or empty Authorization token" in p.stderr, p.stderr
