@@ -109,31 +109,15 @@ static void random_id(char **id)
 static int configure_tls(struct gaz_broker *b, struct gaz_status *st)
 {
 	const struct gaz_broker_config *c = &b->cfg;
+	const struct gaz_rpc_tls_flags f = {c->server_cert_file, c->server_cert_key_file, c->server_ca_file,
+					    c->peer_cert_file, c->peer_cert_key_file, c->peer_ca_file};
 
-	if (!c->server_cert_file[0] != !c->server_cert_key_file[0])
-		return gaz_status_set(st, GAZ_EINVAL, "--broker.server-cert-file and "
-				      "--broker.server-cert-key-file must be given together");
-	if (c->server_ca_file[0] && !c->server_cert_file[0])
-		return gaz_status_set(st, GAZ_EINVAL, "--broker.server-ca-file needs "
-				      "--broker.server-cert-file (TLS is off without it)");
-	if (!c->peer_cert_file[0] != !c->peer_cert_key_file[0])
-		return gaz_status_set(st, GAZ_EINVAL, "--broker.peer-cert-file and "
-				      "--broker.peer-cert-key-file must be given together");
-	b->peer_tls = (struct gaz_rpc_tls){c->peer_cert_file, c->peer_cert_key_file, c->peer_ca_file};
-	if (gaz_rpc_tls_check(&b->peer_tls, st)) {
-		gaz_status_prefix(st, "--broker.peer-*: ");
+	if (gaz_rpc_tls_flags_check("broker", &f, c->port, &b->peer_tls, &b->tls, st))
 		return GAZ_EINVAL;
-	}
 	/* As Gazette's EtcdConfig.MustDial, the etcd files serve https:// only. */
 	if ((c->etcd_cert_file[0] || c->etcd_trusted_ca_file[0]) && strncmp(c->etcd_address, "https://", 8))
 		gaz_warn("--etcd.cert-file and --etcd.trusted-ca-file are used only with an https:// "
 			 "--etcd.address", "address=%s", c->etcd_address);
-	b->tls = c->server_cert_file[0] != '\0';
-	if (b->tls && !strncmp(c->port, "unix://", 7)) {
-		gaz_warn("TLS is not used on a unix socket (as Gazette); serving in the clear",
-			 "port=%s", c->port);
-		b->tls = false;
-	}
 	return 0;
 }
 

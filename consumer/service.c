@@ -89,27 +89,11 @@ static const struct gaz_flag runtime_flags[] = {
 static int configure_tls(struct gaz_consumer *c, struct gaz_status *st)
 {
 	const struct gaz_consumer_cfg *f = &c->cfg;
+	const struct gaz_rpc_tls_flags t = {f->server_cert_file, f->server_cert_key_file, f->server_ca_file,
+					    f->peer_cert_file, f->peer_cert_key_file, f->peer_ca_file};
 
-	if (!f->server_cert_file[0] != !f->server_cert_key_file[0])
-		return gaz_status_set(st, GAZ_EINVAL, "--consumer.server-cert-file and "
-				      "--consumer.server-cert-key-file must be given together");
-	if (f->server_ca_file[0] && !f->server_cert_file[0])
-		return gaz_status_set(st, GAZ_EINVAL, "--consumer.server-ca-file needs "
-				      "--consumer.server-cert-file (TLS is off without it)");
-	if (!f->peer_cert_file[0] != !f->peer_cert_key_file[0])
-		return gaz_status_set(st, GAZ_EINVAL, "--consumer.peer-cert-file and "
-				      "--consumer.peer-cert-key-file must be given together");
-	c->peer_tls = (struct gaz_rpc_tls){f->peer_cert_file, f->peer_cert_key_file, f->peer_ca_file};
-	if (gaz_rpc_tls_check(&c->peer_tls, st)) {
-		gaz_status_prefix(st, "--consumer.peer-*: ");
+	if (gaz_rpc_tls_flags_check("consumer", &t, f->port, &c->peer_tls, &c->tls, st))
 		return GAZ_EINVAL;
-	}
-	c->tls = f->server_cert_file[0] != '\0';
-	if (c->tls && !strncmp(f->port, "unix://", 7)) {
-		gaz_warn("TLS is not used on a unix socket (as Gazette); serving in the clear",
-			 "port=%s", f->port);
-		c->tls = false;
-	}
 	return 0;
 }
 

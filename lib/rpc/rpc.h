@@ -364,6 +364,25 @@ struct gaz_rpc_tls {
  * certificate file \"c.pem\""), GAZ_ENOMEM. Thread-safe. */
 int gaz_rpc_tls_check(const struct gaz_rpc_tls *tls, struct gaz_status *st);
 
+/* A service's TLS flags (Gazette's ServiceConfig: --<ns>.server-cert-file,
+ * -server-cert-key-file, -server-ca-file, -peer-cert-file,
+ * -peer-cert-key-file, -peer-ca-file), each "" when not given. */
+struct gaz_rpc_tls_flags {
+	const char *server_cert_file, *server_cert_key_file, *server_ca_file;
+	const char *peer_cert_file, *peer_cert_key_file, *peer_ca_file;
+};
+
+/* gaz_rpc_tls_flags_check checks the flags of service `ns` ("broker",
+ * "consumer"): cert and key given in pairs, a server CA only with a server
+ * certificate, the peer files loadable (gaz_rpc_tls_check; the server
+ * files are loaded by the listener). Fills *peer with the peer files
+ * (borrowed from `f`) and *serve_tls with whether to serve TLS on `port`:
+ * not on a unix:// socket, as Gazette (server.New: clients cannot tell
+ * from the endpoint's scheme), which is warned. Returns 0 or GAZ_EINVAL
+ * naming the flag or file. */
+int gaz_rpc_tls_flags_check(const char *ns, const struct gaz_rpc_tls_flags *f, const char *port,
+			    struct gaz_rpc_tls *peer, bool *serve_tls, struct gaz_status *st);
+
 /* gaz_rpc_tls_version is a fingerprint of the files of `tls` (device,
  * inode, size and mtime of each; 0 for NULL or none set): it changes when
  * a file is replaced or rewritten, so a holder of long-lived channels

@@ -636,3 +636,28 @@ fail:
 	SSL_free(ssl);
 	return GAZ_EPROTO; /* fd stays the caller's */
 }
+
+int gaz_rpc_tls_flags_check(const char *ns, const struct gaz_rpc_tls_flags *f, const char *port,
+			    struct gaz_rpc_tls *peer, bool *serve_tls, struct gaz_status *st)
+{
+	if (!f->server_cert_file[0] != !f->server_cert_key_file[0])
+		return gaz_status_set(st, GAZ_EINVAL, "--%s.server-cert-file and --%s.server-cert-key-file "
+				      "must be given together", ns, ns);
+	if (f->server_ca_file[0] && !f->server_cert_file[0])
+		return gaz_status_set(st, GAZ_EINVAL, "--%s.server-ca-file needs --%s.server-cert-file "
+				      "(TLS is off without it)", ns, ns);
+	if (!f->peer_cert_file[0] != !f->peer_cert_key_file[0])
+		return gaz_status_set(st, GAZ_EINVAL, "--%s.peer-cert-file and --%s.peer-cert-key-file "
+				      "must be given together", ns, ns);
+	*peer = (struct gaz_rpc_tls){f->peer_cert_file, f->peer_cert_key_file, f->peer_ca_file};
+	if (gaz_rpc_tls_check(peer, st)) {
+		gaz_status_prefix(st, "--%s.peer-*: ", ns);
+		return GAZ_EINVAL;
+	}
+	*serve_tls = f->server_cert_file[0] != '\0';
+	if (*serve_tls && !strncmp(port, "unix://", 7)) {
+		gaz_warn("TLS is not used on a unix socket (as Gazette); serving in the clear", "port=%s", port);
+		*serve_tls = false;
+	}
+	return 0;
+}
