@@ -47,8 +47,8 @@ def render(*sets, namespace="gazette", include_crds=False, values=None):
     args = ["template", "rel", CHART, "--namespace", namespace, "--kube-version", KUBE_VERSION]
     for s in sets:
         args += ["--set", s]
-    if values:
-        args += ["-f", values]
+    for v in ([values] if isinstance(values, str) else values or []):
+        args += ["-f", v]
     if include_crds:
         args.append("--include-crds")
     text = helm(*args).stdout
@@ -295,6 +295,16 @@ def test_rendered_chart_passes_a_server_side_dry_run(kube, ns, sets):
 def test_e2e_manifests_pass_a_server_side_dry_run(kube, ns):
     text, _ = render(namespace=ns, values=os.path.join(ROOT, "e2e/values-kind.yaml"))
     kube.kubectl("apply", "--dry-run=server", "-f", "-", input=text, namespace=ns)
+    # The secure layer run-kind.sh adds: the keys' Secret reaches brokers
+    # and operator.
+    text, docs = render(namespace=ns, values=[os.path.join(ROOT, "e2e/values-kind.yaml"),
+                                              os.path.join(ROOT, "e2e/values-kind-secure.yaml")])
+    kube.kubectl("apply", "--dry-run=server", "-f", "-", input=text, namespace=ns)
+    for name in ("-broker", "-operator"):
+        env = env_of(find(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0])
+        assert env["BROKER_AUTH_KEYS"] == {"secretKeyRef": {"name": "gazette-keys", "key": "auth-keys"}}, name
+    scripts = open(os.path.join(ROOT, "e2e/run-kind.sh")).read() + open(os.path.join(ROOT, "e2e/scenarios.sh")).read()
+    assert "AUTH_SECRET=gazette-keys" in scripts and "values-kind-secure.yaml" in scripts
     r = kube.kubectl("apply", "--dry-run=server", "-f", os.path.join(ROOT, "e2e/journals.yaml"), namespace=ns)
     assert r.stdout.count("(server dry run)") == 3, r.stdout
     for m in ("seaweedfs.yaml", "minio.yaml"):
