@@ -5,6 +5,8 @@
 #                 (3 brokers over 3 zones, 2 operator replicas with leader
 #                 election); every pod Ready, JournalSpecs Ready with route,
 #                 write head and persisted offsets in status
+#   auth          (E2E_AUTH=1) a signed call served, an unsigned one refused;
+#                 every later client signs with the release's keys
 #   data          append from a pod, read back from another; from the host
 #                 through a port-forward, the same bytes
 #   backfill      a reader with a route cache reads history straight from
@@ -40,6 +42,11 @@
 #   MINIO_MANIFEST   the S3 server: e2e/manifests/seaweedfs.yaml (default;
 #                    SeaweedFS) or e2e/manifests/minio.yaml (MinIO, where
 #                    its image can be pulled); both keep MinIO's names
+#   E2E_AUTH         1 (default): the release runs with authorization
+#                    tokens (values-kind-secure.yaml: Secret gazette-keys,
+#                    made here with two random keys) and every client of
+#                    the scenarios signs; 0: without. The previous chart's
+#                    release (uninstall, chart-upgrade) runs without.
 #   KIND_NODE_IMAGE  the node image for `kind create cluster --image`
 #                    (default: kind's own, which is pulled)
 #   EXTRA_IMAGES     local images to `kind load` into the nodes (space
@@ -59,6 +66,16 @@ NS=gazette
 REL=gz
 GAZCTL=${GAZCTL:-build/bin/gazctl}
 BROKERS_DEPLOY=$REL-gazette-c-broker
+E2E_AUTH=${E2E_AUTH:-1}
+AUTH_SECRET=gazette-keys
+# The chart's values of the main release (install and rolling upgrade).
+VALUES=(-f e2e/values-kind.yaml)
+if [ "$E2E_AUTH" = 1 ]; then
+	VALUES+=(-f e2e/values-kind-secure.yaml)
+	# The keys (the first signs); gazctl on the host reads them from here.
+	BROKER_AUTH_KEYS="$(head -c 32 /dev/urandom | base64 -w0),$(head -c 32 /dev/urandom | base64 -w0)"
+	export BROKER_AUTH_KEYS
+fi
 PDB=$REL-gazette-c-broker
 [ -x "$GAZCTL" ] || { echo "run-kind: no $GAZCTL (make first)" >&2; exit 2; }
 : "${ETCD_IMAGE:?set ETCD_IMAGE to an etcd image (by digest, or a tag present locally)}"
@@ -107,7 +124,10 @@ install_s3() {
 # with its own etcd.
 install_release() {
 	install_s3
-	helm install "$REL" charts/gazette-c -n "$NS" -f e2e/values-kind.yaml \
+	if [ "$E2E_AUTH" = 1 ]; then
+		k create secret generic "$AUTH_SECRET" --from-literal=auth-keys="$BROKER_AUTH_KEYS" >/dev/null
+	fi
+	helm install "$REL" charts/gazette-c -n "$NS" "${VALUES[@]}" \
 		--set "etcd.deploy.image.repository=${ETCD_IMAGE%:*}" --set "etcd.deploy.image.tag=${ETCD_IMAGE##*:}" \
 		--wait --timeout 8m >/dev/null
 }
@@ -142,6 +162,19 @@ scenario_install_checks
 wait_until 60 "replicas in two zones" sh -c "
 	kubectl -n $NS exec $(a_broker) -- gazctl journals list -o json --broker.address http://localhost:8080 |
 	jq -e '[.journals[] | [.route.members[].zone] | unique | length >= 2] | all'"
+
+# Tokens are checked: in a broker pod, gazctl signs with the pod's
+# BROKER_AUTH_KEYS; without them the same call is refused.
+if [ "$E2E_AUTH" = 1 ]; then
+	k exec "$(a_broker)" -- gazctl journals list --broker.address http://localhost:8080 >/dev/null ||
+		fail "a signed list failed"
+	if out=$(k exec "$(a_broker)" -- env -u BROKER_AUTH_KEYS gazctl journals list \
+		--broker.address http://localhost:8080 2>&1); then
+		fail "an unsigned list was served: $out"
+	fi
+	echo "$out" | grep -q Authorization || fail "an unsigned list failed for another reason: $out"
+	summary "auth: keys_from_secret=$AUTH_SECRET signed_list=ok unsigned_list=refused"
+fi
 
 # ---- data ----------------------------------------------------------------------------
 log "append"

@@ -11,7 +11,10 @@
 # Expects from run-kind.sh: NS, REL, k (kubectl -n $NS), log, fail,
 # wait_until, SUMMARY (a file the summary lines are appended to),
 # BROKERS_DEPLOY (the broker Deployment's name), GAZCTL (gazctl on the
-# host).
+# host), VALUES (the chart's -f options of the main release), AUTH_SECRET
+# (the Secret of the keys, where the release in $NS verifies tokens; gazctl
+# on the host takes them from BROKER_AUTH_KEYS, gazctl in broker pods
+# from the pods' own BROKER_AUTH_KEYS).
 
 LOAD_JOURNALS=$(seq -f 'e2e/load-%02g' 0 9 | paste -sd, -)
 BROKER_URL="http://$REL-gazette-c-broker:8080"
@@ -48,7 +51,19 @@ load_specs() {
 	done
 }
 
-# load_start NAME: a gazload pod appending to LOAD_JOURNALS.
+# auth_env_json: the env entry giving a client pod the release's keys
+# (BROKER_AUTH_KEYS from AUTH_SECRET), as a JSON list; [] where the
+# release in $NS runs without them (no such Secret).
+auth_env_json() {
+	if k get secret "$AUTH_SECRET" >/dev/null 2>&1; then
+		echo "[{\"name\": \"BROKER_AUTH_KEYS\", \"valueFrom\": {\"secretKeyRef\": {\"name\": \"$AUTH_SECRET\", \"key\": \"auth-keys\"}}}]"
+	else
+		echo "[]"
+	fi
+}
+
+# load_start NAME: a gazload pod appending to LOAD_JOURNALS (signing with
+# the release's keys where it has them).
 load_start() {
 	k apply -f - <<YAML
 apiVersion: v1
@@ -66,7 +81,7 @@ spec:
       imagePullPolicy: Never
       command: [gazload, --broker.address, "$BROKER_URL", --journals, "$LOAD_JOURNALS",
                 --size, "256", --pause, 10ms, --until-file, /work/stop, --stop-grace, 120s]
-      env: [{name: LOG_LEVEL, value: warn}]
+      env: $(auth_env_json | jq -c '[{name: "LOG_LEVEL", value: "warn"}] + .')
       volumeMounts: [{name: work, mountPath: /work}]
   volumes: [{name: work, emptyDir: {}}]
 YAML
@@ -126,7 +141,7 @@ scenario_rolling_upgrade() {
 	sleep 10
 	since=$(now_rfc3339)
 	t0=$(date +%s)
-	helm upgrade "$REL" charts/gazette-c -n "$NS" -f e2e/values-kind.yaml --set image.tag=e2e-upgrade \
+	helm upgrade "$REL" charts/gazette-c -n "$NS" "${VALUES[@]}" --set image.tag=e2e-upgrade \
 		--wait --timeout 15m >/dev/null
 	k rollout status "deploy/$BROKERS_DEPLOY" --timeout=15m >/dev/null
 	rollout_s=$(($(date +%s) - t0))
@@ -302,8 +317,9 @@ scenario_backfill() {
 		--broker.address http://localhost:8080 <"$tail_" >/dev/null
 	before=$(store_bytes_served)
 	# gazctl reads directly (signed URLs) with a route cache, as Gazette's.
-	k run e2e-backfill-reader --restart=Never --image=gazette-c:e2e --image-pull-policy=Never \
-		--overrides='{"spec": {"nodeSelector": {"node-role.kubernetes.io/control-plane": ""}, "tolerations": [{"operator": "Exists"}]}}' \
+	k run e2e-backfill-reader --restart=Never --image=gazette-c:e2e --image-pull-policy=Never --override-type=strategic \
+		--overrides="{\"spec\": {\"nodeSelector\": {\"node-role.kubernetes.io/control-plane\": \"\"}, \"tolerations\": [{\"operator\": \"Exists\"}],
+			\"containers\": [{\"name\": \"e2e-backfill-reader\", \"env\": $(auth_env_json)}]}}" \
 		--command -- sh -c "gazctl journals read -l name=e2e/backfill --broker.cache.size 64 \
 			--broker.address $BROKER_URL | sha256sum" >/dev/null
 	wait_until 300 "the backfill reader" sh -c "

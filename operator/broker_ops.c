@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "gazette/client.h"
 #include "operator/operator.h"
+#include "rpc/rpc.h"
 
 struct watchdog {
 	struct gaz_client *c;
@@ -43,7 +44,11 @@ static void *watch(void *arg)
 /* Makes a client for one operation and arms its watchdog. */
 static int open_client(struct gaz_op *op, struct watchdog *w, struct gaz_status *st)
 {
+	/* Keys sign each call with Gazette's default claims (auth_keys wins
+	 * over auth_token in the client, as in Gazette's clients). */
 	struct gaz_client_opts o = {.broker_address = op->cfg.broker_address,
+				    .auth_keys = op->cfg.broker_auth_keys,
+				    .auth_token = op->cfg.broker_auth_token,
 				    .rpc_timeout_ms = op->cfg.broker_timeout_ns / GAZ_NS_PER_MS,
 				    .cert_file = op->cfg.broker_cert_file,
 				    .cert_key_file = op->cfg.broker_cert_key_file,
@@ -67,6 +72,23 @@ static int open_client(struct gaz_op *op, struct watchdog *w, struct gaz_status 
 		return gaz_status_set(st, GAZ_ENOMEM, "starting a watchdog thread failed");
 	}
 	return 0;
+}
+
+/* Says which flag is missing when a broker refuses the operator's call
+ * for want of authorization (gRPC UNAUTHENTICATED, facts §11). */
+static void explain_auth(struct gaz_op *op, struct gaz_status *st)
+{
+	size_t n = strlen(st->msg);
+
+	if (st->grpc != GAZ_GRPC_UNAUTHENTICATED)
+		return;
+	if (op->cfg.broker_auth_keys[0] || op->cfg.broker_auth_token[0])
+		snprintf(st->msg + n, sizeof(st->msg) - n, " (the broker refused the operator's "
+			 "--broker.auth-%s: are they the brokers' keys?)",
+			 op->cfg.broker_auth_keys[0] ? "keys" : "token");
+	else
+		snprintf(st->msg + n, sizeof(st->msg) - n, " (the brokers verify authorization "
+			 "tokens: give gazette-operator their --broker.auth-keys)");
 }
 
 static void close_client(struct watchdog *w)
@@ -98,9 +120,11 @@ int gaz_broker_suspend(struct gaz_op *op, const char *journal, struct gaz_status
 		gaz_status_clear(st);
 		rc = 0;
 	}
-	if (rc)
+	if (rc) {
+		explain_auth(op, st);
 		gaz_status_prefix(st, "suspending \"%s\" through %s: ", journal,
 				  op->cfg.broker_address);
+	}
 	if (resp)
 		protobuf_c_message_free_unpacked(&resp->base, NULL);
 	close_client(&w);
@@ -145,6 +169,10 @@ int gaz_broker_fragments(struct gaz_op *op, const char *journal, struct gaz_frag
 		rc = 0;
 	} else if (rc == 0) {
 		summarise(resp, out);
+	} else {
+		explain_auth(op, st);
+		gaz_status_prefix(st, "listing fragments of \"%s\" through %s: ", journal,
+				  op->cfg.broker_address);
 	}
 	if (resp)
 		protobuf_c_message_free_unpacked(&resp->base, NULL);

@@ -31,6 +31,7 @@
 #include "common/log.h"
 #include "operator/drain.h"
 #include "operator/operator.h"
+#include "protocol/auth.h"
 #include "rpc/rpc.h"
 
 #define HTTP_CONNS_MAX 32
@@ -63,6 +64,8 @@ static const struct gaz_flag flag_table[] = {
 	F("broker.cert-file", "BROKER_CERT_FILE", GAZ_FLAG_STRING, "", "Path to the client TLS certificate (for an https:// --broker.address)", &op.cfg.broker_cert_file, "Broker"),
 	F("broker.cert-key-file", "BROKER_CERT_KEY_FILE", GAZ_FLAG_STRING, "", "Path to the client TLS private key", &op.cfg.broker_cert_key_file, "Broker"),
 	F("broker.trusted-ca-file", "BROKER_TRUSTED_CA_FILE", GAZ_FLAG_STRING, "", "Path to the trusted CA for client verification of broker certificates", &op.cfg.broker_trusted_ca_file, "Broker"),
+	F("broker.auth-keys", "BROKER_AUTH_KEYS", GAZ_FLAG_STRING, "", "Whitespace or comma separated, base64-encoded keys of the brokers' --broker.auth-keys: each broker call is signed with the first (empty: unsigned calls)", &op.cfg.broker_auth_keys, "Broker"),
+	F("broker.auth-token", "BROKER_AUTH_TOKEN", GAZ_FLAG_STRING, "", "Bearer token sent with each broker call instead (ignored when --broker.auth-keys is set)", &op.cfg.broker_auth_token, "Broker"),
 	F("broker.timeout", "BROKER_TIMEOUT", GAZ_FLAG_DURATION, "30s", "Bound on each broker call", &op.cfg.broker_timeout_ns, "Broker"),
 	F("resync", "OPERATOR_RESYNC", GAZ_FLAG_DURATION, "1m", "Every JournalSpec is reconciled at least this often (drift correction)", &op.cfg.resync_ns, "Operator"),
 	F("http.address", "OPERATOR_HTTP_ADDRESS", GAZ_FLAG_STRING, ":8081", "host:port serving /healthz, /readyz and /metrics", &op.cfg.http_address, "Operator"),
@@ -331,6 +334,17 @@ static int configure(struct gaz_op *o, struct gaz_status *st)
 		return gaz_status_set(st, GAZ_EINVAL, "--etcd.prefix %s must be absolute, without a trailing '/'", p);
 	if (o->cfg.resync_ns < GAZ_NS_PER_S)
 		return gaz_status_set(st, GAZ_EINVAL, "--resync must be at least 1s");
+	if (o->cfg.broker_auth_keys[0]) { /* bad keys fail the start, not each call */
+		struct gaz_auth *a = NULL;
+		int rc = gaz_auth_new(o->cfg.broker_auth_keys, &a, st);
+		gaz_auth_free(a);
+		if (rc) {
+			gaz_status_prefix(st, "--broker.auth-keys: ");
+			return rc;
+		}
+		if (o->cfg.broker_auth_token[0])
+			gaz_warn("--broker.auth-token is ignored: --broker.auth-keys signs each call", NULL);
+	}
 	if (!o->cfg.identity[0]) {
 		gethostname(host, sizeof(host) - 1);
 		free(o->cfg.identity);
@@ -388,8 +402,9 @@ static int start(struct gaz_op *o, pthread_t *wt, pthread_t *et, struct gaz_stat
 		return gaz_status_set(st, GAZ_ENOMEM, "starting the election thread failed");
 	if (pthread_create(wt, NULL, worker, o))
 		return gaz_status_set(st, GAZ_ENOMEM, "starting the worker thread failed");
-	gaz_info("gazette-operator started", "etcd=%s prefix=%s broker=%s namespace=%s resync=%llds",
+	gaz_info("gazette-operator started", "etcd=%s prefix=%s broker=%s broker_auth=%s namespace=%s resync=%llds",
 		 o->cfg.etcd_address, o->cfg.etcd_prefix, o->cfg.broker_address,
+		 o->cfg.broker_auth_keys[0] ? "keys" : o->cfg.broker_auth_token[0] ? "token" : "none",
 		 o->cfg.namespace[0] ? o->cfg.namespace : "(all)",
 		 (long long)(o->cfg.resync_ns / GAZ_NS_PER_S));
 	return 0;

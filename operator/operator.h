@@ -61,6 +61,10 @@ struct gaz_op_config {
 	char *etcd_prefix;       /* the brokers' --etcd.prefix */
 	char *consumer_prefix;   /* default consumer --etcd.prefix of ShardSpecs ("" = none) */
 	char *broker_address;    /* for suspension and fragment summaries */
+	char *broker_auth_keys;  /* --broker.auth-keys: base64 keys; each broker
+	                          * call signs its own token with the first
+	                          * ("" = none; wins over broker_auth_token) */
+	char *broker_auth_token; /* --broker.auth-token: a fixed bearer token */
 	int64_t resync_ns;       /* every CR reconciled at least this often */
 	int64_t watch_timeout_ns;
 	int64_t broker_timeout_ns;

@@ -8,7 +8,11 @@
  *
  *   gazload --broker.address URL --journals a/b,a/c [--size 256]
  *           [--pause 20ms] [--duration 60s | --until-file PATH]
- *           [--stop-grace 60s]
+ *           [--stop-grace 60s] [--broker.auth-keys KEYS | --broker.auth-token TOKEN]
+ *
+ * As gazctl's, --broker.address, --broker.auth-keys and --broker.auth-token
+ * default to $BROKER_ADDRESS, $BROKER_AUTH_KEYS and $BROKER_AUTH_TOKEN: keys
+ * sign each call with Gazette's default claims (they win over a token).
  *
  * One thread per journal appends one record after the other with the
  * client library's one-shot append (gaz_client_append: it retries
@@ -203,7 +207,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: gazload --broker.address URL --journals J1,J2,.. [--size BYTES] "
 			"[--pause DURATION] [--duration DURATION | --until-file PATH] "
-			"[--stop-grace DURATION]\n");
+			"[--stop-grace DURATION] [--broker.auth-keys KEYS | --broker.auth-token TOKEN]\n");
 }
 
 static int parse_duration(const char *flag, const char *v, int64_t *ns)
@@ -227,9 +231,12 @@ int main(int argc, char **argv)
 		{"duration", required_argument, NULL, 'd'},
 		{"until-file", required_argument, NULL, 'u'},
 		{"stop-grace", required_argument, NULL, 'g'},
+		{"broker.auth-keys", required_argument, NULL, 'k'},
+		{"broker.auth-token", required_argument, NULL, 't'},
 		{0},
 	};
 	const char *address = getenv("BROKER_ADDRESS"), *until = NULL;
+	const char *auth_keys = getenv("BROKER_AUTH_KEYS"), *auth_token = getenv("BROKER_AUTH_TOKEN");
 	char *journals = NULL;
 	int64_t duration_ns = 0, grace_ns = 60 * GAZ_NS_PER_S, lost = 0, verified = 0;
 	struct load l = {.size = 256, .pause_ns = 20 * GAZ_NS_PER_MS};
@@ -248,6 +255,8 @@ int main(int argc, char **argv)
 		case 'd': bad |= parse_duration("duration", optarg, &duration_ns); break;
 		case 'u': until = optarg; break;
 		case 'g': bad |= parse_duration("stop-grace", optarg, &grace_ns); break;
+		case 'k': auth_keys = optarg; break;
+		case 't': auth_token = optarg; break;
 		default: bad = 1;
 		}
 	}
@@ -277,6 +286,8 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	co.broker_address = address;
 	co.zone = getenv("BROKER_ZONE");
+	co.auth_keys = auth_keys;
+	co.auth_token = auth_token;
 	if (!l.runs || gaz_rpc_init(1) || gaz_client_new(&co, &l.client, &st)) {
 		fprintf(stderr, "gazload: %s\n", st.msg[0] ? st.msg : "cannot start");
 		return 2;

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from conftest import BIN, GAZCTL, free_port
+from conftest import BIN, GAZCTL, free_port, wait_for
 from gazpb import Client, spec
 from gazpb import wait_route
 
@@ -219,6 +219,40 @@ def test_gazload_counts_and_verifies_through_a_broker_exit(cluster):
     assert s["journals"] == 3 and s["failed"] == 0 and s["lost"] == 0 and s["unfinished"] == 0, s
     assert s["acknowledged"] > 100 and s["attempted"] == s["acknowledged"], s
     assert s["verified_bytes"] == 200 * s["acknowledged"], s
+
+
+def test_gazload_signs_with_auth_keys(cluster):
+    """Against brokers verifying tokens (--broker.auth-keys), gazload signs
+    its appends and reads with --broker.auth-keys or $BROKER_AUTH_KEYS
+    (the e2e's secure install passes the chart's Secret that way); without
+    them every append is refused."""
+    import base64
+    keys = base64.b64encode(b"gazload key").decode() + "," + base64.b64encode(b"old key").decode()
+    b = cluster.start(extra=["--broker.auth-keys", keys])
+    args = [GAZLOAD, "--broker.address", b.address, "--journals", "load/auth", "--size", "100",
+            "--pause", "5ms", "--duration", "1s"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    # Applying needs a token too: gazctl with the same keys.
+    r = subprocess.run([GAZCTL, "journals", "apply", "--broker.address", b.address, "--broker.auth-keys", keys],
+                       input=b"name: load/auth\nreplication: 1\nfragment: {length: 65536, compression_codec: NONE, "
+                             b"stores: ['file:///'], refresh_interval: 1s}\n", capture_output=True, env=env, timeout=30)
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: b"load/auth" in subprocess.run(
+        [GAZCTL, "journals", "list", "--broker.address", b.address, "--broker.auth-keys", keys, "-o", "yaml"],
+        capture_output=True, env=env, timeout=30).stdout, 20, "journal listed")
+    for how, extra, e in (("flag", ["--broker.auth-keys", keys], env),
+                          ("env", [], dict(env, BROKER_AUTH_KEYS=keys))):
+        r = subprocess.run(args + extra, capture_output=True, env=e, timeout=60)
+        assert r.returncode == 0, (how, r.stdout, r.stderr)
+        s = gazload_summary(r.stdout)
+        assert s["acknowledged"] > 10 and s["failed"] == 0 and s["lost"] == 0, (how, s)
+    r = subprocess.run(args, capture_output=True, env=env, timeout=60)
+    assert r.returncode != 0, r
+    s = gazload_summary(r.stdout)
+    assert s["acknowledged"] == 0 and s["failed"] > 0, s
+    assert b"Authorization" in r.stderr, r.stderr[-2000:]
+    r = subprocess.run(args + ["--broker.auth-keys", "not base64!"], capture_output=True, env=env, timeout=30)
+    assert r.returncode == 2 and b"auth-keys" in r.stderr, r
 
 
 def test_gazload_rejects_bad_usage():

@@ -47,8 +47,8 @@ def render(*sets, namespace="gazette", include_crds=False, values=None):
     args = ["template", "rel", CHART, "--namespace", namespace, "--kube-version", KUBE_VERSION]
     for s in sets:
         args += ["--set", s]
-    if values:
-        args += ["-f", values]
+    for v in ([values] if isinstance(values, str) else values or []):
+        args += ["-f", v]
     if include_crds:
         args.append("--include-crds")
     text = helm(*args).stdout
@@ -148,6 +148,11 @@ def test_chart_etcd_is_three_members_found_by_name():
     assert sts["spec"]["template"]["spec"]["volumes"] == [{"name": "data", "emptyDir": {}}]
 
 
+SECURE = ("auth.existingSecret=gazette-keys", "tls.enabled=true", "tls.existingSecret=gazette-tls",
+          "tls.requireClientCerts=true", "networkPolicy.enabled=true",
+          "networkPolicy.clientSelector.podSelector.matchLabels.gazette-client=broker-client",
+          "networkPolicy.clientSelector.namespaceSelector.matchLabels.team=data", "etcd.deploy.enabled=true")
+
 GOLDEN = os.path.join(ROOT, "tests/integration/golden")
 GOLDEN_SETS = {
     "defaults": (),
@@ -155,6 +160,7 @@ GOLDEN_SETS = {
     "zones": ("broker.zoneFromPodLabel=true", "broker.replicas=5", "broker.exitTimeout=10m"),
     "etcd": ("etcd.deploy.enabled=true", "etcd.deploy.persistence.enabled=false"),
     "monitoring": MONITORING,
+    "secure": SECURE + MONITORING,
 }
 
 
@@ -269,8 +275,8 @@ def ns(kube):
 
 @pytest.mark.parametrize("sets", [(), ("operator.enabled=false",), ("broker.zoneFromPodLabel=true",
                                                                      "broker.replicas=5"),
-                                  ("etcd.deploy.enabled=true",)],
-                         ids=["defaults", "no-operator", "zones", "etcd"])
+                                  ("etcd.deploy.enabled=true",), SECURE],
+                         ids=["defaults", "no-operator", "zones", "etcd", "secure"])
 def test_rendered_chart_passes_a_server_side_dry_run(kube, ns, sets):
     text, docs = render(*sets, namespace=ns, include_crds=True)
     r = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=text, namespace=ns)
@@ -279,6 +285,7 @@ def test_rendered_chart_passes_a_server_side_dry_run(kube, ns, sets):
     want |= {"PodDisruptionBudget"} if "operator.enabled=false" in sets else \
         {"Role", "RoleBinding", "ServiceAccount"}
     want |= {"StatefulSet", "PodDisruptionBudget"} if "etcd.deploy.enabled=true" in sets else set()
+    want |= {"NetworkPolicy"} if "networkPolicy.enabled=true" in sets else set()
     assert want <= kinds, kinds
     assert r.stdout.count("(server dry run)") == len(docs), r.stdout
     # Nothing was stored.
@@ -288,6 +295,16 @@ def test_rendered_chart_passes_a_server_side_dry_run(kube, ns, sets):
 def test_e2e_manifests_pass_a_server_side_dry_run(kube, ns):
     text, _ = render(namespace=ns, values=os.path.join(ROOT, "e2e/values-kind.yaml"))
     kube.kubectl("apply", "--dry-run=server", "-f", "-", input=text, namespace=ns)
+    # The secure layer run-kind.sh adds: the keys' Secret reaches brokers
+    # and operator.
+    text, docs = render(namespace=ns, values=[os.path.join(ROOT, "e2e/values-kind.yaml"),
+                                              os.path.join(ROOT, "e2e/values-kind-secure.yaml")])
+    kube.kubectl("apply", "--dry-run=server", "-f", "-", input=text, namespace=ns)
+    for name in ("-broker", "-operator"):
+        env = env_of(find(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0])
+        assert env["BROKER_AUTH_KEYS"] == {"secretKeyRef": {"name": "gazette-keys", "key": "auth-keys"}}, name
+    scripts = open(os.path.join(ROOT, "e2e/run-kind.sh")).read() + open(os.path.join(ROOT, "e2e/scenarios.sh")).read()
+    assert "AUTH_SECRET=gazette-keys" in scripts and "values-kind-secure.yaml" in scripts
     r = kube.kubectl("apply", "--dry-run=server", "-f", os.path.join(ROOT, "e2e/journals.yaml"), namespace=ns)
     assert r.stdout.count("(server dry run)") == 3, r.stdout
     for m in ("seaweedfs.yaml", "minio.yaml"):
@@ -572,6 +589,12 @@ def test_operator_runs_under_the_rbac_manifest(kube, ns, cluster, tmp_path):
     ("etcd.prefix=/gazette/", "/etcd/prefix"),
     ("broker.logLevel=verbose", "/broker/logLevel"),
     ("operator.drains.interval=5", "/operator/drains/interval"),
+    ("tls.enabled=true", "/tls/existingSecret"),
+    ("auth.existingSecretKey=", "/auth/existingSecretKey"),
+    ("networkPolicy.clientSelector.podSelectr.matchLabels.a=b", "additional properties 'podSelectr' not allowed"),
+    ("networkPolicy.enabled=yes", "/networkPolicy/enabled"),
+    ("networkPolicy.clientSelector.podSelector.matchLabels.client=true",
+     "/networkPolicy/clientSelector/podSelector/matchLabels/client"),
 ])
 def test_values_schema_rejects_mistakes(bad, message):
     r = helm("template", "rel", CHART, "--kube-version", KUBE_VERSION, "--set", bad, check=False)
@@ -603,3 +626,244 @@ def test_image_build_stage_has_every_source_it_compiles(tmp_path):
     assert r.returncode == 0, "the image's build stage fails on its own sources:\n" + r.stdout[-2000:] + r.stderr[-4000:]
     for t in targets:
         assert os.access(os.path.join(tmp_path, t), os.X_OK), t
+
+
+# ---- security: authorization keys, TLS, Pod Security, NetworkPolicies ----------------
+
+def pods_of(docs):
+    """(kind/name, pod template) of every workload rendered."""
+    out = []
+    for d in docs:
+        if d["kind"] in ("Deployment", "StatefulSet", "Job"):
+            tpl = json.loads(json.dumps(d["spec"]["template"]))
+            # A StatefulSet's pods get their claims as volumes.
+            for claim in d["spec"].get("volumeClaimTemplates", []):
+                n = claim["metadata"]["name"]
+                tpl["spec"].setdefault("volumes", []).append(
+                    {"name": n, "persistentVolumeClaim": {"claimName": "%s-%s-0" % (n, d["metadata"]["name"])}})
+            out.append(("%s/%s" % (d["kind"], d["metadata"]["name"]), tpl))
+    return out
+
+
+def test_auth_keys_come_from_the_secret_for_brokers_and_operator():
+    _, docs = render()
+    for name in ("-broker", "-operator"):
+        env = env_of(find(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0])
+        assert "BROKER_AUTH_KEYS" not in env and "BROKER_AUTH_TOKEN" not in env, name
+    _, docs = render("auth.existingSecret=gazette-keys")
+    for name in ("-broker", "-operator"):
+        env = env_of(find(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0])
+        assert env["BROKER_AUTH_KEYS"] == {"secretKeyRef": {"name": "gazette-keys", "key": "auth-keys"}}, name
+    _, docs = render("auth.existingSecret=k", "auth.existingSecretKey=keys.txt")
+    env = env_of(find(docs, "Deployment", "-broker")["spec"]["template"]["spec"]["containers"][0])
+    assert env["BROKER_AUTH_KEYS"] == {"secretKeyRef": {"name": "k", "key": "keys.txt"}}
+    # The uninstall hook makes no broker call: it needs no keys.
+    job = find(docs, "Job", "-uninstall")["spec"]["template"]["spec"]["containers"][0]
+    assert "BROKER_AUTH_KEYS" not in env_of(job) and "gazctl" not in json.dumps(job)
+    # Both programs take the variable as their --broker.auth-keys.
+    for prog in ([GAZETTE, "serve", "--help"], [OPERATOR, "--help"]):
+        out = subprocess.run(prog, capture_output=True, text=True).stdout
+        assert re.search(r"--broker\.auth-keys=.*\[\$BROKER_AUTH_KEYS\]", out), prog
+
+
+def test_auth_secret_changes_roll_brokers_and_operator(kube, ns):
+    """The keys' Secret enters the pods' checksum/env-sources annotation
+    through helm's lookup: new keys roll brokers and operator at the next
+    helm upgrade; other keys of the Secret do not."""
+    def checksums():
+        args = ["template", "rel", CHART, "--namespace", ns, "--kube-version", KUBE_VERSION,
+                "--kubeconfig", kube.kubeconfig, "--dry-run=server", "--set", "auth.existingSecret=keys"]
+        docs = [d for d in yaml.safe_load_all(helm(*args).stdout) if d]
+        return [find(docs, "Deployment", n)["spec"]["template"]["metadata"]["annotations"]["checksum/env-sources"]
+                for n in ("-broker", "-operator")]
+
+    def put(*literals):
+        body = kube.kubectl("create", "secret", "generic", "keys", *["--from-literal=" + x for x in literals],
+                            "--dry-run=client", "-o", "yaml").stdout
+        kube.kubectl("apply", "-f", "-", input=body, namespace=ns)
+    put("auth-keys=a2V5MQ==", "note=1")
+    first = checksums()
+    assert checksums() == first
+    put("auth-keys=a2V5MQ==", "note=2")
+    assert checksums() == first
+    put("auth-keys=a2V5Mg==,a2V5MQ==", "note=2")
+    second = checksums()
+    assert second[0] != first[0] and second[1] != first[1], (first, second)
+
+
+TLS_BROKER_ENV = {"BROKER_SERVER_CERT_FILE": "/etc/gazette/tls/tls.crt",
+                  "BROKER_SERVER_CERT_KEY_FILE": "/etc/gazette/tls/tls.key",
+                  "BROKER_PEER_CERT_FILE": "/etc/gazette/tls/tls.crt",
+                  "BROKER_PEER_CERT_KEY_FILE": "/etc/gazette/tls/tls.key",
+                  "BROKER_PEER_CA_FILE": "/etc/gazette/tls/ca.crt"}
+
+
+@pytest.mark.parametrize("client_certs", [False, True])
+def test_tls_mounts_the_secret_and_switches_to_https(client_certs):
+    sets = ("tls.enabled=true", "tls.existingSecret=certs") + (("tls.requireClientCerts=true",) if client_certs else ())
+    _, docs = render(*(sets + MONITORING))
+    broker = find(docs, "Deployment", "-broker")["spec"]["template"]["spec"]
+    c = broker["containers"][0]
+    env = env_of(c)
+    want = dict(TLS_BROKER_ENV, **({"BROKER_SERVER_CA_FILE": "/etc/gazette/tls/ca.crt"} if client_certs else {}))
+    assert {k: v for k, v in env.items() if "CERT" in k or "CA_FILE" in k} == want
+    # A projected Secret volume, mounted read-only as a directory (a subPath
+    # mount would never see a renewed certificate).
+    vols = {v["name"]: v for v in broker["volumes"]}
+    assert vols["tls"]["projected"]["sources"] == [
+        {"secret": {"name": "certs", "items": [{"key": k, "path": k} for k in ("tls.crt", "tls.key", "ca.crt")]}}]
+    assert {"name": "tls", "mountPath": "/etc/gazette/tls", "readOnly": True} in c["volumeMounts"]
+    assert not [m for m in c["volumeMounts"] if "subPath" in m]
+    assert c["ports"] == [{"name": "https", "containerPort": 8080}]
+    for probe in ("startupProbe", "readinessProbe"):
+        if client_certs:  # the kubelet has no client certificate: curl in the pod has
+            cmd = c[probe]["exec"]["command"]
+            assert cmd[0] == "curl" and "https://127.0.0.1:8080/debug/ready" in cmd, cmd
+            assert cmd[cmd.index("--cert") + 1] == "/etc/gazette/tls/tls.crt"
+        else:
+            assert c[probe]["httpGet"] == {"path": "/debug/ready", "port": "https", "scheme": "HTTPS"}
+    assert c["livenessProbe"]["tcpSocket"] == {"port": "https"}
+    svc = find(docs, "Service", "-broker")
+    assert svc["spec"]["ports"] == [{"name": "https", "port": 8080, "targetPort": "https"}]
+    # The operator dials https:// and verifies against the CA (and
+    # presents the certificate when the brokers require one).
+    op = find(docs, "Deployment", "-operator")["spec"]["template"]["spec"]
+    oenv = env_of(op["containers"][0])
+    assert oenv["BROKER_ADDRESS"] == "https://rel-gazette-c-broker.gazette.svc:8080"
+    assert oenv["BROKER_TRUSTED_CA_FILE"] == "/etc/gazette/tls/ca.crt"
+    assert ("BROKER_CERT_FILE" in oenv) == client_certs and ("BROKER_CERT_KEY_FILE" in oenv) == client_certs
+    assert {"name": "tls", "mountPath": "/etc/gazette/tls", "readOnly": True} in op["containers"][0]["volumeMounts"]
+    assert op["securityContext"]["fsGroup"] == 65532  # the files are 0440
+    sm = find(docs, "ServiceMonitor")["spec"]["endpoints"][0]
+    assert sm["port"] == "https" and sm["scheme"] == "https"
+    assert sm["tlsConfig"]["ca"] == {"secret": {"name": "certs", "key": "ca.crt"}}
+    assert ("cert" in sm["tlsConfig"]) == client_certs
+    # Off by default: no TLS variable, volume or https anywhere.
+    text, _ = render(*MONITORING)
+    assert "https" not in text.replace("https://kubernetes.default.svc", "") and "CERT_FILE" not in text
+
+
+def test_tls_variables_are_flags_of_their_programs():
+    """Every variable the chart sets under TLS is a flag its program reads."""
+    _, docs = render("tls.enabled=true", "tls.existingSecret=certs", "tls.requireClientCerts=true")
+    for name, prog in (("-broker", [GAZETTE, "serve", "--help"]), ("-operator", [OPERATOR, "--help"])):
+        env = env_of(find(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0])
+        help_text = subprocess.run(prog, capture_output=True, text=True).stdout
+        for var in env:
+            if var != "TMPDIR":
+                assert "[$%s]" % var in help_text, (name, var)
+
+
+RESTRICTED_SETS = {"defaults": (), "etcd": ("etcd.deploy.enabled=true",), "secure": SECURE}
+
+
+def test_every_container_is_locked_down():
+    """What Pod Security's restricted level does not check but we want:
+    a read-only root filesystem everywhere, the image's non-root user,
+    no service-account token where nothing calls the API."""
+    for name, sets in RESTRICTED_SETS.items():
+        _, docs = render(*sets)
+        pods = pods_of(docs)
+        assert len(pods) == (3 if "etcd.deploy.enabled=true" in sets else 2) + 1, [p[0] for p in pods]
+        for what, tpl in pods:
+            spec = tpl["spec"]
+            assert spec["securityContext"]["runAsNonRoot"] is True, what
+            assert spec["securityContext"]["runAsUser"] == 65532 == spec["securityContext"]["runAsGroup"], what
+            assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, what
+            for c in spec["containers"] + spec.get("initContainers", []):
+                sc = c["securityContext"]
+                assert sc["readOnlyRootFilesystem"] is True, (what, c["name"])
+                assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}, what
+            if "operator" not in what and "uninstall" not in what:
+                assert spec["automountServiceAccountToken"] is False, what
+
+
+@pytest.fixture
+def restricted_ns(kube, ns):
+    kube.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted",
+                 "pod-security.kubernetes.io/enforce-version=latest", "pod-security.kubernetes.io/warn=restricted")
+    return ns
+
+
+def dry_run_pods(kube, ns, docs):
+    """Each pod template as a Pod, server-side dry run: Pod Security
+    enforces on Pods (on workloads it only warns)."""
+    results = []
+    for what, tpl in pods_of(docs):
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": what.split("/")[1], "labels": tpl["metadata"].get("labels", {})},
+               "spec": tpl["spec"]}
+        r = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(pod), namespace=ns, check=False)
+        results.append((what, r))
+    return results
+
+
+@pytest.mark.parametrize("name", sorted(RESTRICTED_SETS))
+def test_chart_passes_pod_security_restricted(kube, restricted_ns, name):
+    """Everything the chart renders, into a namespace enforcing the
+    restricted Pod Security Standard on the real API server: workloads
+    without a warning, each pod template admitted as a Pod."""
+    text, docs = render(*RESTRICTED_SETS[name], namespace=restricted_ns, include_crds=True)
+    r = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=text, namespace=restricted_ns)
+    assert "PodSecurity" not in r.stderr, r.stderr
+    assert r.stdout.count("(server dry run)") == len(docs), r.stdout
+    for what, r in dry_run_pods(kube, restricted_ns, docs):
+        assert r.returncode == 0, (what, r.stderr)
+
+
+@pytest.mark.parametrize("removed,sets,violation", [
+    ("broker.securityContext.allowPrivilegeEscalation=null", (), "allowPrivilegeEscalation != false"),
+    ("broker.securityContext.capabilities=null", (), "unrestricted capabilities"),
+    ("broker.podSecurityContext.seccompProfile=null", (), "seccompProfile"),
+    ("broker.podSecurityContext.runAsNonRoot=null", (), "runAsNonRoot != true"),
+    ("operator.securityContext.capabilities.drop=null", (), "unrestricted capabilities"),
+    ("operator.podSecurityContext.runAsNonRoot=null", (), "runAsNonRoot != true"),
+    ("etcd.deploy.securityContext.allowPrivilegeEscalation=null", ("etcd.deploy.enabled=true",),
+     "allowPrivilegeEscalation != false"),
+    ("etcd.deploy.podSecurityContext.seccompProfile=null", ("etcd.deploy.enabled=true",), "seccompProfile"),
+])
+def test_pod_security_catches_a_removed_field(kube, restricted_ns, removed, sets, violation):
+    """The restricted check can fail: one field less and the API server
+    refuses the pod (and warns about its workload)."""
+    text, docs = render(removed, *sets, namespace=restricted_ns)
+    r = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=text, namespace=restricted_ns)
+    assert 'would violate PodSecurity "restricted:latest"' in r.stderr and violation in r.stderr, r.stderr
+    refused = [(what, r.stderr) for what, r in dry_run_pods(kube, restricted_ns, docs) if r.returncode]
+    assert refused and all('violates PodSecurity "restricted:latest"' in e and violation in e
+                           for _, e in refused), refused
+
+
+def test_network_policies_admit_the_release_and_its_clients():
+    _, docs = render()
+    assert not [d for d in docs if d["kind"] == "NetworkPolicy"]
+    _, docs = render(*SECURE)
+    broker = find(docs, "Deployment", "-broker")["spec"]["template"]["metadata"]["labels"]
+    operator = find(docs, "Deployment", "-operator")["spec"]["template"]["metadata"]["labels"]
+    etcd = find(docs, "StatefulSet", "-etcd")["spec"]["template"]["metadata"]["labels"]
+
+    def selects(sel, labels):
+        return all(labels.get(k) == v for k, v in sel["matchLabels"].items())
+    bp = find(docs, "NetworkPolicy", "-broker")["spec"]
+    assert bp["policyTypes"] == ["Ingress"] and selects(bp["podSelector"], broker)
+    assert not selects(bp["podSelector"], operator) and not selects(bp["podSelector"], etcd)
+    [rule] = bp["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8080}]
+    peers = rule["from"]
+    assert selects(peers[0]["podSelector"], broker) and selects(peers[1]["podSelector"], operator)
+    assert peers[2] == {"podSelector": {"matchLabels": {"gazette-client": "broker-client"}},
+                        "namespaceSelector": {"matchLabels": {"team": "data"}}}
+    assert len(peers) == 3
+    ep = find(docs, "NetworkPolicy", "-etcd")["spec"]
+    assert selects(ep["podSelector"], etcd) and not selects(ep["podSelector"], broker)
+    clients, peer_rule = ep["ingress"]
+    assert clients["ports"] == [{"protocol": "TCP", "port": 2379}]
+    assert [p for p in clients["from"] if selects(p["podSelector"], broker)] and \
+        [p for p in clients["from"] if selects(p["podSelector"], operator)]
+    assert peer_rule["ports"] == [{"protocol": "TCP", "port": 2380}]
+    assert len(peer_rule["from"]) == 1 and selects(peer_rule["from"][0]["podSelector"], etcd)
+    assert not selects(peer_rule["from"][0]["podSelector"], broker)
+    # extraFrom adds peers (e.g. Prometheus); no etcd policy without etcd.
+    _, docs = render("networkPolicy.enabled=true", "networkPolicy.extraFrom[0].namespaceSelector.matchLabels.m=mon")
+    peers = find(docs, "NetworkPolicy", "-broker")["spec"]["ingress"][0]["from"]
+    assert peers[-1] == {"namespaceSelector": {"matchLabels": {"m": "mon"}}} and len(peers) == 3
+    assert len([d for d in docs if d["kind"] == "NetworkPolicy"]) == 1

@@ -164,6 +164,63 @@ def test_delete_policy_suspends_persists_then_deletes(env):
     assert "Deleted" in env.events("d")
 
 
+def test_delete_policy_through_brokers_verifying_tokens(crds, cluster):
+    """Brokers started with --broker.auth-keys refuse unsigned calls. An
+    operator without the keys cannot list or suspend the journal: the
+    deletion stops with a DeleteFailed condition naming the missing flag,
+    and the journal stays in etcd. The same operator with the keys
+    ($BROKER_AUTH_KEYS, as the chart gives it) signs its calls: the
+    journal is suspended, persisted and deleted. Keys that are not base64
+    stop the operator at start."""
+    import base64
+    keys = "%s %s" % (base64.b64encode(b"operator test key").decode(), base64.b64encode(b"second").decode())
+    ns = "t-" + uuid.uuid4().hex[:10]
+    crds.kubectl("create", "namespace", ns)
+    b = cluster.start(extra=["--broker.auth-keys", keys])
+    op = Operator(crds, cluster, ns, b.address, name=ns + "-nokeys").start()
+    e = Env(crds, cluster, ns, b, op)
+    gazenv = dict(os.environ, HOME="/nonexistent", BROKER_AUTH_KEYS=keys)
+
+    def gazctl(*args, input=None):
+        r = subprocess.run([GAZCTL, "journals"] + list(args) + ["--broker.address", b.address],
+                           input=input, capture_output=True, env=gazenv, timeout=60)
+        assert r.returncode == 0, r.stderr.decode()
+        return r.stdout
+    try:
+        e.apply("sec", "k8s/auth/sec", deletionPolicy="Delete")
+        wait_for(lambda: e.ready("sec"), 20, "Ready (the spec goes to etcd, not through a broker)")
+        data = b"".join(b"line %06d\n" % i for i in range(2000))
+        wait_for(lambda: b"k8s/auth/sec" in gazctl("list", "-o", "yaml"), 20, "journal assigned")
+        gazctl("append", "-l", "name=k8s/auth/sec", input=data)
+        e.k("delete", "journalspec", "sec", "--wait=false")
+
+        def refused():
+            c = e.condition("sec", "Ready")
+            return c if c and c["status"] == "False" and c["reason"] == "DeleteFailed" else None
+        c = wait_for(refused, 30, "DeleteFailed")
+        assert "Authorization" in c["message"] and "--broker.auth-keys" in c["message"], c
+        item = "%s/items/k8s/auth/sec" % cluster.prefix
+        assert e.cr("sec") is not None and cluster.etcd.ctl("get", item, "--keys-only").strip() == item
+        assert "DeleteFailed" in e.events("sec")
+        op.stop()
+
+        op = Operator(crds, cluster, ns, b.address, env={"BROKER_AUTH_KEYS": keys},
+                      name=ns + "-keys").start()
+        wait_for(lambda: e.cr("sec") is None, 60, "CR deleted by the operator with keys")
+        assert cluster.etcd.ctl("get", item, "--keys-only").strip() == ""
+        frag_dir = os.path.join(cluster.file_root, "k8s/auth/sec")
+        files = sorted(os.listdir(frag_dir))
+        assert b"".join(open(os.path.join(frag_dir, f), "rb").read() for f in files) == data, files
+        assert "Deleted" in e.events("sec")
+        assert "broker_auth=keys" in op.logtext()
+    finally:
+        op.stop()
+    bad = Operator(crds, cluster, ns, b.address, extra=["--broker.auth-keys", "not*base64"], name=ns + "-bad")
+    r = subprocess.run(bad.args, capture_output=True, text=True, timeout=30,
+                       env={k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "BROKER_"))})
+    assert r.returncode == 1 and "--broker.auth-keys" in r.stdout + r.stderr, (r.stdout, r.stderr)
+
+
 def test_drift_in_etcd_is_corrected(env):
     env.apply("drift", "k8s/drift/j", labels=[{"name": "app.gazette.dev/tag", "value": "orig"}])
     wait_for(lambda: env.ready("drift"), 20, "Ready")

@@ -133,3 +133,62 @@ an env list refer to, as they are in the cluster at install or upgrade
 {{- end -}}
 {{- $parts | sortAlpha | join "\n" | sha256sum -}}
 {{- end -}}
+
+{{/* "https" when the brokers serve TLS (tls.enabled), else "http": the
+scheme of their address and the name of their port. */}}
+{{- define "gazette-c.brokerScheme" -}}
+{{- if .Values.tls.enabled -}}https{{- else -}}http{{- end -}}
+{{- end -}}
+
+{{/* Where broker and operator pods mount tls.existingSecret (a projected
+volume, not subPath mounts: a rotated Secret updates the files in place). */}}
+{{- define "gazette-c.tlsDir" -}}/etc/gazette/tls{{- end -}}
+
+{{/* The Secret name of tls.existingSecret; rendering fails without it. */}}
+{{- define "gazette-c.tlsSecret" -}}
+{{- required "tls.enabled needs tls.existingSecret (a Secret with tls.crt, tls.key and ca.crt, as cert-manager writes them)" .Values.tls.existingSecret -}}
+{{- end -}}
+
+{{/* BROKER_AUTH_KEYS from auth.existingSecret, as a YAML list of env
+entries (empty without it). Brokers verify tokens with the keys (and
+sign proxied and replicated calls with the first); the operator signs
+its own broker calls with them. */}}
+{{- define "gazette-c.authEnv" -}}
+{{- with .Values.auth.existingSecret }}
+- name: BROKER_AUTH_KEYS
+  valueFrom:
+    secretKeyRef: {name: {{ . | quote }}, key: {{ $.Values.auth.existingSecretKey | quote }}}
+{{- end }}
+{{- end -}}
+
+{{/* The TLS volume of broker and operator pods: the Secret's three files,
+read-only, group-readable by the pods' fsGroup. */}}
+{{- define "gazette-c.tlsVolume" -}}
+- name: tls
+  projected:
+    defaultMode: 0440
+    sources:
+      - secret:
+          name: {{ include "gazette-c.tlsSecret" . | quote }}
+          items:
+            - {key: tls.crt, path: tls.crt}
+            - {key: tls.key, path: tls.key}
+            - {key: ca.crt, path: ca.crt}
+{{- end -}}
+
+{{/* The brokers' startup and readiness check of GET /debug/ready: HTTP,
+HTTPS once they serve TLS, and, when they require client certificates
+(which the kubelet's probes cannot present), curl in the container with
+the pod's own certificate. curl skips verifying the server there (-k):
+it dials its own process on loopback, under a name the certificate need
+not carry. */}}
+{{- define "gazette-c.brokerReadyProbe" -}}
+{{- if and .Values.tls.enabled .Values.tls.requireClientCerts -}}
+{{- $dir := include "gazette-c.tlsDir" . -}}
+exec:
+  command: [curl, -fsS, -o, /dev/null, --max-time, "4", -k, --cert, {{ $dir }}/tls.crt, --key, {{ $dir }}/tls.key, "https://127.0.0.1:{{ .Values.broker.port }}/debug/ready"]
+timeoutSeconds: 5
+{{- else -}}
+httpGet: {path: /debug/ready, port: {{ include "gazette-c.brokerScheme" . }}{{ if .Values.tls.enabled }}, scheme: HTTPS{{ end }}}
+{{- end -}}
+{{- end -}}
