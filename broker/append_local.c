@@ -136,8 +136,18 @@ static int preconditions(struct append_ctx *a, int64_t *roll_to)
 	const Protocol__JournalSpec *spec = a->res.spec;
 	int64_t imin, imax, last_mod, end, max_off;
 	int level = spec->suspend ? spec->suspend->level : LEVEL(NONE);
+	int rc;
 
-	if (gaz_replica_wait_ready(r, a->call)) {
+	if ((rc = gaz_replica_wait_ready(r, a->call)) == GAZ_ESTOPPED) {
+		/* The replica was torn down under us (its journal handed off
+		 * or released while its first listing was pending): nothing was
+		 * written, and another broker takes the journal; UNAVAILABLE is
+		 * what clients retry (a rolling upgrade saw this as a failed
+		 * append when it was answered CANCELLED). */
+		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE,
+					  "journal's replica stopped while waiting for its fragment index");
+		return 0;
+	} else if (rc) {
 		gaz__append_respond_error(a, GAZ_GRPC_CANCELLED, "cancelled waiting for the fragment index");
 		return 0;
 	}
