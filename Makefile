@@ -169,6 +169,15 @@ $(LIBOPERATOR): $(call obj,$(OPERATOR_LIB_SRCS))
 	@echo "  AR $@"
 	@rm -f $@ && ar rcs $@ $^
 
+# Broker code that unit tests and fuzz targets call (the gateway's request
+# parsing); main.c stays out, and a test pulls in only the objects it uses.
+LIBBROKER = $(BUILD)/libgazbroker.a
+
+$(LIBBROKER): $(call obj,$(filter-out broker/main.c,$(BROKER_SRCS)))
+	@mkdir -p $(dir $@)
+	@echo "  AR $@"
+	@rm -f $@ && ar rcs $@ $^
+
 operator: $(OPERATOR)
 
 $(OPERATOR): $(call obj,operator/main.c) $(LIBOPERATOR) $(LIBCLIENT) $(LIBGAZ)
@@ -212,26 +221,18 @@ $(foreach f,$(EXAMPLE_SRCS),$(eval $(call example_rule,$(f))))
 
 # A unit test may #include the .c under test; it links against the libraries
 # with --allow-multiple-definition so the included copy wins.
-$(BUILD)/tests/%: tests/unit/%.c $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) | $(GEN_H)
+$(BUILD)/tests/%: tests/unit/%.c $(LIBBROKER) $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) | $(GEN_H)
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
 	@$(CC) $(CFLAGS) -Wno-unused-function -o $@ $< $(LDFLAGS) -Wl,--allow-multiple-definition \
-	  $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) $(CONSUMER_LDLIBS) -lcmocka
+	  $(LIBBROKER) $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) \
+	  $(CONSUMER_LDLIBS) -lcmocka
 
 # Fuzz targets: tests/fuzz/<name>.c is $(BUILD)/fuzz/<name>; each may
 # #include the .c under test, as the unit tests do.
 FUZZ_SRCS = $(sort $(wildcard tests/fuzz/*.c))
 FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 FUZZ_SECONDS ?= 60
-# Broker code the fuzz targets call (the gateway's request parsing); main.c
-# stays out so a target pulls in only the objects it uses.
-LIBBROKER = $(BUILD)/libgazbroker.a
-
-$(LIBBROKER): $(call obj,$(filter-out broker/main.c,$(BROKER_SRCS)))
-	@mkdir -p $(dir $@)
-	@echo "  AR $@"
-	@rm -f $@ && ar rcs $@ $^
-
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(LIBBROKER) $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) | $(GEN_H)
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"

@@ -125,7 +125,8 @@ static int decode_body(const char *buf, size_t len, const ProtobufCMessageDescri
 	json_t *j = NULL;
 	size_t i;
 
-	for (i = 0; i < len && strchr(" \t\r\n", buf[i]); i++)
+	/* JSON's white space only: strchr would also match a NUL byte. */
+	for (i = 0; i < len && buf[i] && strchr(" \t\r\n", buf[i]); i++)
 		;
 	if (i == len)
 		j = json_object(); /* io.EOF: the empty request */
