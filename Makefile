@@ -8,6 +8,9 @@
 #                   (SOAK_SECONDS, default 300; SOAK_BROKER=gazette for Gazette's)
 #   make SAN=1 test the same suite under ASan+UBSan (in build-san/)
 #   make TSAN=1 test the same suite under ThreadSanitizer (clang, in build-tsan/)
+#   make fuzz       every libFuzzer target in tests/fuzz/ for FUZZ_SECONDS each
+#                   (default 60) over its corpus, under ASan+UBSan (clang, in
+#                   build-fuzz/; docs/fuzzing.md)
 #   make chart      helm lint and helm template of charts/gazette-c
 #   make image      docker build of gazette, gazctl, gazload and gazette-operator
 #   make e2e        the deployment scenarios on a real kind cluster
@@ -16,7 +19,17 @@
 CC      ?= cc
 SAN     ?=
 TSAN    ?=
-ifeq ($(TSAN),1)
+FUZZ    ?=
+ifeq ($(FUZZ),1)
+# libFuzzer targets (tests/fuzz/): the libraries carry the fuzzer's coverage
+# instrumentation and ASan+UBSan; each target links -fsanitize=fuzzer
+# (clang-14 and libclang-rt-14-dev, which holds libFuzzer).
+CC       = clang-14
+BUILD   ?= build-fuzz
+SANFLAGS = -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+           -fno-sanitize-recover=undefined
+OPT      = -O1
+else ifeq ($(TSAN),1)
 # ThreadSanitizer needs clang's runtime (Debian's clang-14 and
 # libclang-rt-14-dev); grpc and the other Debian libraries are not
 # instrumented, so tests/tsan.supp explains what is suppressed in them.
@@ -86,7 +99,7 @@ EXAMPLE_BINS = $(foreach f,$(EXAMPLE_SRCS),$(BUILD)/bin/$(notdir $(patsubst %/,%
 # Generated sources are kept between builds.
 .SECONDARY: $(GEN_C) $(GEN_H)
 
-.PHONY: all test unit integration demo bench bench-scale bench-stream-sum soak deps clean format operator chart image e2e
+.PHONY: all fuzz fuzz-bins test unit integration demo bench bench-scale bench-stream-sum soak deps clean format operator chart image e2e
 all: $(GAZETTE) $(GAZCTL) $(GAZLOAD) $(OPERATOR) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS) $(EXAMPLE_BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
@@ -156,6 +169,15 @@ $(LIBOPERATOR): $(call obj,$(OPERATOR_LIB_SRCS))
 	@echo "  AR $@"
 	@rm -f $@ && ar rcs $@ $^
 
+# Broker code that unit tests and fuzz targets call (the gateway's request
+# parsing); main.c stays out, and a test pulls in only the objects it uses.
+LIBBROKER = $(BUILD)/libgazbroker.a
+
+$(LIBBROKER): $(call obj,$(filter-out broker/main.c,$(BROKER_SRCS)))
+	@mkdir -p $(dir $@)
+	@echo "  AR $@"
+	@rm -f $@ && ar rcs $@ $^
+
 operator: $(OPERATOR)
 
 $(OPERATOR): $(call obj,operator/main.c) $(LIBOPERATOR) $(LIBCLIENT) $(LIBGAZ)
@@ -199,11 +221,38 @@ $(foreach f,$(EXAMPLE_SRCS),$(eval $(call example_rule,$(f))))
 
 # A unit test may #include the .c under test; it links against the libraries
 # with --allow-multiple-definition so the included copy wins.
-$(BUILD)/tests/%: tests/unit/%.c $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) | $(GEN_H)
+$(BUILD)/tests/%: tests/unit/%.c $(LIBBROKER) $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) | $(GEN_H)
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
 	@$(CC) $(CFLAGS) -Wno-unused-function -o $@ $< $(LDFLAGS) -Wl,--allow-multiple-definition \
-	  $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) $(CONSUMER_LDLIBS) -lcmocka
+	  $(LIBBROKER) $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) \
+	  $(CONSUMER_LDLIBS) -lcmocka
+
+# Fuzz targets: tests/fuzz/<name>.c is $(BUILD)/fuzz/<name>; each may
+# #include the .c under test, as the unit tests do.
+FUZZ_SRCS = $(sort $(wildcard tests/fuzz/*.c))
+FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
+FUZZ_SECONDS ?= 60
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIBBROKER) $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) | $(GEN_H)
+	@mkdir -p $(dir $@)
+	@echo "  LD $@"
+	@$(CC) $(CFLAGS) -fsanitize=fuzzer -Wno-unused-function -o $@ $< $(LDFLAGS) -fsanitize=fuzzer \
+	  -Wl,--allow-multiple-definition $(LIBBROKER) $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) \
+	  $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) $(CONSUMER_LDLIBS)
+
+fuzz-bins: $(FUZZ_BINS)
+
+# make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGETS="name ..."]: builds every target
+# in build-fuzz/ and runs each for FUZZ_SECONDS over its committed corpus
+# (new inputs go to a scratch directory); fails on any crash, leak or
+# sanitizer report (scripts/fuzz.sh).
+ifeq ($(FUZZ),1)
+fuzz: fuzz-bins
+	@BUILD=$(BUILD) scripts/fuzz.sh $(FUZZ_SECONDS) $(or $(FUZZ_TARGETS),$(notdir $(FUZZ_BINS)))
+else
+fuzz:
+	@$(MAKE) --no-print-directory FUZZ=1 fuzz
+endif
 
 unit: $(UNIT_BINS)
 	@scripts/run-unit.sh $(UNIT_BINS)
@@ -276,6 +325,6 @@ format:
 	clang-format -i $(LIB_SRCS) $(BROKER_SRCS) $(CLIENT_SRCS) $(MESSAGE_SRCS) $(CONSUMER_SRCS) $(GAZCTL_SRCS) $(GAZLOAD_SRCS) $(OPERATOR_SRCS)
 
 clean:
-	rm -rf build build-san build-tsan
+	rm -rf build build-san build-tsan build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -95,6 +95,29 @@ static void read_headers(struct gaz_http_resp *resp, const Protocol__ReadRespons
 		gaz_http_resp_header(resp, "X-Fragment-Location", "%s", m->fragment_url);
 }
 
+/* gateway_read_request fills `rr` from a GET or HEAD of the gateway: the
+ * journal is the path after its '/' (borrowed from req, as are all of
+ * rr's strings), offset and block come from the query, HEAD asks for
+ * metadata only. Returns 0; 1 when the journal is empty or offset or block
+ * do not parse (the caller answers "bad request: ..."); GAZ_EINVAL with
+ * Gazette's reason in `st` when the request does not validate. No I/O:
+ * the fuzz target tests/fuzz/http_request.c calls it. */
+static int gateway_read_request(const struct gaz_http_req *req, Protocol__ReadRequest *rr,
+				struct gaz_status *st)
+{
+	const char *off = gaz_http_req_param(req, "offset"), *block = gaz_http_req_param(req, "block");
+	char *end = NULL;
+
+	rr->journal = (char *)req->path + 1;
+	rr->offset = off ? strtoll(off, &end, 10) : 0;
+	if ((off && (!*off || *end || rr->offset < -1)) || !rr->journal[0] ||
+	    (block && strcasecmp(block, "true") && strcasecmp(block, "false")))
+		return 1;
+	rr->block = block && !strcasecmp(block, "true");
+	rr->metadata_only = !strcmp(req->method, "HEAD");
+	return gaz_validate_read_request(rr, st);
+}
+
 static int gateway_get(struct gaz_http_req *req, struct gaz_http_resp *resp, struct gaz_broker *b)
 {
 	Protocol__ReadRequest rr = PROTOCOL__READ_REQUEST__INIT;
@@ -106,18 +129,12 @@ static int gateway_get(struct gaz_http_req *req, struct gaz_http_resp *resp, str
 	const char *close_err = "";
 	int rc;
 
-	char *end = NULL;
-
-	rr.journal = (char *)req->path + 1;
-	rr.offset = off ? strtoll(off, &end, 10) : 0;
-	if ((off && (!*off || *end || rr.offset < -1)) || !rr.journal[0] ||
-	    (block && strcasecmp(block, "true") && strcasecmp(block, "false")))
+	rc = gateway_read_request(req, &rr, &st);
+	if (rc == 1)
 		return gaz_http_resp_error(resp, 400, "bad request: journal %s offset %s block %s",
 					   rr.journal[0] ? rr.journal : "(none)", off ? off : "0",
 					   block ? block : "false");
-	rr.block = block && !strcasecmp(block, "true");
-	rr.metadata_only = head;
-	if (gaz_validate_read_request(&rr, &st)) /* Gazette: 400 with the reason */
+	if (rc) /* Gazette: 400 with the reason */
 		return gaz_http_resp_error(resp, 400, "%s", st.msg);
 	gaz_metric_read_bytes(rr.journal, 0); /* as Gazette's client Reader, made here */
 	/* Gazette's gateway signs its own loopback call (§8.3): the caller's

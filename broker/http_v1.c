@@ -112,16 +112,48 @@ static int stream_error(struct gaz_http_resp *resp, bool started, const struct g
 	return send_json(resp, j, "");
 }
 
+/* decode_body decodes a request body buf[0..len) (borrowed) as `desc`
+ * the way grpc-gateway's JSONPb does: an empty or all-space body and
+ * `null` are the empty message, bytes after the first JSON value are
+ * ignored. Returns 0 with *out (free with protobuf_c_message_free_unpacked),
+ * or non-zero with the reason in `st` (empty when out of memory). No I/O:
+ * the fuzz target tests/fuzz/v1_json.c calls it. */
+static int decode_body(const char *buf, size_t len, const ProtobufCMessageDescriptor *desc,
+		       ProtobufCMessage **out, struct gaz_status *st)
+{
+	json_error_t jerr;
+	json_t *j = NULL;
+	size_t i;
+
+	/* JSON's white space only: strchr would also match a NUL byte. */
+	for (i = 0; i < len && buf[i] && strchr(" \t\r\n", buf[i]); i++)
+		;
+	if (i == len)
+		j = json_object(); /* io.EOF: the empty request */
+	else if (!(j = json_loadb(buf, len, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &jerr)))
+		gaz_status_set(st, GAZ_EINVAL, "invalid JSON: %s (line %d, column %d)", jerr.text,
+			       jerr.line, jerr.column);
+	else if (json_is_null(j)) { /* jsonpb reads null as the empty message */
+		json_decref(j);
+		j = json_object();
+	}
+	if (j && gaz_pbjson_decode(j, desc, out, st) == 0) {
+		json_decref(j);
+		return 0;
+	}
+	json_decref(j);
+	return GAZ_EINVAL;
+}
+
 /* Reads the whole body (at most V1_MAX_BODY) and decodes it as `desc`.
  * Returns 0, or answers the client itself and returns 1. */
 static int read_request(struct gaz_http_req *req, struct gaz_http_resp *resp,
 			const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out, int *rc)
 {
 	struct gaz_status st = {0};
-	size_t len = 0, cap = 4096, i;
+	size_t len = 0, cap = 4096;
 	char *buf = malloc(cap);
-	json_error_t jerr;
-	json_t *j = NULL;
+	int drc;
 
 	for (ssize_t n = 1; buf && n > 0;) {
 		if (len == cap) {
@@ -145,23 +177,10 @@ static int read_request(struct gaz_http_req *req, struct gaz_http_resp *resp,
 		*rc = GAZ_ENOMEM;
 		return 1;
 	}
-	for (i = 0; i < len && strchr(" \t\r\n", buf[i]); i++)
-		;
-	if (i == len)
-		j = json_object(); /* io.EOF: the empty request */
-	else if (!(j = json_loadb(buf, len, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &jerr)))
-		gaz_status_set(&st, GAZ_EINVAL, "invalid JSON: %s (line %d, column %d)", jerr.text,
-			       jerr.line, jerr.column);
-	else if (json_is_null(j)) { /* jsonpb reads null as the empty message */
-		json_decref(j);
-		j = json_object();
-	}
+	drc = decode_body(buf, len, desc, out, &st);
 	free(buf);
-	if (j && gaz_pbjson_decode(j, desc, out, &st) == 0) {
-		json_decref(j);
+	if (drc == 0)
 		return 0;
-	}
-	json_decref(j);
 	*rc = proto_error(resp, 3, st.msg[0] ? st.msg : "out of memory");
 	return 1;
 }

@@ -169,9 +169,11 @@ int gaz_checkpoint_decode(const uint8_t *b, size_t n, struct gaz_sequencer_check
 		const Consumer__Checkpoint__AckIntentsEntry *e = cp->ack_intents[i];
 		if (!(a[na].journal = strdup(e->key)) || !(a[na].intent = malloc(e->value.len ? e->value.len : 1))) {
 			free(a[na].journal);
+			a[na].journal = NULL; /* the cleanup below stops at the first NULL */
 			goto fail;
 		}
-		memcpy(a[na].intent, e->value.data, e->value.len);
+		if (e->value.len) /* an empty value's data is NULL: no memcpy from it */
+			memcpy(a[na].intent, e->value.data, e->value.len);
 		a[na++].len = e->value.len;
 	}
 	consumer__checkpoint__free_unpacked(cp, NULL);

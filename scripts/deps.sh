@@ -62,6 +62,8 @@ PKGS=(build-essential pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compil
       libcurl4-openssl-dev libjansson-dev libyaml-dev libexpat1-dev zlib1g-dev libsnappy-dev
       libcmocka-dev python3-grpcio python3-protobuf python3-yaml python3-boto3 python3-pytest python3-pytest-xdist curl
       wamerican-huge clang-14 libclang-rt-14-dev gdb libpq-dev postgresql-15)
+# clang-14 with libclang-rt-14-dev (its sanitizer runtimes, libFuzzer's
+# among them) builds `make TSAN=1` and `make fuzz` (tests/fuzz/).
 # libpq-dev builds the consumer layer's PostgreSQL store; postgresql-15's
 # initdb and pg_ctl run the throwaway server of its tests
 # (scripts/pg-test.sh; the package's own cluster is never used).

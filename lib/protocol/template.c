@@ -476,16 +476,18 @@ int gaz_postfix_template_exec(const char *tpl, const struct gaz_postfix_data *d,
 		b = open + 2;
 		if (*b == '-' && t_space(b[1]))
 			b += 2;
-		/* Validation found the action well formed: find its "}}" past
-		 * any quoted string. */
-		for (e = b; strncmp(e, "}}", 2); e++)
-			if (*e == '"' || *e == '`') {
-				char q = *e;
-				for (e++; *e != q; e++)
-					if (q == '"' && *e == '\\')
-						e++;
-			}
-		p = e + 2;
+		/* The action ends where validation's scanner ends it: past
+		 * "..", `..` and '..' quotes and through a comment. (A scan of
+		 * its own here, blind to '..' and comments, ran past the end of
+		 * the template on a backquote inside either.) Depth 1: this one
+		 * action's else/end are not judged again. */
+		struct tscan t = {.p = open, .line = 1, .depth = 1};
+		if (!t_open(&t)) {
+			x.why = t.why; /* validation passed: cannot happen */
+			break;
+		}
+		e = t.p - 2;
+		p = t.p;
 		bool trim_after = e - b >= 2 && e[-1] == '-' && t_space(e[-2]);
 		if (trim_after)
 			e -= 2;

@@ -122,12 +122,40 @@ static void test_empty_and_bad(void **state)
 	assert_non_null(strstr(st.msg, "producer id of 5 bytes"));
 }
 
+/* Regression (fuzz target consumer_checkpoint, docs/fuzzing.md): an ACK
+ * intent with an empty value (protobuf-c leaves its data NULL) was copied
+ * with memcpy(dst, NULL, 0), undefined behaviour that UBSan reports (this
+ * test fails under `make SAN=1 unit` without the fix). It decodes as an
+ * empty intent. ack_intents {key: "j"} and {key: "k", value: ""}. */
+static void test_empty_ack_intent(void **state)
+{
+	static const uint8_t cp[] = {0x12, 0x03, 0x0a, 0x01, 'j', 0x12, 0x05, 0x0a, 0x01, 'k', 0x12, 0x00};
+	struct gaz_sequencer_checkpoint got;
+	struct gaz_ack_intent *acks;
+	size_t n_acks;
+	uint8_t *out = NULL;
+	size_t len = 0;
+
+	(void)state;
+	assert_int_equal(gaz_checkpoint_decode(cp, sizeof cp, &got, &acks, &n_acks, NULL), 0);
+	assert_int_equal(n_acks, 2);
+	assert_string_equal(acks[0].journal, "j");
+	assert_int_equal(acks[0].len, 0);
+	assert_string_equal(acks[1].journal, "k");
+	assert_int_equal(acks[1].len, 0);
+	assert_int_equal(gaz_checkpoint_encode(&got, acks, n_acks, &out, &len, NULL), 0);
+	free(out);
+	gaz_sequencer_checkpoint_release(&got);
+	gaz_ack_intents_free(acks, n_acks);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gazette_bytes),
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_empty_and_bad),
+		cmocka_unit_test(test_empty_ack_intent),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -352,6 +352,41 @@ static void test_postfix_template_exec(void **state)
 	assert_non_null(strstr(st.msg, "too long"));
 }
 
+/* Regression (fuzz target protocol_names, docs/fuzzing.md): execution
+ * found an action's "}}" with a scan of its own that knew "..", `..` but
+ * not '..' quotes or comments, so a backquote inside either sent it past
+ * the end of the template (heap-buffer-overflow under ASan), or to the
+ * wrong "}}". Validation accepts all of these, as Go's parser does. */
+static void test_postfix_template_exec_quotes(void **state)
+{
+	struct gaz_postfix_data d = {"a/b", 1024, 2048, INT64_C(1574201045123456789), 3};
+	struct gaz_status st = {0};
+	char out[256];
+	/* The fuzzer's input, minus its selector byte. */
+	static const char crash[] = "\xfb\xff\xff\xfe\xff/{{whth                      =      '`          }}/"
+				    "                               =      '           }}/\x98";
+	char *heap = strdup(crash); /* exactly sized, so ASan sees a read past it */
+
+	(void)state;
+	assert_non_null(heap);
+	assert_int_equal(gaz_validate_postfix_template(heap, &st), 0);
+	assert_int_equal(gaz_postfix_template_exec(heap, &d, out, sizeof(out), &st), GAZ_EINVAL);
+	assert_non_null(strstr(st.msg, "unsupported action"));
+	free(heap);
+
+	/* A comment holding a backquote is skipped whole (Go: "a/b"). */
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(gaz_postfix_template_exec("{{/* ` */}}{{ `a` }}/{{ .Journal }}", &d, out,
+						   sizeof(out), &st), 0);
+	assert_string_equal(out, "a/a/b");
+	/* A character constant holding "}}" and a backquote is one action. */
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(gaz_validate_postfix_template("x{{ '`' }}y", &st), 0);
+	assert_int_equal(gaz_postfix_template_exec("x{{ '`' }}y", &d, out, sizeof(out), &st),
+			 GAZ_EINVAL);
+	assert_non_null(strstr(st.msg, "unsupported action"));
+}
+
 static void test_postfix_template(void **state)
 {
 	static const struct {
@@ -466,6 +501,7 @@ int main(void)
 		cmocka_unit_test(test_fragment_intervals),
 		cmocka_unit_test(test_postfix_template),
 		cmocka_unit_test(test_postfix_template_exec),
+		cmocka_unit_test(test_postfix_template_exec_quotes),
 		cmocka_unit_test(test_store_urls),
 		cmocka_unit_test(test_media_types),
 	};
