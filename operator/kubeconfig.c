@@ -18,6 +18,7 @@
 #include <yaml.h>
 
 #include "operator/kube.h"
+#include "common/base64.h"
 
 #define KUBECONFIG_MAX (4u << 20)
 
@@ -36,60 +37,18 @@ void gaz_kube_config_release(struct gaz_kube_config *c)
 	memset(c, 0, sizeof(*c));
 }
 
-static int b64_value(int ch)
-{
-	if (ch >= 'A' && ch <= 'Z')
-		return ch - 'A';
-	if (ch >= 'a' && ch <= 'z')
-		return ch - 'a' + 26;
-	if (ch >= '0' && ch <= '9')
-		return ch - '0' + 52;
-	if (ch == '+')
-		return 62;
-	if (ch == '/')
-		return 63;
-	return -1;
-}
-
 int gaz_base64_decode(const char *in, size_t len, char **out, size_t *out_len,
 		      struct gaz_status *st)
 {
-	char *buf = malloc(len / 4 * 3 + 4);
-	size_t n = 0, quad = 0, pad = 0;
-	unsigned acc = 0;
+	size_t n, bad = 0;
+	uint8_t *b;
+	int rc = gaz_b64_decode(in, len, GAZ_B64_STD | GAZ_B64_PAD | GAZ_B64_SPACE, &b, &n, &bad);
 
-	if (!buf)
+	if (rc == GAZ_ENOMEM)
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
-	for (size_t i = 0; i < len; i++) {
-		int ch = (unsigned char)in[i], v;
-		if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t')
-			continue;
-		if (ch == '=') {
-			pad++;
-			v = 0;
-		} else if (pad || (v = b64_value(ch)) < 0) {
-			free(buf);
-			return gaz_status_set(st, GAZ_EINVAL, "invalid base64 at byte %zu", i);
-		}
-		acc = acc << 6 | (unsigned)v;
-		if (++quad == 4) {
-			if (pad > 2)
-				break;
-			buf[n++] = (char)(acc >> 16);
-			if (pad < 2)
-				buf[n++] = (char)(acc >> 8);
-			if (pad < 1)
-				buf[n++] = (char)acc;
-			quad = 0;
-			acc = 0;
-		}
-	}
-	if (quad != 0 || pad > 2) {
-		free(buf);
-		return gaz_status_set(st, GAZ_EINVAL, "invalid base64: truncated or bad padding");
-	}
-	buf[n] = '\0';
-	*out = buf;
+	if (rc)
+		return gaz_status_set(st, GAZ_EINVAL, "invalid base64 at byte %zu (white space dropped)", bad);
+	*out = (char *)b;
 	if (out_len)
 		*out_len = n;
 	return 0;

@@ -11,6 +11,7 @@
  * Must not call grpc or curl (lib/common).
  */
 #include "common/pbjson.h"
+#include "common/base64.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -88,73 +89,6 @@ char *gaz_pbjson_name(const char *name, char *buf, size_t cap)
 	return buf;
 }
 
-/* ---- base64 (RFC 4648 §4, and §5 on input) ------------------------------ */
-
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static char *b64_encode(const uint8_t *p, size_t n)
-{
-	char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
-
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16;
-		if (i + 1 < n)
-			v |= (uint32_t)p[i + 1] << 8;
-		if (i + 2 < n)
-			v |= p[i + 2];
-		*o++ = b64[v >> 18];
-		*o++ = b64[(v >> 12) & 63];
-		*o++ = i + 1 < n ? b64[(v >> 6) & 63] : '=';
-		*o++ = i + 2 < n ? b64[v & 63] : '=';
-	}
-	*o = '\0';
-	return out;
-}
-
-static int b64_val(char c)
-{
-	if (c >= 'A' && c <= 'Z') return c - 'A';
-	if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-	if (c >= '0' && c <= '9') return c - '0' + 52;
-	if (c == '+' || c == '-') return 62;
-	if (c == '/' || c == '_') return 63;
-	return -1;
-}
-
-/* Decodes standard or URL-safe base64, padded or not, into a malloc'd
- * buffer. Returns 0, GAZ_EINVAL or GAZ_ENOMEM. */
-static int b64_decode(const char *s, size_t n, ProtobufCBinaryData *out)
-{
-	uint32_t acc = 0;
-	size_t bits = 0, o = 0;
-	uint8_t *buf;
-
-	while (n && s[n - 1] == '=')
-		n--;
-	if (n % 4 == 1)
-		return GAZ_EINVAL;
-	if (!(buf = malloc(n * 3 / 4 + 1)))
-		return GAZ_ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		int v = b64_val(s[i]);
-		if (v < 0) {
-			free(buf);
-			return GAZ_EINVAL;
-		}
-		acc = (acc << 6) | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			buf[o++] = (uint8_t)(acc >> bits);
-		}
-	}
-	out->data = buf;
-	out->len = o;
-	return 0;
-}
-
 /* ---- encode ----------------------------------------------------------- */
 
 static json_t *encode_msg(const ProtobufCMessage *m);
@@ -225,7 +159,7 @@ static json_t *encode_scalar(const ProtobufCFieldDescriptor *f, const void *p)
 		json_t *j;
 		if (!b->len)
 			return json_null();
-		if (!(s = b64_encode(b->data, b->len)))
+		if (!(s = gaz_b64_encode(b->data, b->len, GAZ_B64_STD | GAZ_B64_PAD)))
 			return NULL;
 		j = json_string(s);
 		free(s);
@@ -504,10 +438,13 @@ static int decode_value(const json_t *v, const ProtobufCFieldDescriptor *f, void
 		return 0;
 	}
 	case PROTOBUF_C_TYPE_BYTES: {
+		ProtobufCBinaryData *bd = p;
 		int rc;
 		if (!json_is_string(v))
 			return bad(st, f, "not a base64 string");
-		rc = b64_decode(json_string_value(v), json_string_length(v), p);
+		/* Either alphabet, padding optional, as protojson reads bytes. */
+		rc = gaz_b64_decode(json_string_value(v), json_string_length(v), GAZ_B64_STD | GAZ_B64_URL,
+				    &bd->data, &bd->len, NULL);
 		return rc == GAZ_EINVAL ? bad(st, f, "not valid base64") : rc;
 	}
 	case PROTOBUF_C_TYPE_MESSAGE:

@@ -11,6 +11,7 @@
  */
 #include "protocol/auth.h"
 #include "protocol/labels.h"
+#include "common/base64.h"
 
 #include <ctype.h>
 #include <jansson.h>
@@ -28,7 +29,7 @@
 #define GRPC_UNAUTHENTICATED 16
 
 struct key {
-	unsigned char *b;
+	uint8_t *b;
 	size_t n;
 };
 
@@ -54,107 +55,6 @@ static int unauth(struct gaz_status *st, const char *fmt, const char *arg)
 	return GAZ_EPERM;
 }
 
-/* ---- base64 (RFC 4648) ---------------------------------------------------- */
-
-static int b64_value(unsigned char c, bool url)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == (url ? '-' : '+'))
-		return 62;
-	if (c == (url ? '_' : '/'))
-		return 63;
-	return -1;
-}
-
-/* b64_decode decodes s[0..n): `url` picks the alphabet; `padded` requires
- * '=' padding to a multiple of 4 (Go's StdEncoding), otherwise padding is
- * refused (RawURLEncoding). *out is malloc'd (n*3/4+1 bytes). Returns the
- * decoded length, or -1 for malformed input (the offset of the first bad
- * byte goes to *bad) and -2 on OOM. */
-static long b64_decode(const char *s, size_t n, bool url, bool padded, unsigned char **out,
-		       size_t *bad)
-{
-	unsigned char *o = malloc(n / 4 * 3 + 3);
-	size_t i, len = 0, data = n;
-	unsigned acc = 0;
-	int bits = 0, v;
-
-	if (!o)
-		return -2;
-	*bad = 0;
-	if (padded) {
-		while (data > 0 && n - data < 2 && s[data - 1] == '=')
-			data--;
-		/* The first bad symbol is reported before a bad length, as
-		 * Go's decoder, which reads in order, does. */
-		for (i = 0; i < data; i++)
-			if (b64_value((unsigned char)s[i], url) < 0) {
-				*bad = i;
-				goto bad;
-			}
-		if (n % 4) {
-			*bad = n - n % 4;
-			goto bad;
-		}
-	}
-	for (i = 0; i < data; i++) {
-		if ((v = b64_value((unsigned char)s[i], url)) < 0) {
-			*bad = i;
-			goto bad;
-		}
-		acc = (acc << 6) | (unsigned)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			o[len++] = (unsigned char)(acc >> bits);
-		}
-	}
-	/* A lone symbol left over (1 mod 4) carries no whole byte. */
-	if (data % 4 == 1) {
-		*bad = data - 1;
-		goto bad;
-	}
-	*out = o;
-	return (long)len;
-bad:
-	free(o);
-	return -1;
-}
-
-static char *b64url_encode(const unsigned char *b, size_t n)
-{
-	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	char *o = malloc(n / 3 * 4 + 5), *p = o;
-	size_t i;
-
-	if (!o)
-		return NULL;
-	for (i = 0; i + 2 < n; i += 3) {
-		unsigned v = (unsigned)b[i] << 16 | (unsigned)b[i + 1] << 8 | b[i + 2];
-		*p++ = tab[v >> 18 & 63];
-		*p++ = tab[v >> 12 & 63];
-		*p++ = tab[v >> 6 & 63];
-		*p++ = tab[v & 63];
-	}
-	if (n - i == 1) {
-		unsigned v = (unsigned)b[i] << 16;
-		*p++ = tab[v >> 18 & 63];
-		*p++ = tab[v >> 12 & 63];
-	} else if (n - i == 2) {
-		unsigned v = (unsigned)b[i] << 16 | (unsigned)b[i + 1] << 8;
-		*p++ = tab[v >> 18 & 63];
-		*p++ = tab[v >> 12 & 63];
-		*p++ = tab[v >> 6 & 63];
-	}
-	*p = '\0';
-	return o;
-}
-
 /* ---- keys ------------------------------------------------------------------- */
 
 void gaz_auth_free(struct gaz_auth *a)
@@ -178,10 +78,10 @@ int gaz_auth_new(const char *base64_keys, struct gaz_auth **out, struct gaz_stat
 	if (!a)
 		return gaz_status_set(st, GAZ_ENOMEM, "allocating auth keys");
 	while (*p) {
-		size_t n;
-		unsigned char *b;
-		long len;
+		size_t n, len;
+		uint8_t *b;
 		struct key *nk;
+		int rc;
 
 		while (*p && (isspace((unsigned char)*p) || *p == ','))
 			p++;
@@ -191,10 +91,10 @@ int gaz_auth_new(const char *base64_keys, struct gaz_auth **out, struct gaz_stat
 			;
 		if (n == 4 && !memcmp(p, "AA==", 4)) {
 			a->allow_missing = true;
-		} else if ((len = b64_decode(p, n, false, true, &b, &bad)) == -2) {
+		} else if ((rc = gaz_b64_decode(p, n, GAZ_B64_STD | GAZ_B64_PAD, &b, &len, &bad)) == GAZ_ENOMEM) {
 			gaz_auth_free(a);
 			return gaz_status_set(st, GAZ_ENOMEM, "decoding auth keys");
-		} else if (len < 0) {
+		} else if (rc) {
 			gaz_auth_free(a);
 			return gaz_status_set(st, GAZ_EINVAL,
 					      "failed to decode key at index %zu: illegal base64 data at input byte %zu",
@@ -206,7 +106,7 @@ int gaz_auth_new(const char *base64_keys, struct gaz_auth **out, struct gaz_stat
 		} else {
 			a->keys = nk;
 			a->keys[a->n_keys].b = b;
-			a->keys[a->n_keys++].n = (size_t)len;
+			a->keys[a->n_keys++].n = len;
 		}
 		index++;
 		p += n;
@@ -397,8 +297,8 @@ static bool hmac_matches(const char *alg, const struct key *k, const char *text,
 /* Decoded, unverified pieces of a token. */
 struct parsed {
 	json_t *header, *claims;
-	unsigned char *sig;
-	long sig_n;
+	uint8_t *sig;
+	size_t sig_n;
 	const char *alg;
 };
 
@@ -418,16 +318,16 @@ static int malformed(struct gaz_status *st, const char *what)
 static int json_segment(const char *s, size_t n, json_t **out, const char *b64_err,
 			const char *json_err, struct gaz_status *st)
 {
-	unsigned char *b;
-	size_t bad;
-	long len = b64_decode(s, n, true, false, &b, &bad);
+	uint8_t *b;
+	size_t len;
+	int rc = gaz_b64_decode(s, n, GAZ_B64_URL | GAZ_B64_NOPAD, &b, &len, NULL);
 	json_error_t je;
 
-	if (len == -2)
+	if (rc == GAZ_ENOMEM)
 		return gaz_status_set(st, GAZ_ENOMEM, "decoding a token");
-	if (len < 0)
+	if (rc)
 		return malformed(st, b64_err);
-	*out = json_loadb((const char *)b, (size_t)len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+	*out = json_loadb((const char *)b, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
 	free(b);
 	if (!*out)
 		return malformed(st, json_err);
@@ -441,7 +341,6 @@ static int parse_token(const char *tok, struct parsed *p, struct gaz_status *st)
 {
 	const char *d1 = strchr(tok, '.'), *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
 	bool known = false;
-	size_t bad;
 	int rc;
 
 	if (!d1 || !d2 || strchr(d2 + 1, '.'))
@@ -468,13 +367,11 @@ static int parse_token(const char *tok, struct parsed *p, struct gaz_status *st)
 	if (strcmp(p->alg, "HS256") && strcmp(p->alg, "HS384"))
 		return unauth(st, "verifying Authorization: token signature is invalid: signing method %s is invalid",
 			      p->alg);
-	p->sig_n = b64_decode(d2 + 1, strlen(d2 + 1), true, false, &p->sig, &bad);
-	if (p->sig_n == -2)
+	if ((rc = gaz_b64_decode(d2 + 1, strlen(d2 + 1), GAZ_B64_URL | GAZ_B64_NOPAD, &p->sig, &p->sig_n,
+				 NULL)) == GAZ_ENOMEM)
 		return gaz_status_set(st, GAZ_ENOMEM, "decoding a token");
-	if (p->sig_n < 0) {
-		p->sig = NULL;
+	if (rc)
 		return malformed(st, "could not base64 decode signature");
-	}
 	return 0;
 }
 
@@ -553,7 +450,7 @@ int gaz_auth_verify(const struct gaz_auth *a, const char *authorization, uint32_
 	}
 	d2 = strrchr(tok, '.');
 	for (size_t i = 0; i < a->n_keys && !sig_ok; i++)
-		sig_ok = hmac_matches(p.alg, &a->keys[i], tok, (size_t)(d2 - tok), p.sig, (size_t)p.sig_n);
+		sig_ok = hmac_matches(p.alg, &a->keys[i], tok, (size_t)(d2 - tok), p.sig, p.sig_n);
 	if (!sig_ok) {
 		rc = unauth(st, "verifying Authorization: %s", "token signature is invalid: signature is invalid");
 		goto fail;
@@ -610,15 +507,15 @@ int gaz_auth_sign(const struct gaz_auth *a, uint32_t cap, const Protocol__LabelS
 	if (!(claims = json_pack("{s:I,s:O,s:I,s:I}", "cap", (json_int_t)cap, "sel", js, "exp",
 				 (json_int_t)(now + ttl_s), "iat", (json_int_t)now)) ||
 	    !(payload = json_dumps(claims, JSON_COMPACT)) ||
-	    !(h64 = b64url_encode((const unsigned char *)header, strlen(header))) ||
-	    !(p64 = b64url_encode((const unsigned char *)payload, strlen(payload))))
+	    !(h64 = gaz_b64_encode(header, strlen(header), GAZ_B64_URL)) ||
+	    !(p64 = gaz_b64_encode(payload, strlen(payload), GAZ_B64_URL)))
 		goto out;
 	n = strlen(h64) + 1 + strlen(p64);
 	if (!(text = malloc(n + 1)))
 		goto out;
 	sprintf(text, "%s.%s", h64, p64);
 	if (!HMAC(EVP_sha256(), a->keys[0].b, (int)a->keys[0].n, (unsigned char *)text, n, mac, &mac_n) ||
-	    !(s64 = b64url_encode(mac, mac_n)) || !(*bearer = malloc(7 + n + 1 + strlen(s64) + 1)))
+	    !(s64 = gaz_b64_encode(mac, mac_n, GAZ_B64_URL)) || !(*bearer = malloc(7 + n + 1 + strlen(s64) + 1)))
 		goto out;
 	sprintf(*bearer, "Bearer %s.%s", text, s64);
 	rc = 0;
