@@ -1,19 +1,15 @@
 /*
- * auth.c - the broker's authorization (gazette-facts §11): each call's
- * token verified against --broker.auth-keys for the capability its method
- * requires, its claims kept with the call (their selector hides the
- * journals it does not match, as Gazette's resolver does), the call ended
- * at the token's expiry, and tokens this broker signs for the calls it
+ * auth.c - the broker's side of authorization (gazette-facts §11) beyond
+ * verifying calls (rpc/authorize.c, called from main.c's dispatch): a
+ * journal's visibility to a call's claims where the resolver is skipped
+ * (Append's fast path), and the tokens this broker signs for the calls it
  * makes on a client's behalf (proxied Read, Append and ListFragments,
- * Replicate to its peers, the HTTP gateways' loopback calls).
+ * Replicate to its peers, the HTTP gateway's loopback calls).
  *
  * Lock rule: b->auth is set once by configure() before the server starts
- * and is immutable after; a call's claims follow rpc/authorize.h's rule
- * (written by the thread that takes the call, a handler or a poller on
- * Append's fast path, before anything else reads them).
+ * and is immutable after; gaz_journal_visible takes the keyspace read lock.
  */
 #include "broker/broker.h"
-#include "common/clock.h"
 #include "common/log.h"
 #include "keyspace/journals.h"
 #include "protocol/auth.h"
@@ -23,20 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int gaz_broker_authorize(struct gaz_broker *b, struct gaz_rpc_call *call, uint32_t require,
-			 struct gaz_status *st)
-{
-	return gaz_rpc_authorize(b->auth, call, require, st);
-}
-
-const Protocol__LabelSelector *gaz_call_selector(struct gaz_rpc_call *call)
-{
-	return gaz_rpc_claims_selector(call);
-}
-
 bool gaz_journal_visible(struct gaz_broker *b, struct gaz_rpc_call *call, const char *journal)
 {
-	const Protocol__LabelSelector *sel = gaz_call_selector(call);
+	const Protocol__LabelSelector *sel = gaz_rpc_claims_selector(call);
 	const struct gaz_ks_entry *item;
 	const char *semi;
 	char *name;

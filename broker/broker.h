@@ -136,18 +136,8 @@ char *gaz_broker_exit_report(struct gaz_broker *b);
 
 struct gaz_auth;
 
-/* gaz_broker_authorize verifies the call's "authorization" metadata for
- * `require` (GAZ_CAP_*) when the broker has keys, keeps the claims with
- * the call and ends the call at the token's expiry. A call verified once
- * passes again without a second check. Returns 0, or GAZ_EPERM with
- * st->grpc UNAUTHENTICATED and Gazette's message (answer it as is). */
-int gaz_broker_authorize(struct gaz_broker *b, struct gaz_rpc_call *call, uint32_t require,
-			 struct gaz_status *st);
-
-/* gaz_call_selector: the verified claims' selector of `call`, or NULL when
- * it matches every journal (no keys, no claims, or an empty selector).
- * Borrowed for the call's life. */
-const Protocol__LabelSelector *gaz_call_selector(struct gaz_rpc_call *call);
+/* A call's verification and its claims' selector are rpc/authorize.h's
+ * (gaz_rpc_authorize, gaz_rpc_claims_selector), with b->auth as keys. */
 
 /* gaz_journal_visible: `journal` exists and the call's claims match it
  * (its labels plus name=<journal>), as resolution decides (§11). Takes

@@ -5,6 +5,7 @@
  * once the mirror has applied it.
  */
 #include "broker/broker.h"
+#include "rpc/authorize.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -143,7 +144,7 @@ static int list_rounds(struct gaz_broker *b, struct gaz_rpc_call *call, const Pr
 		if (min_rev && (rc = gaz_wait_revision(b, call, min_rev, GAZ_DEADLINE_NEVER)))
 			break;
 		gaz_keyspace_rlock(b->ks);
-		rc = snapshot_build(b, req->selector, gaz_call_selector(call), &s);
+		rc = snapshot_build(b, req->selector, gaz_rpc_claims_selector(call), &s);
 		min_rev = gaz_keyspace_revision(b->ks) + 1;
 		gaz_keyspace_runlock(b->ks);
 		if (!rc && (s.n != last_n || s.max_mod_revision != last_max)) {
@@ -306,7 +307,7 @@ static int apply_run(struct gaz_broker *b, struct gaz_rpc_call *call,
 static bool apply_unauthorized(struct gaz_rpc_call *call, const Protocol__ApplyRequest *req,
 			       struct gaz_status *st)
 {
-	const Protocol__LabelSelector *sel = gaz_call_selector(call);
+	const Protocol__LabelSelector *sel = gaz_rpc_claims_selector(call);
 
 	for (size_t i = 0; sel && i < req->n_changes; i++) {
 		const Protocol__ApplyRequest__Change *c = req->changes[i];

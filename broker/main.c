@@ -243,7 +243,7 @@ static bool counted_fast(struct gaz_rpc_call *call, void *arg)
 
 	if (!atomic_load(&broker.ks_ready))
 		return false; /* the handler thread answers it */
-	if (gaz_broker_authorize(&broker, call, c->cap, &st))
+	if (gaz_rpc_authorize(broker.auth, call, c->cap, &st))
 		return false; /* and its refusal */
 	return gaz_append_fast(call, &broker);
 }

@@ -4,6 +4,7 @@
  * says so. Every journal-scoped RPC starts here.
  */
 #include "broker/broker.h"
+#include "rpc/authorize.h"
 #include "protocol/labels.h"
 
 #include <stdlib.h>
@@ -65,7 +66,7 @@ static int resolve_locked(struct gaz_broker *b, const struct gaz_resolve_opts *o
 {
 	const struct gaz_ks_entry *item = gaz_ks_item(b->ks, b->root, res->journal);
 	const struct gaz_ks_value *iv = item ? item->decoded : NULL;
-	const Protocol__LabelSelector *sel = gaz_call_selector(o->call);
+	const Protocol__LabelSelector *sel = gaz_rpc_claims_selector(o->call);
 	bool member_present = gaz_keyspace_get(b->ks, b->member_key) != NULL;
 
 	/* A journal the caller's claims do not match (its labels plus
