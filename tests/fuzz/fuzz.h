@@ -19,6 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <protobuf-c/protobuf-c.h>
+
+#include "common/err.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A NUL-terminated heap copy of data[0..n) (owned: free()); aborts on OOM,
@@ -45,6 +49,44 @@ static inline void fuzz_split2(const uint8_t *data, size_t n, char **a, char **b
 
 	*a = fuzz_str(data, k);
 	*b = nl ? fuzz_str(nl + 1, n - k - 1) : fuzz_str(data, 0);
+}
+
+/* fuzz_pack encodes `m` as the RPC would send it and drops the bytes:
+ * what a parsed and validated message must survive. */
+static inline void fuzz_pack(const ProtobufCMessage *m)
+{
+	size_t n = protobuf_c_message_get_packed_size(m);
+	uint8_t *buf = malloc(n ? n : 1);
+
+	if (!buf)
+		abort();
+	protobuf_c_message_pack(m, buf);
+	free(buf);
+}
+
+/* A message a target unpacks, and the checks the receiver runs on it. */
+struct fuzz_pb_kind {
+	const ProtobufCMessageDescriptor *desc;
+	int (*check)(const ProtobufCMessage *m, struct gaz_status *st);
+};
+
+/* fuzz_pb_kinds: byte 0 of data[0..size) picks one of kinds[0..n), the
+ * rest is unpacked as its message (as lib/rpc unpacks a request) and,
+ * when it unpacks, checked and freed. Returns 0 for libFuzzer. */
+static inline int fuzz_pb_kinds(const struct fuzz_pb_kind *kinds, size_t n, const uint8_t *data, size_t size)
+{
+	struct gaz_status st = {0};
+	ProtobufCMessage *m;
+	size_t k;
+
+	if (size < 1)
+		return 0;
+	k = data[0] % n;
+	if (!(m = protobuf_c_message_unpack(kinds[k].desc, NULL, size - 1, data + 1)))
+		return 0;
+	kinds[k].check(m, &st);
+	protobuf_c_message_free_unpacked(m, NULL);
+	return 0;
 }
 
 #endif

@@ -21,12 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (gaz_journalspec_yaml_parse((const char *)data, size, &req, &st))
 		return 0;
 	gaz_validate_apply_request(req, &st);
-	size_t n = protobuf_c_message_get_packed_size(&req->base);
-	uint8_t *buf = malloc(n ? n : 1);
-	if (buf) {
-		protobuf_c_message_pack(&req->base, buf);
-		free(buf);
-	}
+	fuzz_pack(&req->base);
 	gaz_journalspec_apply_free(req);
 	return 0;
 }

@@ -16,8 +16,6 @@
 #include "protocol.pb-c.h"
 #include "protocol/validate.h"
 
-typedef int (*check_fn)(const ProtobufCMessage *m, struct gaz_status *st);
-
 static int read_req(const ProtobufCMessage *m, struct gaz_status *st)
 {
 	return gaz_validate_read_request((const Protocol__ReadRequest *)m, st);
@@ -112,10 +110,7 @@ static int health_resp(const ProtobufCMessage *m, struct gaz_status *st)
 						  st);
 }
 
-static const struct {
-	const ProtobufCMessageDescriptor *desc;
-	check_fn check;
-} kinds[] = {
+static const struct fuzz_pb_kind kinds[] = {
 	{&protocol__read_request__descriptor, read_req},
 	{&protocol__append_request__descriptor, append_req},
 	{&protocol__replicate_request__descriptor, replicate_req},
@@ -134,16 +129,5 @@ static const struct {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct gaz_status st = {0};
-	ProtobufCMessage *m;
-
-	if (size < 1)
-		return 0;
-	size_t k = data[0] % (sizeof(kinds) / sizeof(kinds[0]));
-	m = protobuf_c_message_unpack(kinds[k].desc, NULL, size - 1, data + 1);
-	if (!m)
-		return 0;
-	kinds[k].check(m, &st);
-	protobuf_c_message_free_unpacked(m, NULL);
-	return 0;
+	return fuzz_pb_kinds(kinds, sizeof(kinds) / sizeof(kinds[0]), data, size);
 }

@@ -71,10 +71,7 @@ static int list_resp(const ProtobufCMessage *m, struct gaz_status *st)
 	return gaz_validate_shard_list_response((const Consumer__ListResponse *)m, st);
 }
 
-static const struct {
-	const ProtobufCMessageDescriptor *desc;
-	int (*check)(const ProtobufCMessage *m, struct gaz_status *st);
-} kinds[] = {
+static const struct fuzz_pb_kind kinds[] = {
 	{&consumer__stat_request__descriptor, stat_req},
 	{&consumer__list_request__descriptor, list_req},
 	{&consumer__apply_request__descriptor, apply_req},
@@ -85,16 +82,5 @@ static const struct {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct gaz_status st = {0};
-	ProtobufCMessage *m;
-
-	if (size < 1)
-		return 0;
-	size_t k = data[0] % (sizeof(kinds) / sizeof(kinds[0]));
-	m = protobuf_c_message_unpack(kinds[k].desc, NULL, size - 1, data + 1);
-	if (!m)
-		return 0;
-	kinds[k].check(m, &st);
-	protobuf_c_message_free_unpacked(m, NULL);
-	return 0;
+	return fuzz_pb_kinds(kinds, sizeof(kinds) / sizeof(kinds[0]), data, size);
 }
