@@ -258,16 +258,16 @@ static void sign_shard(const struct gaz_auth *keys, uint32_t cap, const char *sh
 	gaz_selector_free(sel);
 }
 
-/* Sends `req` to the shard's primary at `endpoint` with `header` in its
- * header field, and ends `call` with the primary's answer; signed with
- * `proxy_keys` when not NULL (the consumer's --consumer.auth-keys). */
 /* The consumer's --consumer.peer-* files, set by gaz_consumer_register_api
  * before the server starts and not changed after. */
 static const struct gaz_rpc_tls *peer_tls;
 
-static void proxy_call(const struct gaz_auth *proxy_keys, struct gaz_rpc_call *call, const char *endpoint,
-		       Protocol__Header *header, const char *path,
-		       ProtobufCMessage *req, Protocol__Header **req_header, const ProtobufCMessageDescriptor *resp_desc)
+/* Sends `req` to the shard's primary at `endpoint` with `header` in its
+ * header field and `auth` (an "authorization" value, borrowed; NULL for
+ * none) in its metadata, and ends `call` with the primary's answer. */
+static void proxy_call(const char *auth, struct gaz_rpc_call *call, const char *endpoint,
+		       Protocol__Header *header, const char *path, ProtobufCMessage *req,
+		       Protocol__Header **req_header, const ProtobufCMessageDescriptor *resp_desc)
 {
 	/* TLS by the endpoint's scheme, as Gazette's dispatched credentials. */
 	struct gaz_rpc_channel_opts o = {.tls = peer_tls};
@@ -283,18 +283,9 @@ static void proxy_call(const struct gaz_auth *proxy_keys, struct gaz_rpc_call *c
 		 * keyspace until its lease expires, and waiting for its address
 		 * would hold the caller to its whole deadline instead of letting
 		 * it ask again once the standby took over. */
-		/* Signed by us for the caller we verified (Gazette's service
-		 * proxies through its own authorizer): Stat as {READ, id}. */
-		const struct gaz_auth *keys = proxy_keys;
-		char *auth = NULL;
-		if (keys && !strcmp(path, "/consumer.Shard/Stat"))
-			sign_shard(keys, GAZ_CAP_READ, ((Consumer__StatRequest *)req)->shard, &auth);
-		else if (keys)
-			gaz_auth_sign(keys, GAZ_CAP_READ, NULL, GAZ_AUTH_TTL_SHORT, &auth, NULL);
 		*req_header = header;
 		int rc = gaz_rpc_unary(ch, path, req, resp_desc, &resp, gaz_rpc_deadline(call), false, auth, &st);
 		*req_header = NULL;
-		free(auth);
 		if (rc)
 			gaz_rpc_finish(call, NULL, st.grpc ? st.grpc : GAZ_GRPC_UNAVAILABLE, st.msg);
 		else
@@ -305,14 +296,20 @@ static void proxy_call(const struct gaz_auth *proxy_keys, struct gaz_rpc_call *c
 	gaz_rpc_channel_free(ch);
 }
 
-/* Proxies an unproxied Stat to the shard's primary with our header. */
+/* Proxies an unproxied Stat to the shard's primary with our header, signed
+ * by us ({READ, id=<shard>} with --consumer.auth-keys) for the caller we
+ * verified, as Gazette's service proxies through its own authorizer. */
 static void stat_proxy(struct gaz_consumer *c, struct gaz_rpc_call *call, Consumer__StatRequest *req,
 		       struct resolution *r)
 {
 	Protocol__Header *h = gaz_header_new(&r->eh, r->route.zone[r->primary], r->route.suffix[r->primary], &r->route);
+	char *auth = NULL;
 
-	proxy_call(c->auth, call, r->primary_endpoint, h, "/consumer.Shard/Stat", &req->base, &req->header,
+	if (c->auth)
+		sign_shard(c->auth, GAZ_CAP_READ, req->shard, &auth);
+	proxy_call(auth, call, r->primary_endpoint, h, "/consumer.Shard/Stat", &req->base, &req->header,
 		   &consumer__stat_response__descriptor);
+	free(auth);
 	gaz_header_free(h);
 }
 

@@ -414,6 +414,7 @@ static const char *call_auth(struct gaz_client *c, const struct gaz__dispatch *d
 			cap = method_claims[i].cap;
 			named = method_claims[i].named;
 			ttl = method_claims[i].ttl_s;
+			break;
 		}
 	if (named && d->claims_journal)
 		gaz_auth_sign_journal(c->keys, cap, d->claims_journal, ttl, owned, st);
