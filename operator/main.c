@@ -400,14 +400,35 @@ static int start(struct gaz_op *o, pthread_t *wt, pthread_t *et, struct gaz_stat
 	atomic_store(&o->leading, !o->cfg.leader_elect);
 	if (o->cfg.leader_elect && pthread_create(et, NULL, gaz_election_run, o))
 		return gaz_status_set(st, GAZ_ENOMEM, "starting the election thread failed");
-	if (pthread_create(wt, NULL, worker, o))
+	if (pthread_create(wt, NULL, worker, o)) {
+		if (o->cfg.leader_elect) {
+			atomic_store(&o->stop, true);
+			pthread_join(*et, NULL);
+		}
 		return gaz_status_set(st, GAZ_ENOMEM, "starting the worker thread failed");
+	}
 	gaz_info("gazette-operator started", "etcd=%s prefix=%s broker=%s broker_auth=%s namespace=%s resync=%llds",
 		 o->cfg.etcd_address, o->cfg.etcd_prefix, o->cfg.broker_address,
 		 o->cfg.broker_auth_keys[0] ? "keys" : o->cfg.broker_auth_token[0] ? "token" : "none",
 		 o->cfg.namespace[0] ? o->cfg.namespace : "(all)",
 		 (long long)(o->cfg.resync_ns / GAZ_NS_PER_S));
 	return 0;
+}
+
+/* release frees what start made, in any state start left it; each free
+ * takes NULL. The caller has stopped the worker and election threads. */
+static void release(struct gaz_op *o, struct gaz_flags *f)
+{
+	pthread_mutex_lock(&ready_mu); /* readyz lets go of the informers */
+	pthread_mutex_unlock(&ready_mu);
+	gaz_drain_stop(drain);
+	drain = NULL;
+	gaz_informer_stop(o->journals);
+	gaz_informer_stop(o->shards);
+	gaz_etcd_free(o->etcd);
+	gaz_kube_free(o->kube);
+	gaz_queue_free(o->queue);
+	gaz_flags_release(f);
 }
 
 int main(int argc, char **argv)
@@ -436,6 +457,8 @@ int main(int argc, char **argv)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	if ((rc = gaz_rpc_init(1)) || (rc = start(&op, &wt, &et, &st))) {
 		gaz_log_emit(GAZ_LOG_FATAL, "start-up failed", "err=%s", st.msg);
+		/* No thread of ours runs (start joins what it began); free what it made. */
+		release(&op, &f);
 		return 1;
 	}
 	sigwait(&sigs, &sig);
@@ -445,15 +468,7 @@ int main(int argc, char **argv)
 	pthread_join(wt, NULL);
 	if (op.cfg.leader_elect)
 		pthread_join(et, NULL);
-	pthread_mutex_lock(&ready_mu); /* readyz lets go of the informers */
-	pthread_mutex_unlock(&ready_mu);
-	gaz_drain_stop(drain);
-	gaz_informer_stop(op.journals);
-	gaz_informer_stop(op.shards);
-	gaz_etcd_free(op.etcd);
-	gaz_kube_free(op.kube);
-	gaz_queue_free(op.queue);
-	gaz_flags_release(&f);
+	release(&op, &f);
 	gaz_info("goodbye", NULL);
 	return 0;
 }

@@ -276,6 +276,7 @@ int main(int argc, char **argv)
 		l.runs[i].load = &l;
 		if (!l.runs[i].journal) {
 			usage();
+			free(l.runs);
 			return 2;
 		}
 	}
@@ -290,6 +291,7 @@ int main(int argc, char **argv)
 	co.auth_token = auth_token;
 	if (!l.runs || gaz_rpc_init(1) || gaz_client_new(&co, &l.client, &st)) {
 		fprintf(stderr, "gazload: %s\n", st.msg[0] ? st.msg : "cannot start");
+		free(l.runs);
 		return 2;
 	}
 	t0 = gaz_mono_ns();
@@ -331,6 +333,9 @@ int main(int argc, char **argv)
 		gaz_client_free(l.client);
 		if (gaz_client_new(&co, &l.client, &st)) {
 			fprintf(stderr, "gazload: %s\n", st.msg);
+			for (size_t i = 0; i < l.n_runs; i++)
+				free(l.runs[i].acks);
+			free(l.runs);
 			return 1;
 		}
 	}
