@@ -9,10 +9,16 @@
  *   gazload --broker.address URL --journals a/b,a/c [--size 256]
  *           [--pause 20ms] [--duration 60s | --until-file PATH]
  *           [--stop-grace 60s] [--broker.auth-keys KEYS | --broker.auth-token TOKEN]
+ *           [--broker.trusted-ca-file PEM] [--broker.cert-file PEM --broker.cert-key-file PEM]
  *
  * As gazctl's, --broker.address, --broker.auth-keys and --broker.auth-token
  * default to $BROKER_ADDRESS, $BROKER_AUTH_KEYS and $BROKER_AUTH_TOKEN: keys
  * sign each call with Gazette's default claims (they win over a token).
+ * For https:// brokers, --broker.trusted-ca-file (the brokers' CA; the
+ * system's roots without it) and --broker.cert-file/--broker.cert-key-file
+ * (a client certificate, for brokers that require one) default to
+ * $BROKER_TRUSTED_CA_FILE, $BROKER_CERT_FILE and $BROKER_CERT_KEY_FILE, as
+ * gazctl's (Gazette's mbp.ClientConfig).
  *
  * One thread per journal appends one record after the other with the
  * client library's one-shot append (gaz_client_append: it retries
@@ -207,7 +213,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: gazload --broker.address URL --journals J1,J2,.. [--size BYTES] "
 			"[--pause DURATION] [--duration DURATION | --until-file PATH] "
-			"[--stop-grace DURATION] [--broker.auth-keys KEYS | --broker.auth-token TOKEN]\n");
+			"[--stop-grace DURATION] [--broker.auth-keys KEYS | --broker.auth-token TOKEN] "
+			"[--broker.trusted-ca-file PEM] [--broker.cert-file PEM --broker.cert-key-file PEM]\n");
 }
 
 static int parse_duration(const char *flag, const char *v, int64_t *ns)
@@ -233,10 +240,15 @@ int main(int argc, char **argv)
 		{"stop-grace", required_argument, NULL, 'g'},
 		{"broker.auth-keys", required_argument, NULL, 'k'},
 		{"broker.auth-token", required_argument, NULL, 't'},
+		{"broker.trusted-ca-file", required_argument, NULL, 'C'},
+		{"broker.cert-file", required_argument, NULL, 'c'},
+		{"broker.cert-key-file", required_argument, NULL, 'K'},
 		{0},
 	};
 	const char *address = getenv("BROKER_ADDRESS"), *until = NULL;
 	const char *auth_keys = getenv("BROKER_AUTH_KEYS"), *auth_token = getenv("BROKER_AUTH_TOKEN");
+	const char *ca_file = getenv("BROKER_TRUSTED_CA_FILE"), *cert_file = getenv("BROKER_CERT_FILE");
+	const char *cert_key_file = getenv("BROKER_CERT_KEY_FILE");
 	char *journals = NULL;
 	int64_t duration_ns = 0, grace_ns = 60 * GAZ_NS_PER_S, lost = 0, verified = 0;
 	struct load l = {.size = 256, .pause_ns = 20 * GAZ_NS_PER_MS};
@@ -257,6 +269,9 @@ int main(int argc, char **argv)
 		case 'g': bad |= parse_duration("stop-grace", optarg, &grace_ns); break;
 		case 'k': auth_keys = optarg; break;
 		case 't': auth_token = optarg; break;
+		case 'C': ca_file = optarg; break;
+		case 'c': cert_file = optarg; break;
+		case 'K': cert_key_file = optarg; break;
 		default: bad = 1;
 		}
 	}
@@ -289,6 +304,9 @@ int main(int argc, char **argv)
 	co.zone = getenv("BROKER_ZONE");
 	co.auth_keys = auth_keys;
 	co.auth_token = auth_token;
+	co.trusted_ca_file = ca_file;
+	co.cert_file = cert_file;
+	co.cert_key_file = cert_key_file;
 	if (!l.runs || gaz_rpc_init(1) || gaz_client_new(&co, &l.client, &st)) {
 		fprintf(stderr, "gazload: %s\n", st.msg[0] ? st.msg : "cannot start");
 		free(l.runs);

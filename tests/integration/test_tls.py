@@ -217,6 +217,34 @@ def test_http_gateway_on_the_tls_port(cluster, pki, tmp_path):
     assert "gazette_journal_server_started_totals" in m.stdout
 
 
+def test_gazload_over_mutual_tls(cluster, pki, tmp_path):
+    """gazload (the e2e's load) appends and verifies over mutual TLS with
+    its TLS files from flags or from $BROKER_TRUSTED_CA_FILE,
+    $BROKER_CERT_FILE and $BROKER_CERT_KEY_FILE (the e2e's load pods use
+    those); without a client certificate every append is refused."""
+    from test_client import GAZLOAD, gazload_summary
+    b = tls_broker(cluster, pki, mutual=True)
+    apply_and_wait(GAZCTL, b.address, client_flags(pki), tmp_path)
+    args = [GAZLOAD, "--broker.address", b.address, "--journals", "tls/one", "--size", "100",
+            "--pause", "5ms", "--duration", "1s"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    tls_env = dict(env, BROKER_TRUSTED_CA_FILE=pki.path("ca", "crt"), BROKER_CERT_FILE=pki.path("client", "crt"),
+                   BROKER_CERT_KEY_FILE=pki.path("client", "key"))
+    for how, extra, e in (("flags", client_flags(pki), env), ("env", [], tls_env)):
+        r = subprocess.run(args + extra, capture_output=True, env=e, timeout=60)
+        assert r.returncode == 0, (how, r.stdout, r.stderr)
+        s = gazload_summary(r.stdout)
+        assert s["acknowledged"] > 10 and s["failed"] == 0 and s["lost"] == 0, (how, s)
+    r = subprocess.run(args + ["--stop-grace", "5s"] + client_flags(pki, cert=None), capture_output=True,
+                       env=env, timeout=60)
+    assert r.returncode != 0, r
+    assert gazload_summary(r.stdout)["acknowledged"] == 0, r.stdout
+    # A certificate without its key is a usage error, before any append.
+    r = subprocess.run(args + ["--broker.cert-file", pki.path("client", "crt")], capture_output=True, env=env,
+                       timeout=30)
+    assert r.returncode == 2 and b"key file" in r.stderr, r
+
+
 # ---- peers --------------------------------------------------------------------------
 
 
