@@ -87,6 +87,23 @@ def series(fams, name):
     return {tuple(sorted(l.items())): v for _, l, v in fams.get(name, {"samples": []})["samples"]}
 
 
+def settled(address):
+    """A scrape taken once every started JournalServer RPC has completed:
+    a server counts an RPC's completion when its handler returns, which
+    can come after the client already has its response (the gateway's GET
+    reads through a Read of its own), so a scrape taken at once may miss
+    the last one, on Gazette's broker as on ours."""
+    def quiet():
+        fams = scrape(address)
+        started = series(fams, "gazette_journal_server_started_totals")
+        done = {}
+        for k, v in series(fams, "gazette_journal_server_completed_totals").items():
+            op = dict(k)["operation"]
+            done[op] = done.get(op, 0) + v
+        return fams if all(done.get(dict(k)["operation"], 0) >= v for k, v in started.items()) else None
+    return wait_for(quiet, 10, "every started RPC completed")
+
+
 def gateway(address, path, data=None):
     req = urllib.request.Request(address + path, data=data, method="PUT" if data is not None else "GET")
     try:
@@ -199,7 +216,7 @@ def test_completed_status_labels_as_gazette(cluster, tmp_path):
         results, grpc = [], []
         for b in (ours, go):
             rpc_workload(Client(b.address), b.address)
-            fams = scrape(b.address)
+            fams = settled(b.address)
             results.append(series(fams, "gazette_journal_server_completed_totals"))
             grpc.append(fams)
         ours_s, go_s = results
