@@ -7,6 +7,9 @@
 #                 write head and persisted offsets in status
 #   auth          (E2E_AUTH=1) a signed call served, an unsigned one refused;
 #                 every later client signs with the release's keys
+#   tls           (E2E_TLS=1) brokers advertise https:// pod DNS names; a
+#                 client without a certificate and a plaintext one are
+#                 refused; every later client presents the certificate
 #   data          append from a pod, read back from another; from the host
 #                 through a port-forward, the same bytes
 #   backfill      a reader with a route cache reads history straight from
@@ -47,6 +50,12 @@
 #                    made here with two random keys) and every client of
 #                    the scenarios signs; 0: without. The previous chart's
 #                    release (uninstall, chart-upgrade) runs without.
+#   E2E_TLS          1 (default): the release serves mutual TLS
+#                    (values-kind-tls.yaml: Secret gazette-tls, made here
+#                    with openssl: a CA and one certificate for the pods'
+#                    DNS names, the Service, localhost and 127.0.0.1) and
+#                    every client presents the certificate; 0: plaintext.
+#                    The previous chart's release runs without.
 #   KIND_NODE_IMAGE  the node image for `kind create cluster --image`
 #                    (default: kind's own, which is pulled)
 #   EXTRA_IMAGES     local images to `kind load` into the nodes (space
@@ -76,6 +85,9 @@ if [ "$E2E_AUTH" = 1 ]; then
 	BROKER_AUTH_KEYS="$(head -c 32 /dev/urandom | base64 -w0),$(head -c 32 /dev/urandom | base64 -w0)"
 	export BROKER_AUTH_KEYS
 fi
+E2E_TLS=${E2E_TLS:-1}
+TLS_SECRET=gazette-tls
+[ "$E2E_TLS" = 1 ] && VALUES+=(-f e2e/values-kind-tls.yaml)
 PDB=$REL-gazette-c-broker
 [ -x "$GAZCTL" ] || { echo "run-kind: no $GAZCTL (make first)" >&2; exit 2; }
 : "${ETCD_IMAGE:?set ETCD_IMAGE to an etcd image (by digest, or a tag present locally)}"
@@ -111,6 +123,28 @@ trap cleanup EXIT
 tmp=$(mktemp -d)
 SUMMARY=$tmp/summary
 : >"$SUMMARY"
+# make_tls DIR: a CA and the release's certificate in DIR as cert-manager
+# writes a Secret (ca.crt, tls.crt, tls.key): server and client use, for
+# every broker's advertised name (*.$NS.pod.cluster.local), the broker
+# Service as the operator and client pods dial it, and localhost and
+# 127.0.0.1 (gazctl in broker pods, the host through a port-forward).
+make_tls() {
+	local d=$1 svc=$REL-gazette-c-broker
+	mkdir -p "$d"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+		-subj /CN=gazette-e2e-ca -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=$svc" \
+		-keyout "$d/tls.key" -out "$d/tls.csr" 2>/dev/null
+	printf '%s\n' "subjectAltName=DNS:*.$NS.pod.cluster.local,DNS:$svc,DNS:$svc.$NS,DNS:$svc.$NS.svc,DNS:$svc.$NS.svc.cluster.local,DNS:localhost,IP:127.0.0.1" \
+		"extendedKeyUsage=serverAuth,clientAuth" >"$d/ext"
+	openssl x509 -req -in "$d/tls.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -set_serial "0x$(openssl rand -hex 8)" \
+		-days 2 -extfile "$d/ext" -out "$d/tls.crt" 2>/dev/null
+}
+if [ "$E2E_TLS" = 1 ]; then
+	make_tls "$tmp/tls"
+	# gazctl on the host presents the same certificate.
+	export BROKER_TRUSTED_CA_FILE=$tmp/tls/ca.crt BROKER_CERT_FILE=$tmp/tls/tls.crt BROKER_CERT_KEY_FILE=$tmp/tls/tls.key
+fi
 . e2e/scenarios.sh
 
 # install_s3: into $NS, the S3 server and its bucket.
@@ -126,6 +160,10 @@ install_release() {
 	install_s3
 	if [ "$E2E_AUTH" = 1 ]; then
 		k create secret generic "$AUTH_SECRET" --from-literal=auth-keys="$BROKER_AUTH_KEYS" >/dev/null
+	fi
+	if [ "$E2E_TLS" = 1 ]; then
+		k create secret generic "$TLS_SECRET" --from-file="$tmp/tls/tls.crt" --from-file="$tmp/tls/tls.key" \
+			--from-file="$tmp/tls/ca.crt" >/dev/null
 	fi
 	helm install "$REL" charts/gazette-c -n "$NS" "${VALUES[@]}" \
 		--set "etcd.deploy.image.repository=${ETCD_IMAGE%:*}" --set "etcd.deploy.image.tag=${ETCD_IMAGE##*:}" \
@@ -160,20 +198,41 @@ scenario_install_checks
 # Brokers announced the zones of their nodes (pod label, downward API), and
 # the allocator spread each journal's replicas over at least two of them.
 wait_until 60 "replicas in two zones" sh -c "
-	kubectl -n $NS exec $(a_broker) -- gazctl journals list -o json --broker.address http://localhost:8080 |
+	kubectl -n $NS exec $(a_broker) -- gazctl journals list -o json $(pod_flags) |
 	jq -e '[.journals[] | [.route.members[].zone] | unique | length >= 2] | all'"
 
 # Tokens are checked: in a broker pod, gazctl signs with the pod's
 # BROKER_AUTH_KEYS; without them the same call is refused.
 if [ "$E2E_AUTH" = 1 ]; then
-	k exec "$(a_broker)" -- gazctl journals list --broker.address http://localhost:8080 >/dev/null ||
+	k exec "$(a_broker)" -- gazctl journals list $(pod_flags) >/dev/null ||
 		fail "a signed list failed"
 	if out=$(k exec "$(a_broker)" -- env -u BROKER_AUTH_KEYS gazctl journals list \
-		--broker.address http://localhost:8080 2>&1); then
+		$(pod_flags) 2>&1); then
 		fail "an unsigned list was served: $out"
 	fi
 	echo "$out" | grep -q Authorization || fail "an unsigned list failed for another reason: $out"
 	summary "auth: keys_from_secret=$AUTH_SECRET signed_list=ok unsigned_list=refused"
+fi
+
+# Mutual TLS: every route endpoint is an https:// pod DNS name (the
+# brokers dialled each other by them to replicate); without a client
+# certificate, or in plaintext, the same call is refused.
+if [ "$E2E_TLS" = 1 ]; then
+	eps=$(k exec "$(a_broker)" -- gazctl journals list -o json $(pod_flags) |
+		jq -r '[.journals[].route.endpoints[]] | unique | .[]')
+	[ -n "$eps" ] || fail "no route endpoints"
+	for ep in $eps; do
+		[[ $ep =~ ^https://[0-9]+-[0-9]+-[0-9]+-[0-9]+\.$NS\.pod\.cluster\.local:8080$ ]] ||
+			fail "a broker advertises $ep, not its pod's https:// DNS name"
+	done
+	if out=$(k exec "$(a_broker)" -- timeout 30 gazctl journals list --broker.address https://localhost:8080 \
+		--broker.trusted-ca-file "$TLS_DIR/ca.crt" 2>&1); then
+		fail "a client without a certificate was served: $out"
+	fi
+	if out=$(k exec "$(a_broker)" -- timeout 30 gazctl journals list --broker.address http://localhost:8080 2>&1); then
+		fail "a plaintext client was served: $out"
+	fi
+	summary "tls: secret=$TLS_SECRET endpoints=$(echo "$eps" | wc -l)x$(echo "$eps" | sed -n '1s|https://[^.]*|https://<pod>|p') no_client_cert=refused plaintext=refused"
 fi
 
 # ---- data ----------------------------------------------------------------------------
@@ -181,13 +240,13 @@ log "append"
 for j in a b c; do
 	seq 1 200000 | sed "s/^/e2e-$j /" >"$tmp/$j"
 	k exec -i "$(a_broker)" -- gazctl journals append -l "name=e2e/$j" \
-		--broker.address http://localhost:8080 <"$tmp/$j"
+		$(pod_flags) <"$tmp/$j"
 done
 check_data() {
 	local j
 	for j in a c; do
 		k exec "$(brokers | sed -n 2p | sed 's|pod/||')" -- gazctl journals read -l "name=e2e/$j" \
-			--broker.address http://localhost:8080 >"$tmp/$j.read"
+			$(pod_flags) >"$tmp/$j.read"
 		cmp -s "$tmp/$j" "$tmp/$j.read" || fail "journal e2e/$j differs after $1"
 	done
 }

@@ -14,10 +14,14 @@
 # host), VALUES (the chart's -f options of the main release), AUTH_SECRET
 # (the Secret of the keys, where the release in $NS verifies tokens; gazctl
 # on the host takes them from BROKER_AUTH_KEYS, gazctl in broker pods
-# from the pods' own BROKER_AUTH_KEYS).
+# from the pods' own BROKER_AUTH_KEYS), TLS_SECRET (the Secret of the
+# certificates, where the release in $NS serves mutual TLS; gazctl on the
+# host takes its files from BROKER_TRUSTED_CA_FILE, BROKER_CERT_FILE and
+# BROKER_CERT_KEY_FILE, client pods mount the Secret).
 
 LOAD_JOURNALS=$(seq -f 'e2e/load-%02g' 0 9 | paste -sd, -)
-BROKER_URL="http://$REL-gazette-c-broker:8080"
+# Where the release's Secret mounts in pods (the chart's tlsDir).
+TLS_DIR=/etc/gazette/tls
 STORE='s3://fragments/e2e/?endpoint=http%3A%2F%2Fminio%3A9000&region=us-east-1'
 S3_AUTH='--aws-sigv4 aws:amz:us-east-1:s3 --user gazette-e2e:gazette-e2e-secret' # e2e/manifests
 
@@ -51,14 +55,61 @@ load_specs() {
 	done
 }
 
-# auth_env_json: the env entry giving a client pod the release's keys
-# (BROKER_AUTH_KEYS from AUTH_SECRET), as a JSON list; [] where the
-# release in $NS runs without them (no such Secret).
-auth_env_json() {
-	if k get secret "$AUTH_SECRET" >/dev/null 2>&1; then
-		echo "[{\"name\": \"BROKER_AUTH_KEYS\", \"valueFrom\": {\"secretKeyRef\": {\"name\": \"$AUTH_SECRET\", \"key\": \"auth-keys\"}}}]"
+# tls_on: whether the release in $NS serves TLS (its Secret is there).
+tls_on() { k get secret "$TLS_SECRET" >/dev/null 2>&1; }
+
+# broker_url: the broker Service, as client pods dial it.
+broker_url() {
+	if tls_on; then echo "https://$REL-gazette-c-broker:8080"; else echo "http://$REL-gazette-c-broker:8080"; fi
+}
+
+# tls_flags: a client's TLS files in a pod that mounts the Secret at
+# TLS_DIR (broker pods do), or nothing without TLS.
+tls_flags() {
+	! tls_on || echo "--broker.trusted-ca-file $TLS_DIR/ca.crt --broker.cert-file $TLS_DIR/tls.crt" \
+		"--broker.cert-key-file $TLS_DIR/tls.key"
+}
+
+# pod_flags: gazctl's flags in a broker pod for the broker it runs beside.
+pod_flags() {
+	if tls_on; then echo "--broker.address https://localhost:8080 $(tls_flags)"; else echo "--broker.address http://localhost:8080"; fi
+}
+
+# pod_curl: curl's options and the base URL of the broker beside it.
+pod_curl() {
+	if tls_on; then
+		echo "--cacert $TLS_DIR/ca.crt --cert $TLS_DIR/tls.crt --key $TLS_DIR/tls.key https://localhost:8080"
 	else
+		echo "http://localhost:8080"
+	fi
+}
+
+# client_env_json: the env entries giving a client pod the release's keys
+# (BROKER_AUTH_KEYS from AUTH_SECRET) and TLS files (BROKER_TRUSTED_CA_FILE,
+# BROKER_CERT_FILE and BROKER_CERT_KEY_FILE under TLS_DIR, see
+# client_tls_json), as a JSON list; [] where the release in $NS has neither.
+client_env_json() {
+	local env=()
+	if k get secret "$AUTH_SECRET" >/dev/null 2>&1; then
+		env+=("{\"name\": \"BROKER_AUTH_KEYS\", \"valueFrom\": {\"secretKeyRef\": {\"name\": \"$AUTH_SECRET\", \"key\": \"auth-keys\"}}}")
+	fi
+	if tls_on; then
+		env+=("{\"name\": \"BROKER_TRUSTED_CA_FILE\", \"value\": \"$TLS_DIR/ca.crt\"}"
+			"{\"name\": \"BROKER_CERT_FILE\", \"value\": \"$TLS_DIR/tls.crt\"}"
+			"{\"name\": \"BROKER_CERT_KEY_FILE\", \"value\": \"$TLS_DIR/tls.key\"}")
+	fi
+	(IFS=,; echo "[${env[*]}]")
+}
+
+# client_tls_json FIELD: a client pod's volume ("volumes") or mount
+# ("volumeMounts") of TLS_SECRET at TLS_DIR, as a JSON list; [] without TLS.
+client_tls_json() {
+	if ! tls_on; then
 		echo "[]"
+	elif [ "$1" = volumes ]; then
+		echo "[{\"name\": \"tls\", \"secret\": {\"secretName\": \"$TLS_SECRET\"}}]"
+	else
+		echo "[{\"name\": \"tls\", \"mountPath\": \"$TLS_DIR\", \"readOnly\": true}]"
 	fi
 }
 
@@ -79,11 +130,11 @@ spec:
     - name: gazload
       image: gazette-c:e2e
       imagePullPolicy: Never
-      command: [gazload, --broker.address, "$BROKER_URL", --journals, "$LOAD_JOURNALS",
+      command: [gazload, --broker.address, "$(broker_url)", --journals, "$LOAD_JOURNALS",
                 --size, "256", --pause, 10ms, --until-file, /work/stop, --stop-grace, 120s]
-      env: $(auth_env_json | jq -c '[{name: "LOG_LEVEL", value: "warn"}] + .')
-      volumeMounts: [{name: work, mountPath: /work}]
-  volumes: [{name: work, emptyDir: {}}]
+      env: $(client_env_json | jq -c '[{name: "LOG_LEVEL", value: "warn"}] + .')
+      volumeMounts: $(client_tls_json volumeMounts | jq -c '[{name: "work", mountPath: "/work"}] + .')
+  volumes: $(client_tls_json volumes | jq -c '[{name: "work", emptyDir: {}}] + .')
 YAML
 	k wait --for=condition=Ready "pod/gazload-$1" --timeout=120s >/dev/null
 }
@@ -206,7 +257,7 @@ scenario_broker_killed() {
 
 # replicas_per_broker: "n,n,n..." journal replicas each running broker holds.
 replicas_per_broker() {
-	k exec "$(a_broker)" -- gazctl journals list -o json --broker.address http://localhost:8080 |
+	k exec "$(a_broker)" -- gazctl journals list -o json $(pod_flags) |
 		jq -r '[.journals[] | .route.members[] | .suffix] | group_by(.) | map(length) | sort | map(tostring) | join(",")'
 }
 
@@ -218,7 +269,7 @@ scenario_scale() {
 	k scale "deploy/$BROKERS_DEPLOY" --replicas=5 >/dev/null
 	k rollout status "deploy/$BROKERS_DEPLOY" --timeout=10m >/dev/null
 	wait_until 180 "journals spread over five brokers" sh -c "
-		[ \"\$(kubectl -n $NS exec $(a_broker) -- gazctl journals list -o json --broker.address http://localhost:8080 |
+		[ \"\$(kubectl -n $NS exec $(a_broker) -- gazctl journals list -o json $(pod_flags) |
 		      jq '[.journals[] | .route.members[] | .suffix] | unique | length')\" = 5 ]"
 	spread=$(replicas_per_broker)
 	k scale "deploy/$BROKERS_DEPLOY" --replicas=3 >/dev/null
@@ -267,17 +318,25 @@ scenario_status_offsets() {
 # ---- append and read from the host through a port-forward -------------------------------
 
 scenario_host_port_forward() {
-	local pf port=18080 in="$tmp/host.in" out="$tmp/host.out" pod_out="$tmp/host.pod"
+	local pf port=18080 in="$tmp/host.in" out="$tmp/host.out" pod_out="$tmp/host.pod" url curl_tls=()
 	log "append and read from the host through a port-forward"
 	k port-forward "svc/$REL-gazette-c-broker" "$port:8080" >"$tmp/pf.log" 2>&1 &
 	pf=$!
-	wait_until 30 "the port-forward" curl -sf "http://127.0.0.1:$port/debug/ready"
+	# Under TLS the host's gazctl takes its files from BROKER_TRUSTED_CA_FILE,
+	# BROKER_CERT_FILE and BROKER_CERT_KEY_FILE (run-kind.sh's); the
+	# certificate names 127.0.0.1.
+	url="http://127.0.0.1:$port"
+	if tls_on; then
+		url="https://127.0.0.1:$port"
+		curl_tls=(--cacert "$BROKER_TRUSTED_CA_FILE" --cert "$BROKER_CERT_FILE" --key "$BROKER_CERT_KEY_FILE")
+	fi
+	wait_until 30 "the port-forward" curl -sf "${curl_tls[@]}" "$url/debug/ready"
 	seq 1 50000 | sed 's/^/host /' >"$in"
-	"$GAZCTL" journals append -l name=e2e/b --broker.address "http://127.0.0.1:$port" <"$in" ||
+	"$GAZCTL" journals append -l name=e2e/b --broker.address "$url" <"$in" ||
 		fail "append through the port-forward failed"
-	"$GAZCTL" journals read -l name=e2e/b --broker.address "http://127.0.0.1:$port" >"$out" ||
+	"$GAZCTL" journals read -l name=e2e/b --broker.address "$url" >"$out" ||
 		fail "read through the port-forward failed"
-	k exec "$(a_broker)" -- gazctl journals read -l name=e2e/b --broker.address http://localhost:8080 >"$pod_out"
+	k exec "$(a_broker)" -- gazctl journals read -l name=e2e/b $(pod_flags) >"$pod_out"
 	kill "$pf" 2>/dev/null || true
 	# e2e/b held earlier appends too: the host's bytes are its tail.
 	[ "$(tail -c "$(wc -c <"$in")" "$out" | sha256sum)" = "$(sha256sum <"$in")" ] ||
@@ -292,7 +351,7 @@ scenario_host_port_forward() {
 store_bytes_served() {
 	local p n=0 v
 	for p in $(brokers | sed 's|pod/||'); do
-		v=$(k exec "$p" -- curl -sf http://localhost:8080/debug/metrics |
+		v=$(k exec "$p" -- curl -sf $(pod_curl)/debug/metrics |
 			sed -n 's/^gazette_read_served_bytes_total{source="store"} \([0-9.e+]*\)$/\1/p')
 		n=$(awk -v a="$n" -v b="${v:-0}" 'BEGIN { printf "%d", a + b }')
 	done
@@ -308,20 +367,22 @@ scenario_backfill() {
 	split -b 1000000 "$hist" "$tmp/backfill.part."
 	for f in "$tmp"/backfill.part.*; do
 		k exec -i "$(a_broker)" -- gazctl journals append -l name=e2e/backfill \
-			--broker.address http://localhost:8080 <"$f" >/dev/null
+			$(pod_flags) <"$f" >/dev/null
 	done
 	wait_until 180 "the history persisted" sh -c "
 		[ \"\$(kubectl -n $NS get journalspec e2e-backfill -o jsonpath='{.status.persistedThrough}')\" -ge $(($(wc -c <"$hist") - 1000000)) ]"
 	seq 1 2000 | sed 's/^/tail /' >"$tail_"  # stays in the spools
 	k exec -i "$(a_broker)" -- gazctl journals append -l name=e2e/backfill \
-		--broker.address http://localhost:8080 <"$tail_" >/dev/null
+		$(pod_flags) <"$tail_" >/dev/null
 	before=$(store_bytes_served)
 	# gazctl reads directly (signed URLs) with a route cache, as Gazette's.
 	k run e2e-backfill-reader --restart=Never --image=gazette-c:e2e --image-pull-policy=Never --override-type=strategic \
 		--overrides="{\"spec\": {\"nodeSelector\": {\"node-role.kubernetes.io/control-plane\": \"\"}, \"tolerations\": [{\"operator\": \"Exists\"}],
-			\"containers\": [{\"name\": \"e2e-backfill-reader\", \"env\": $(auth_env_json)}]}}" \
+			\"volumes\": $(client_tls_json volumes),
+			\"containers\": [{\"name\": \"e2e-backfill-reader\", \"env\": $(client_env_json),
+				\"volumeMounts\": $(client_tls_json volumeMounts)}]}}" \
 		--command -- sh -c "gazctl journals read -l name=e2e/backfill --broker.cache.size 64 \
-			--broker.address $BROKER_URL | sha256sum" >/dev/null
+			--broker.address $(broker_url) | sha256sum" >/dev/null
 	wait_until 300 "the backfill reader" sh -c "
 		[ \"\$(kubectl -n $NS get pod e2e-backfill-reader -o jsonpath='{.status.phase}')\" = Succeeded ]"
 	got=$(k logs e2e-backfill-reader | awk '{print $1}')
@@ -358,12 +419,12 @@ scenario_operator_policies() {
 	done
 	for j in retain delete; do
 		seq 1 20000 | sed "s/^/$j /" | k exec -i "$(a_broker)" -- gazctl journals append \
-			-l "name=e2e/$j" --broker.address http://localhost:8080 >/dev/null
+			-l "name=e2e/$j" $(pod_flags) >/dev/null
 	done
 	k delete journalspec e2e-retain e2e-delete --timeout=180s >/dev/null
-	k exec "$(a_broker)" -- gazctl journals list -l name=e2e/retain --broker.address http://localhost:8080 |
+	k exec "$(a_broker)" -- gazctl journals list -l name=e2e/retain $(pod_flags) |
 		grep e2e/retain >/dev/null || fail "a Retain journal left etcd"
-	if k exec "$(a_broker)" -- gazctl journals list -l name=e2e/delete --broker.address http://localhost:8080 |
+	if k exec "$(a_broker)" -- gazctl journals list -l name=e2e/delete $(pod_flags) |
 		grep e2e/delete >/dev/null; then
 		fail "a Delete journal stayed in etcd"
 	fi
@@ -386,7 +447,7 @@ scenario_uninstall_reinstall() {
 	log "uninstall and reinstall"
 	# Retain (the default) keeps the journals in etcd when their CRs go.
 	k delete journalspec --all --timeout=300s >/dev/null
-	k exec "$(a_broker)" -- gazctl journals list -l name=e2e/a --broker.address http://localhost:8080 |
+	k exec "$(a_broker)" -- gazctl journals list -l name=e2e/a $(pod_flags) |
 		grep e2e/a >/dev/null || fail "Retain journals left etcd with their CRs"
 	t0=$(date +%s)
 	# The chart's pre-delete hook drains the brokers while the operator
@@ -403,6 +464,7 @@ scenario_uninstall_reinstall() {
 	NS=$ns2 install_previous_release
 	NS=$ns2 k apply -f e2e/journals.yaml >/dev/null
 	NS=$ns2 k wait --for=condition=Ready journalspec/e2e-a --timeout=180s >/dev/null
+	# (The previous chart's release: plain HTTP, no tokens.)
 	echo reinstalled | NS=$ns2 k exec -i "$(NS=$ns2 a_broker)" -- gazctl journals append -l name=e2e/a \
 		--broker.address http://localhost:8080 >/dev/null
 	summary "uninstall: helm_uninstall_s=$uninstall_s namespace_gone_s=$gone_s finalizers_patched=0 retain_kept=yes reinstall_in=$ns2 chart=$PREV_CHART_VERSION appended=ok"
@@ -459,7 +521,7 @@ scenario_chart_upgrade() {
 	sleep 10
 	load_stop chart-upgrade
 	# What the reinstall appended under the previous chart reads back.
-	[ "$(k exec "$(a_broker)" -- gazctl journals read -l name=e2e/a --broker.address http://localhost:8080)" = reinstalled ] ||
+	[ "$(k exec "$(a_broker)" -- gazctl journals read -l name=e2e/a $(pod_flags))" = reinstalled ] ||
 		fail "e2e/a does not read back after the chart upgrade"
 	summary "chart-upgrade: from=$PREV_CHART_VERSION to=$version $(load_fields) statefulset_brokers=$old drain=$(drain_seconds "$since") upgrade_s=$upgrade_s"
 }

@@ -743,6 +743,36 @@ def test_tls_mounts_the_secret_and_switches_to_https(client_certs):
     assert "https" not in text.replace("https://kubernetes.default.svc", "") and "CERT_FILE" not in text
 
 
+@pytest.mark.parametrize("sets,host", [
+    ((), None),
+    (("tls.enabled=true", "tls.existingSecret=certs"), "10-244-1-5.gazette.pod.cluster.local"),
+    (("tls.enabled=true", "tls.existingSecret=certs", "broker.advertise=podIP"), None),
+    (("broker.advertise=podDNS", "clusterDomain=k8s.example"), "10-244-1-5.gazette.pod.k8s.example"),
+], ids=["plain", "tls", "tls-podIP", "podDNS"])
+def test_brokers_advertise_a_name_their_certificate_can_hold(sets, host, tmp_path):
+    """broker.advertise: pod IPs, or (the default under TLS) the pod's DNS
+    name <ip-with-dashes>.<namespace>.pod.<clusterDomain>, which one
+    wildcard certificate covers. The rendered command is run by /bin/sh
+    as the pod would, with a stand-in gazette that prints its arguments:
+    extraArgs still reach it."""
+    _, docs = render(*(sets + ("broker.extraArgs={--log.level,debug}",)))
+    c = find(docs, "Deployment", "-broker")["spec"]["template"]["spec"]["containers"][0]
+    assert env_of(c)["BROKER_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    if host is None:
+        assert c["command"] == ["gazette", "serve"]
+        return
+    fake = tmp_path / "gazette"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.chmod(0o755)
+    env = {"PATH": "%s:/usr/bin:/bin" % tmp_path, "BROKER_HOST": "10.244.1.5"}
+    out = subprocess.run(c["command"] + c["args"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:-1] == ["serve", "--broker.host", host, "--log.level", "debug"]
+    env["BROKER_HOST"] = "fd00:10:244::5"  # IPv6: colons become dashes too
+    out = subprocess.run(c["command"] + c["args"], capture_output=True, text=True, env=env)
+    assert out.stdout.split("\n")[2] == host.replace("10-244-1-5", "fd00-10-244--5")
+
+
 def test_tls_variables_are_flags_of_their_programs():
     """Every variable the chart sets under TLS is a flag its program reads."""
     _, docs = render("tls.enabled=true", "tls.existingSecret=certs", "tls.requireClientCerts=true")

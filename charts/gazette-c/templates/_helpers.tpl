@@ -140,6 +140,17 @@ scheme of their address and the name of their port. */}}
 {{- if .Values.tls.enabled -}}https{{- else -}}http{{- end -}}
 {{- end -}}
 
+{{/* What brokers advertise as their host (broker.advertise): "podDNS" or
+"podIP"; "" picks podDNS under TLS (a certificate can name one wildcard
+for every pod, not IPs it cannot know), else podIP. */}}
+{{- define "gazette-c.brokerAdvertise" -}}
+{{- $a := .Values.broker.advertise | default (ternary "podDNS" "podIP" .Values.tls.enabled) -}}
+{{- if not (has $a (list "podDNS" "podIP")) -}}
+{{- fail (printf "broker.advertise must be podDNS, podIP or empty, not %q" $a) -}}
+{{- end -}}
+{{- $a -}}
+{{- end -}}
+
 {{/* Where broker and operator pods mount tls.existingSecret (a projected
 volume, not subPath mounts: a rotated Secret updates the files in place). */}}
 {{- define "gazette-c.tlsDir" -}}/etc/gazette/tls{{- end -}}
