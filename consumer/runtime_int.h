@@ -86,6 +86,10 @@ struct gaz_consumer {
 	struct gaz_consumer_app_method *app_methods; /* the app's methods as registered */
 	bool app_inited;               /* init succeeded: stop is due */
 	atomic_bool ks_ready;          /* ks is made and loaded: handlers may read it */
+	struct gaz_shard_api_gate {    /* the Shard service's methods behind ks_ready */
+		gaz_rpc_handler_fn fn;
+		struct gaz_consumer *c;
+	} api_gates[5];
 
 	pthread_mutex_t mu;            /* guards shards, resolve_wake, stopping, reaping */
 	pthread_cond_t cond;           /* the resolver's wake-ups; a reaper's end */

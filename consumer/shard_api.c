@@ -968,6 +968,22 @@ int gaz_consumer_shard_with_source(struct gaz_consumer *c, const char *journal, 
 	return found ? 0 : gaz_status_set(st, GAZ_ENOTFOUND, "no ShardSpec is consuming journal %s", journal);
 }
 
+/* The server listens before the keyspace (and the etcd client) exists:
+ * the port is announced in the ConsumerSpec, and etcd may be down at
+ * start. A Shard call that comes first is answered UNAVAILABLE, which
+ * clients retry, instead of reaching a keyspace being made (the
+ * broker's Journal service does the same). */
+static void gated(struct gaz_rpc_call *call, void *arg)
+{
+	struct gaz_shard_api_gate *g = arg;
+
+	if (!atomic_load(&g->c->ks_ready)) {
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAVAILABLE, "the consumer is starting: its keyspace is not loaded yet");
+		return;
+	}
+	g->fn(call, g->c);
+}
+
 int gaz_consumer_register_api(struct gaz_consumer *c)
 {
 	peer_tls = &c->peer_tls;
@@ -981,9 +997,13 @@ int gaz_consumer_register_api(struct gaz_consumer *c)
 		{"/consumer.Shard/GetHints", handle_get_hints},
 		{"/consumer.Shard/Unassign", handle_unassign},
 	};
+	_Static_assert(sizeof(methods) / sizeof(methods[0]) == sizeof(c->api_gates) / sizeof(c->api_gates[0]),
+		       "a gate per method");
 
-	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-		if (gaz_rpc_server_register(c->srv, methods[i].path, methods[i].fn, c))
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+		c->api_gates[i] = (struct gaz_shard_api_gate){methods[i].fn, c};
+		if (gaz_rpc_server_register(c->srv, methods[i].path, gated, &c->api_gates[i]))
 			return GAZ_ENOMEM;
+	}
 	return 0;
 }

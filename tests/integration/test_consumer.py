@@ -34,8 +34,9 @@ JSON = [("content-type", "application/x-ndjson")]
 class Consumer:
     """One chain-consumer process."""
 
-    def __init__(self, group, cid=None, env=None, lease="3s", store=None):
+    def __init__(self, group, cid=None, env=None, lease="3s", store=None, etcd=None):
         self.group, self.env = group, env or {}
+        self.etcd = etcd or group.cluster.etcd.endpoint
         self.id = cid or "c-%s" % uuid.uuid4().hex[:6]
         self.port = free_port()
         self.address = "http://127.0.0.1:%d" % self.port
@@ -47,7 +48,7 @@ class Consumer:
     def start(self, wait=True):
         g = self.group
         args = [CHAIN, "serve", "--consumer.port", str(self.port), "--consumer.host", "127.0.0.1",
-                "--consumer.id", self.id, "--etcd.address", g.cluster.etcd.endpoint, "--etcd.prefix", g.prefix,
+                "--consumer.id", self.id, "--etcd.address", self.etcd, "--etcd.prefix", g.prefix,
                 "--etcd.lease", self.lease, "--broker.address", g.broker.address,
                 "--log.level", os.environ.get("GAZ_TEST_LOG_LEVEL", "info"),
                 "--consumer.exit-timeout", "3s"] + self.store
@@ -547,6 +548,31 @@ def test_bad_input(group, postgres):
     # (and, failing again, come back FAILED).
     r = shards.unassign("bad-source", "bad-msg", "on-other", only_failed=True, dry_run=True)
     assert sorted(r.shards) == ["bad-msg", "bad-source"]
+
+
+def test_shard_api_unavailable_until_the_keyspace_loads(group):
+    """The Shard service listens before the consumer's keyspace is
+    loaded; while etcd cannot be reached every method is answered
+    UNAVAILABLE (which clients retry), and the process neither crashes
+    nor stops retrying; SIGTERM then ends it at once, saying why it never
+    started."""
+    c = Consumer(group, etcd="http://127.0.0.1:%d" % free_port())
+    group.consumers.append(c)
+    c.start(wait=False)
+    wait_for(lambda: c.alive() and "etcd is unavailable; retrying" in c.log(), 30, "the etcd retry warning")
+    shards = Shards(c.address)
+    calls = [lambda: shards.list(), lambda: shards.apply(shard_spec("early-0", ["early/in"], "early/out")),
+             lambda: shards.stat("early-0", timeout=10), lambda: shards.unassign("early-0"),
+             lambda: shards.call("GetHints", cpb.GetHintsRequest(shard="early-0"), cpb.GetHintsResponse)]
+    for call in calls:
+        with pytest.raises(grpc.RpcError) as e:
+            call()
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE, e.value
+        assert "keyspace is not loaded" in e.value.details(), e.value.details()
+    assert c.alive()
+    assert c.stop(timeout=15) == 1, c.log()[-3000:]
+    assert "signalled while waiting for etcd" in c.log()
+    c.check_sanitizers()
 
 
 def test_store_down_at_start(group, postgres):
