@@ -9,7 +9,9 @@
 #                 every later client signs with the release's keys
 #   tls           (E2E_TLS=1) brokers advertise https:// pod DNS names; a
 #                 client without a certificate and a plaintext one are
-#                 refused; every later client presents the certificate
+#                 refused; every later client presents the certificate;
+#                 etcd's clients and peers on https, a client without a
+#                 certificate refused
 #   data          append from a pod, read back from another; from the host
 #                 through a port-forward, the same bytes
 #   backfill      a reader with a route cache reads history straight from
@@ -54,7 +56,9 @@
 #                    (values-kind-tls.yaml: Secret gazette-tls, made here
 #                    with openssl: a CA and one certificate for the pods'
 #                    DNS names, the Service, localhost and 127.0.0.1) and
-#                    every client presents the certificate; 0: plaintext.
+#                    every client presents the certificate; the chart's
+#                    etcd serves clients and peers mutual TLS too (Secret
+#                    gazette-etcd-tls, from the same CA); 0: plaintext.
 #                    The previous chart's release runs without.
 #   KIND_NODE_IMAGE  the node image for `kind create cluster --image`
 #                    (default: kind's own, which is pulled)
@@ -86,7 +90,7 @@ if [ "$E2E_AUTH" = 1 ]; then
 	export BROKER_AUTH_KEYS
 fi
 E2E_TLS=${E2E_TLS:-1}
-TLS_SECRET=gazette-tls
+TLS_SECRET=gazette-tls ETCD_TLS_SECRET=gazette-etcd-tls
 [ "$E2E_TLS" = 1 ] && VALUES+=(-f e2e/values-kind-tls.yaml)
 PDB=$REL-gazette-c-broker
 [ -x "$GAZCTL" ] || { echo "run-kind: no $GAZCTL (make first)" >&2; exit 2; }
@@ -123,27 +127,39 @@ trap cleanup EXIT
 tmp=$(mktemp -d)
 SUMMARY=$tmp/summary
 : >"$SUMMARY"
-# make_tls DIR: a CA and the release's certificate in DIR as cert-manager
-# writes a Secret (ca.crt, tls.crt, tls.key): server and client use, for
-# every broker's advertised name (*.$NS.pod.cluster.local), the broker
-# Service as the operator and client pods dial it, and localhost and
-# 127.0.0.1 (gazctl in broker pods, the host through a port-forward).
+# make_tls DIR: a CA (DIR/ca.*) and two certificates it signs, as
+# cert-manager writes a Secret (ca.crt, tls.crt, tls.key), each for server
+# and client use: the release's brokers' (DIR/brokers: every broker's
+# advertised name *.$NS.pod.cluster.local, the broker Service as the
+# operator and client pods dial it, localhost and 127.0.0.1 for gazctl in
+# broker pods and the host through a port-forward) and its etcd's
+# (DIR/etcd: the client Service; the members' names, which etcd checks a
+# peer's address against by reverse lookup; brokers and operator present
+# it as etcd clients).
 make_tls() {
-	local d=$1 svc=$REL-gazette-c-broker
+	local d=$1 svc=$REL-gazette-c-broker etcd=$REL-gazette-c-etcd
 	mkdir -p "$d"
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
 		-subj /CN=gazette-e2e-ca -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
-	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=$svc" \
-		-keyout "$d/tls.key" -out "$d/tls.csr" 2>/dev/null
-	printf '%s\n' "subjectAltName=DNS:*.$NS.pod.cluster.local,DNS:$svc,DNS:$svc.$NS,DNS:$svc.$NS.svc,DNS:$svc.$NS.svc.cluster.local,DNS:localhost,IP:127.0.0.1" \
-		"extendedKeyUsage=serverAuth,clientAuth" >"$d/ext"
-	openssl x509 -req -in "$d/tls.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -set_serial "0x$(openssl rand -hex 8)" \
-		-days 2 -extfile "$d/ext" -out "$d/tls.crt" 2>/dev/null
+	issue_cert "$d" brokers "$svc" "DNS:*.$NS.pod.cluster.local,DNS:$svc,DNS:$svc.$NS,DNS:$svc.$NS.svc,DNS:$svc.$NS.svc.cluster.local,DNS:localhost,IP:127.0.0.1"
+	issue_cert "$d" etcd "$etcd" "DNS:$etcd,DNS:$etcd.$NS,DNS:$etcd.$NS.svc,DNS:$etcd.$NS.svc.cluster.local,DNS:*.$etcd-headless.$NS.svc,DNS:*.$etcd-headless.$NS.svc.cluster.local,DNS:localhost,IP:127.0.0.1"
+}
+# issue_cert DIR NAME CN SANS: DIR/NAME/{tls.crt,tls.key,ca.crt} signed by DIR/ca.
+issue_cert() {
+	local d=$1 o=$1/$2
+	mkdir -p "$o"
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=$3" \
+		-keyout "$o/tls.key" -out "$o/tls.csr" 2>/dev/null
+	printf '%s\n' "subjectAltName=$4" "extendedKeyUsage=serverAuth,clientAuth" >"$o/ext"
+	openssl x509 -req -in "$o/tls.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -set_serial "0x$(openssl rand -hex 8)" \
+		-days 2 -extfile "$o/ext" -out "$o/tls.crt" 2>/dev/null
+	cp "$d/ca.crt" "$o/ca.crt"
 }
 if [ "$E2E_TLS" = 1 ]; then
 	make_tls "$tmp/tls"
-	# gazctl on the host presents the same certificate.
-	export BROKER_TRUSTED_CA_FILE=$tmp/tls/ca.crt BROKER_CERT_FILE=$tmp/tls/tls.crt BROKER_CERT_KEY_FILE=$tmp/tls/tls.key
+	# gazctl on the host presents the brokers' certificate.
+	export BROKER_TRUSTED_CA_FILE=$tmp/tls/brokers/ca.crt BROKER_CERT_FILE=$tmp/tls/brokers/tls.crt \
+		BROKER_CERT_KEY_FILE=$tmp/tls/brokers/tls.key
 fi
 . e2e/scenarios.sh
 
@@ -162,8 +178,10 @@ install_release() {
 		k create secret generic "$AUTH_SECRET" --from-literal=auth-keys="$BROKER_AUTH_KEYS" >/dev/null
 	fi
 	if [ "$E2E_TLS" = 1 ]; then
-		k create secret generic "$TLS_SECRET" --from-file="$tmp/tls/tls.crt" --from-file="$tmp/tls/tls.key" \
-			--from-file="$tmp/tls/ca.crt" >/dev/null
+		for c in "$TLS_SECRET:brokers" "$ETCD_TLS_SECRET:etcd"; do
+			k create secret generic "${c%%:*}" --from-file="$tmp/tls/${c#*:}/tls.crt" \
+				--from-file="$tmp/tls/${c#*:}/tls.key" --from-file="$tmp/tls/${c#*:}/ca.crt" >/dev/null
+		done
 	fi
 	helm install "$REL" charts/gazette-c -n "$NS" "${VALUES[@]}" \
 		--set "etcd.deploy.image.repository=${ETCD_IMAGE%:*}" --set "etcd.deploy.image.tag=${ETCD_IMAGE##*:}" \
@@ -233,6 +251,22 @@ if [ "$E2E_TLS" = 1 ]; then
 		fail "a plaintext client was served: $out"
 	fi
 	summary "tls: secret=$TLS_SECRET endpoints=$(echo "$eps" | wc -l)x$(echo "$eps" | sed -n '1s|https://[^.]*|https://<pod>|p') no_client_cert=refused plaintext=refused"
+	# The chart's etcd: brokers and operator reach it over https (they
+	# run: the calls above went through their keyspaces); its members
+	# replicate over peer TLS (all three are members); a client without
+	# the certificate is refused.
+	etcd_addr=$(k get "deploy/$BROKERS_DEPLOY" -o json |
+		jq -r '.spec.template.spec.containers[0].env[] | select(.name == "ETCD_ADDRESS") | .value')
+	[[ $etcd_addr == https://* ]] || fail "brokers dial etcd at $etcd_addr, not over TLS"
+	etcd_pod=$REL-gazette-c-etcd-0 ed=/etc/gazette/etcd-tls
+	members=$(k exec "$etcd_pod" -- etcdctl --endpoints https://127.0.0.1:2379 --cacert $ed/ca.crt --cert $ed/tls.crt \
+		--key $ed/tls.key member list -w json | jq '[.members[] | select(.peerURLs[0] | startswith("https://"))] | length')
+	[ "$members" = 3 ] || fail "etcd has $members members with https:// peer URLs, not 3"
+	if out=$(k exec "$etcd_pod" -- etcdctl --endpoints https://127.0.0.1:2379 --cacert $ed/ca.crt \
+		--command-timeout 10s member list 2>&1); then
+		fail "etcd served a client without a certificate: $out"
+	fi
+	summary "etcd-tls: secret=$ETCD_TLS_SECRET brokers_dial=$etcd_addr https_peers=$members no_client_cert=refused"
 fi
 
 # ---- data ----------------------------------------------------------------------------

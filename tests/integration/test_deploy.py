@@ -148,10 +148,52 @@ def test_chart_etcd_is_three_members_found_by_name():
     assert sts["spec"]["template"]["spec"]["volumes"] == [{"name": "data", "emptyDir": {}}]
 
 
+def test_etcd_over_mutual_tls():
+    """etcd.tls.existingSecret: the chart's etcd serves clients and peers
+    over TLS with the Secret's certificate and requires certificates its CA
+    signed from both; brokers and operator dial it over https presenting
+    the same Secret (ETCD_* variables, mounted read-only); the probes stay
+    on the plain metrics port. Without etcd.deploy, the variables alone."""
+    _, docs = render("etcd.deploy.enabled=true", "etcd.tls.existingSecret=etcd-certs")
+    sts = find(docs, "StatefulSet", "-etcd")
+    c = sts["spec"]["template"]["spec"]["containers"][0]
+    d = "/etc/gazette/etcd-tls"
+    for flag in ("--listen-client-urls=https://0.0.0.0:2379", "--listen-peer-urls=https://0.0.0.0:2380",
+                 "--cert-file=%s/tls.crt" % d, "--key-file=%s/tls.key" % d, "--trusted-ca-file=%s/ca.crt" % d,
+                 "--client-cert-auth", "--peer-cert-file=%s/tls.crt" % d, "--peer-key-file=%s/tls.key" % d,
+                 "--peer-trusted-ca-file=%s/ca.crt" % d, "--peer-client-cert-auth",
+                 "--listen-metrics-urls=http://0.0.0.0:2381"):
+        assert flag in c["command"], flag
+    peers = [a for a in c["command"] if a.startswith("--initial-cluster=")][0].split("=", 1)[1].split(",")
+    assert all("=https://" in p for p in peers), peers
+    assert c["readinessProbe"]["httpGet"]["port"] == "metrics"
+    assert {"name": "etcd-tls", "mountPath": d, "readOnly": True} in c["volumeMounts"]
+    vols = {v["name"]: v for v in sts["spec"]["template"]["spec"]["volumes"]}
+    assert vols["etcd-tls"]["projected"]["sources"][0]["secret"]["name"] == "etcd-certs"
+    assert "data" not in vols  # persistence on: the claim template
+    for values in (("etcd.deploy.enabled=true", "etcd.tls.existingSecret=etcd-certs"),
+                   ("etcd.address=https://etcd.example:2379", "etcd.tls.existingSecret=etcd-certs")):
+        _, docs = render(*values)
+        for name in ("-broker", "-operator"):
+            spec = find(docs, "Deployment", name)["spec"]["template"]["spec"]
+            env = env_of(spec["containers"][0])
+            assert env["ETCD_ADDRESS"] in ("https://rel-gazette-c-etcd:2379", "https://etcd.example:2379"), name
+            assert (env["ETCD_CERT_FILE"], env["ETCD_CERT_KEY_FILE"], env["ETCD_TRUSTED_CA_FILE"]) == \
+                ("%s/tls.crt" % d, "%s/tls.key" % d, "%s/ca.crt" % d), name
+            assert {"name": "etcd-tls", "mountPath": d, "readOnly": True} in spec["containers"][0]["volumeMounts"]
+            assert [v["name"] for v in spec["volumes"]].count("etcd-tls") == 1, name
+    # Both Secrets at once: two volumes, two mounts, in the operator too.
+    _, docs = render("etcd.tls.existingSecret=etcd-certs", "tls.enabled=true", "tls.existingSecret=certs")
+    spec = find(docs, "Deployment", "-operator")["spec"]["template"]["spec"]
+    assert sorted(v["name"] for v in spec["volumes"]) == ["etcd-tls", "tls"]
+    assert sorted(m["name"] for m in spec["containers"][0]["volumeMounts"]) == ["etcd-tls", "tls"]
+
+
 SECURE = ("auth.existingSecret=gazette-keys", "tls.enabled=true", "tls.existingSecret=gazette-tls",
           "tls.requireClientCerts=true", "networkPolicy.enabled=true",
           "networkPolicy.clientSelector.podSelector.matchLabels.gazette-client=broker-client",
-          "networkPolicy.clientSelector.namespaceSelector.matchLabels.team=data", "etcd.deploy.enabled=true")
+          "networkPolicy.clientSelector.namespaceSelector.matchLabels.team=data", "etcd.deploy.enabled=true",
+          "etcd.tls.existingSecret=gazette-etcd-tls")
 
 GOLDEN = os.path.join(ROOT, "tests/integration/golden")
 GOLDEN_SETS = {
@@ -775,7 +817,8 @@ def test_brokers_advertise_a_name_their_certificate_can_hold(sets, host, tmp_pat
 
 def test_tls_variables_are_flags_of_their_programs():
     """Every variable the chart sets under TLS is a flag its program reads."""
-    _, docs = render("tls.enabled=true", "tls.existingSecret=certs", "tls.requireClientCerts=true")
+    _, docs = render("tls.enabled=true", "tls.existingSecret=certs", "tls.requireClientCerts=true",
+                     "etcd.tls.existingSecret=etcd-certs")
     for name, prog in (("-broker", [GAZETTE, "serve", "--help"]), ("-operator", [OPERATOR, "--help"])):
         env = env_of(find(docs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0])
         help_text = subprocess.run(prog, capture_output=True, text=True).stdout

@@ -93,11 +93,44 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: etcd
 {{- end -}}
 
+{{/* The chart's etcd's scheme: https under etcd.tls. */}}
+{{- define "gazette-c.etcdScheme" -}}
+{{- if .Values.etcd.tls.existingSecret -}}https{{- else -}}http{{- end -}}
+{{- end -}}
+
+{{/* Where broker and operator pods (and the chart's etcd) mount
+etcd.tls.existingSecret. */}}
+{{- define "gazette-c.etcdTlsDir" -}}/etc/gazette/etcd-tls{{- end -}}
+
+{{/* The etcd client's TLS files under etcd.tls, as env entries. */}}
+{{- define "gazette-c.etcdTlsEnv" -}}
+{{- if .Values.etcd.tls.existingSecret -}}
+{{- $dir := include "gazette-c.etcdTlsDir" . -}}
+- {name: ETCD_CERT_FILE, value: {{ $dir }}/tls.crt}
+- {name: ETCD_CERT_KEY_FILE, value: {{ $dir }}/tls.key}
+- {name: ETCD_TRUSTED_CA_FILE, value: {{ $dir }}/ca.crt}
+{{- end -}}
+{{- end -}}
+
+{{/* The volume of etcd.tls.existingSecret (see gazette-c.tlsVolume). */}}
+{{- define "gazette-c.etcdTlsVolume" -}}
+- name: etcd-tls
+  projected:
+    defaultMode: 0440
+    sources:
+      - secret:
+          name: {{ .Values.etcd.tls.existingSecret | quote }}
+          items:
+            - {key: tls.crt, path: tls.crt}
+            - {key: tls.key, path: tls.key}
+            - {key: ca.crt, path: ca.crt}
+{{- end -}}
+
 {{/* The etcd brokers and operator use: the chart's own when it deploys
 one, else etcd.address. */}}
 {{- define "gazette-c.etcdAddress" -}}
 {{- if .Values.etcd.deploy.enabled -}}
-{{- printf "http://%s-etcd:2379" (include "gazette-c.fullname" .) -}}
+{{- printf "%s://%s-etcd:2379" (include "gazette-c.etcdScheme" .) (include "gazette-c.fullname" .) -}}
 {{- else -}}
 {{- .Values.etcd.address -}}
 {{- end -}}
