@@ -27,7 +27,8 @@ struct gaz_etcd *gaz_etcd_new(const char *endpoint, int64_t timeout_ms, struct g
 
 /* gaz_etcd_new_tls is gaz_etcd_new with the TLS files of an https://
  * endpoint (`tls` borrowed; NULL = no client certificate, the system's
- * roots), read now (Gazette's --etcd.cert-file, --etcd.cert-key-file,
+ * roots), read now and watched for renewals, used at each reconnect
+ * (lib/rpc: gaz_rpc_channel_open) (Gazette's --etcd.cert-file, --etcd.cert-key-file,
  * --etcd.trusted-ca-file; mainboilerplate EtcdConfig.MustDial builds its
  * TLS config only for https://, so the files are not read otherwise).
  * NULL with st set on a malformed endpoint or TLS files that do not load

@@ -14,10 +14,13 @@
  * - A stream is freed only when no op is in flight (s->inflight == 0).
  * - A stream's mu is held only briefly; never while starting a batch.
  */
+#include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -120,21 +123,53 @@ static const struct {
 	[GAZ_RPC_PEER_ETCD] = {500, 500, false},
 };
 
-/* ssl_creds makes grpc ssl credentials of the files of `tls` (read now),
- * trusting the system's roots when it names no CA. NULL with st set. */
+/* How often a channel's certificate files are looked at for a renewal
+ * (grpc's file watcher reads them again and keeps the last set that
+ * loads; a half-written pair, key and certificate not matching, is
+ * skipped until it matches). */
+#define TLS_REFRESH_SECONDS 5
+
+/* ssl_creds makes grpc TLS credentials of the files of `tls`: checked and
+ * read now, so that a bad file is a clear error at once, then watched by
+ * grpc's file watcher, so that every later handshake of the channel (a
+ * reconnect after a peer's restart, say) presents and trusts what the
+ * files hold then: a certificate (or CA) renewed on disk is used without
+ * a restart, as Gazette's clients reload theirs. Without a CA file the
+ * system's roots (OpenSSL's default file, as Go's nil RootCAs) are the
+ * trusted roots, watched the same way (where that file is missing, grpc's
+ * static credentials with grpc's own roots, read once). Servers'
+ * certificates are verified
+ * and their names checked (grpc's default verifier). NULL with st set. */
 static grpc_channel_credentials *ssl_creds(const struct gaz_rpc_tls *tls, struct gaz_status *st)
 {
 	struct gaz__tls_pems p;
 	grpc_ssl_pem_key_cert_pair pair;
 	grpc_channel_credentials *creds;
+	bool files = tls && ((tls->cert_file && *tls->cert_file) || (tls->ca_file && *tls->ca_file));
+	const char *env = getenv(X509_get_default_cert_file_env());
+	const char *roots = files && tls->ca_file && *tls->ca_file ? tls->ca_file
+			    : env && *env ? env : X509_get_default_cert_file();
 
 	if (gaz__tls_pems_read(tls, false, &p, st))
 		return NULL;
-	if (!p.ca) /* Go's nil RootCAs: the system pool */
-		p.ca = gaz__tls_system_roots();
-	pair.private_key = p.key;
-	pair.cert_chain = p.cert;
-	creds = grpc_ssl_credentials_create(p.ca, p.cert ? &pair : NULL, NULL, NULL);
+	if (files && access(roots, R_OK) == 0) {
+		grpc_tls_credentials_options *o = grpc_tls_credentials_options_create();
+		grpc_tls_certificate_provider *w = grpc_tls_certificate_provider_file_watcher_create(
+			p.cert ? tls->key_file : NULL, p.cert ? tls->cert_file : NULL, roots, TLS_REFRESH_SECONDS);
+
+		grpc_tls_credentials_options_set_certificate_provider(o, w);
+		grpc_tls_certificate_provider_release(w); /* o holds it */
+		grpc_tls_credentials_options_watch_root_certs(o);
+		if (p.cert)
+			grpc_tls_credentials_options_watch_identity_key_cert_pairs(o);
+		creds = grpc_tls_credentials_create(o); /* takes o */
+	} else {
+		if (!p.ca) /* Go's nil RootCAs: the system pool */
+			p.ca = gaz__tls_system_roots();
+		pair.private_key = p.key;
+		pair.cert_chain = p.cert;
+		creds = grpc_ssl_credentials_create(p.ca, p.cert ? &pair : NULL, NULL, NULL);
+	}
 	gaz__tls_pems_free(&p); /* grpc copied what it needs */
 	if (!creds)
 		gaz_status_set(st, GAZ_EINVAL, "cannot make TLS credentials");

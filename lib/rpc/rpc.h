@@ -345,7 +345,9 @@ enum gaz_rpc_peer {
 
 /* TLS certificate files (paths, PEM), borrowed by the call they are
  * passed to; NULL or "" = not set. Files are read when a channel is made
- * or, for a listener, when it starts and again whenever they change.
+ * (checked there) and again every 5 s for its later handshakes (grpc's
+ * file watcher) or, for a listener, when it starts and again whenever
+ * they change.
  * Mirrors Gazette's server.BuildTLSConfig(certPath, keyPath, caPath). */
 struct gaz_rpc_tls {
 	const char *cert_file; /* certificate (chain) to present; with key_file */
@@ -409,8 +411,9 @@ struct gaz_rpc_channel_opts {
  * grpc target ("127.0.0.1:8080", "unix:///path") or an endpoint URL as
  * brokers advertise ("http://host:port", "https://host:port",
  * "unix://host/path"), which is converted; https:// (port 443 if none)
- * dials with TLS using opts->tls, whose files are read now (a rotated
- * file is used by channels opened after the change). Returns NULL with st
+ * dials with TLS using opts->tls, whose files are checked and read now
+ * and watched after (every 5 s): a rotated file is presented or trusted
+ * at the channel's next handshake. Returns NULL with st
  * set (may be NULL) on a malformed target (see gaz_rpc_target_check),
  * unreadable or mismatched TLS files (gaz_rpc_tls_check), allocation
  * failure. `opts` may be NULL (a client's defaults). Thread-safe; free

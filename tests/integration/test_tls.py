@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -360,6 +361,48 @@ def test_broker_and_gazctl_with_etcd_over_tls(pki, tmp_path):
         assert nocert.proc.poll() is None  # waiting for etcd, as it does for one that is down
         assert nocert.member_key() not in etcd.ctl("get", "--prefix", c.prefix, "--keys-only")
         assert "etcd is unavailable" in open(nocert.logpath).read()
+    finally:
+        try:
+            c.stop_all()
+        finally:
+            etcd.stop()
+
+
+def test_rotated_etcd_certificates_are_used_without_restart(tmp_path):
+    """The whole etcd PKI is replaced on disk (a new CA, etcd's server
+    certificate and the broker's client certificate from it, written over
+    the same files) and etcd restarted trusting only the new CA: the
+    broker's etcd client reconnects with the new files (its old
+    certificate and roots would be refused and would refuse), keeps its
+    member key and takes new JournalSpecs, without a restart."""
+    p = PKI(str(tmp_path / "pki"))
+    os.makedirs(p.dir)
+    for name in ("ca", "server", "client"):
+        p.make(name, "ca")
+    etcd = TlsEtcd(p)
+    c = Cluster(etcd, str(tmp_path))
+    try:
+        b = c.start(extra=etcd_flags(p))
+        apply_and_wait(GAZCTL, b.address, [], tmp_path)
+        old_serial = p.serial("client")
+        for name in ("ca", "server", "client"):
+            p.make(name, "ca")
+        assert p.serial("client") != old_serial
+        etcd.restart(sig=signal.SIGTERM)
+        specs = tmp_path / "rotated.yaml"
+        specs.write_text(SPECS.replace("tls/one", "tls/after-rotation") % 1)
+        # Applied through the broker, whose etcd client reconnects (with the
+        # new files) within its back-off and the files' refresh period.
+        wait_for(lambda: gazctl(GAZCTL, b.address, [], "journals", "apply", "--specs", str(specs),
+                                check=False).returncode == 0, 30, "an apply through the broker after the rotation")
+
+        def routed():
+            out = json.loads(gazctl(GAZCTL, b.address, [], "journals", "list", "-o", "json").stdout)
+            return any(j["spec"]["name"] == "tls/after-rotation" and j.get("route", {}).get("primary", -1) >= 0
+                       for j in out.get("journals", []))
+        wait_for(routed, 30, "a journal applied after the rotation to be assigned (the broker reads etcd again)")
+        assert b.proc.poll() is None
+        assert b.member_key() in etcd.ctl("get", "--prefix", c.prefix, "--keys-only")
     finally:
         try:
             c.stop_all()
