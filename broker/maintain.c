@@ -399,9 +399,9 @@ static void schedule(struct gaz_broker *b, struct maintain_state *ms, struct gaz
 
 /* reconcile_journal brings the local replica of `journal` in line with
  * our assignment of it (ls): tears down a replica no longer ours (or of a
- * deleted and re-created journal, or no longer primary while holding a
- * pipeline), creates one newly ours, notes a promotion, then lists its
- * stores if due. */
+ * deleted and re-created journal), demotes one no longer primary (its
+ * pipeline closed, its spool and index kept), creates one newly ours,
+ * notes a promotion, then lists its stores if due. */
 static void reconcile_journal(struct gaz_broker *b, struct maintain_state *ms, const char *journal)
 {
 	struct gaz_replica *r = gaz_replica_get(b, journal);
@@ -411,10 +411,13 @@ static void reconcile_journal(struct gaz_broker *b, struct maintain_state *ms, c
 		/* Not primary any more, or never seen primary here but holding
 		 * a pipeline an append opened while it briefly was. */
 		bool demoted = a && !a->primary && (r->primary || atomic_load(&r->pipelined));
-		if (demoted && !r->primary)
-			gaz_info("closing a pipeline opened while briefly primary", "journal=%s",
-				 r->journal);
-		if (!a || a->create_revision != r->create_revision || demoted) {
+		if (demoted && a->create_revision == r->create_revision) {
+			gaz_info(r->primary ? "no longer primary; closing the pipeline"
+					    : "closing a pipeline opened while briefly primary",
+				 "journal=%s", r->journal);
+			gaz_replica_demote(r);
+		}
+		if (!a || a->create_revision != r->create_revision) {
 			gaz_replica_teardown(r);
 			gaz_replica_unref(r);
 			r = NULL; /* re-created below while still ours */

@@ -463,6 +463,35 @@ int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool at_o
 	return 0;
 }
 
+void gaz_replica_demote(struct gaz_replica *r)
+{
+	bool took, done;
+
+	r->primary = false;
+	/* Not gaz_replica_acquire: the new primary's Replicate stream may
+	 * hold the token for as long as it lives, and it closed the pipeline
+	 * when it took the token (replicate.c). So wait only while a holder
+	 * still leaves a pipeline open: an append of our time as primary,
+	 * which ends on its own. */
+	for (;;) {
+		pthread_mutex_lock(&r->mu);
+		took = !r->dead && !r->token_held;
+		done = r->dead || !atomic_load(&r->pipelined);
+		if (took)
+			r->token_held = true;
+		pthread_mutex_unlock(&r->mu);
+		if (took || done)
+			break;
+		usleep(5000);
+	}
+	if (!took)
+		return;
+	gaz_pipeline_close(r->pipeline);
+	r->pipeline = NULL;
+	atomic_store(&r->pipelined, false);
+	gaz_replica_release(r);
+}
+
 void gaz_replica_teardown(struct gaz_replica *r)
 {
 	struct gaz_broker *b = r->b;

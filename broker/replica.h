@@ -213,6 +213,18 @@ int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool at_o
  * into the index and wake readers. */
 int gaz_replica_publish_spool(struct gaz_replica *r, struct gaz_status *st);
 
+/* gaz_replica_demote: the replica's assignment is no longer the
+ * primary (the allocator moved the primary, or an append opened a
+ * pipeline under a primacy maintenance never saw), but this broker stays
+ * in the route. Takes the append token (waiting for an append in
+ * progress, as teardown does), closes the pipeline, so that the peers'
+ * Replicate streams let go of their spools for the new primary, and
+ * clears `primary`. The spool and the index are kept: every fragment
+ * this broker holds keeps being served, as a Gazette replica keeps its
+ * index across route changes (issue 31: a re-created replica knew only
+ * its store listing). Maintenance thread only. */
+void gaz_replica_demote(struct gaz_replica *r);
+
 /* gaz_replica_teardown marks the replica dead, persists its spool's
  * content, removes it from the broker's table and drops the table's
  * reference. Used on unassignment and at exit. */

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "broker/metrics.h"
+#include "broker/pipeline.h"
 #include "broker/replica.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -188,6 +189,14 @@ static int serve(struct repl_ctx *c, Protocol__ReplicateRequest *first)
 	if (gaz_replica_acquire(c->r, c->call)) {
 		protobuf_c_message_free_unpacked(&first->base, NULL);
 		return GAZ_ECANCELLED;
+	}
+	if (c->r->pipeline) {
+		/* We led this journal until the route moved its primary: the
+		 * pipeline of our time as primary holds the other peers' spools
+		 * from the primary that now replicates to us. Token holder. */
+		gaz_pipeline_close(c->r->pipeline);
+		c->r->pipeline = NULL;
+		atomic_store(&c->r->pipelined, false);
 	}
 	rc = stream(c, first);
 	pthread_mutex_lock(&c->r->mu);

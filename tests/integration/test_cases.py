@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 import protocol_pb2 as pb
-from gazpb import Client, spec, wait_assigned
+from gazpb import Client, read_replica, spec, wait_assigned
 
 
 def put_fragment(root, journal, begin, content, ext=".raw"):
@@ -18,32 +18,6 @@ def put_fragment(root, journal, begin, content, ext=".raw"):
     name = "%016x-%016x-%s%s" % (begin, begin + len(content), hashlib.sha1(content).hexdigest(), ext)
     with open(os.path.join(d, name), "wb") as f:
         f.write(content)
-
-
-def read_replica(c, journal, file_root):
-    """Everything one broker holds of `journal` without proxying: its own
-    spools and fragments, and persisted fragments read from the file store
-    through the URLs it answers with (Gazette's do_not_proxy reads)."""
-    data, offset = bytearray(), 0
-    while True:
-        rs = c.read(journal, offset=offset, do_not_proxy=True)
-        progressed = False
-        for r in rs:
-            if r.content:
-                assert r.offset == offset
-                data += r.content
-                offset += len(r.content)
-                progressed = True
-            elif r.fragment_url and r.status == pb.OK:
-                path = os.path.join(file_root, r.fragment_url[len("file:///"):])
-                with open(path, "rb") as f:
-                    body = f.read()
-                data += body[offset - r.fragment.begin:]
-                offset = r.fragment.end
-                progressed = True
-                break
-        if not progressed:
-            return bytes(data)
 
 
 def test_BR07_dirty_store_blocks_appends_until_reset_head(cluster):

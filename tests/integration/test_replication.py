@@ -3,7 +3,7 @@ import os
 import time
 
 import protocol_pb2 as pb
-from gazpb import Client, spec, wait_assigned, wait_route
+from gazpb import Client, read_replica, spec, wait_assigned, wait_route
 
 
 def test_appends_reach_every_replica(cluster):
@@ -556,3 +556,68 @@ def test_restarted_replica_is_used_again_at_once(cluster, go):
           % (took, "Gazette's" if go else "our"))
     if not go:
         assert took <= (3.0 if os.environ.get("BUILD", "build") != "build" else 1.0), took
+
+
+
+def test_survivors_serve_what_they_held_after_failover(cluster):
+    """Three brokers in three zones hold six journals at replication 3,
+    whose fragments cannot be persisted (a file stands where the
+    journals' directory goes in the file store), so each replica's own
+    spools and fragments are the only copies. The broker that leads the
+    most of them is SIGKILLed; once its lease lapses the survivors hold
+    routes of two (appends answer INSUFFICIENT_JOURNAL_BROKERS), then a
+    replacement joins in the lost zone, the allocator adds it to every
+    route and moves primaries onto it (a survivor that led a journal is
+    demoted), and one more append commits to each journal at its old head.
+    Every survivor still serves [0, head) of every journal itself
+    (do_not_proxy), as Gazette's replicas do: a replica keeps what it
+    holds through a fail-over and a change of primary."""
+    import signal
+
+    from conftest import wait_for
+
+    names = ["fo/j%d" % i for i in range(6)]
+    open(os.path.join(cluster.file_root, "fo"), "w").close()  # no uploads under fo/
+    brokers = [cluster.start(zone="z%d" % i) for i in range(3)]
+    c = Client(brokers[0].address)
+    for n in names:
+        c.apply(spec(n, replication=3, refresh_s=300))
+    want = {}
+    for n in names:
+        wait_route(c, n, 3)
+        want[n] = b""
+        for i in range(20):
+            rec = (b"%s:%04d:" % (n.encode(), i)) + bytes([65 + i % 26]) * 90
+            r = c.append(n, rec)
+            assert r.status == pb.OK, r
+            want[n] += rec
+    routes = {j.spec.name: j.route for j in c.list() if j.spec.name in want}
+    led = lambda b: sum(r.members[r.primary].suffix == b.id for r in routes.values())
+    victim = max(brokers, key=led)
+    survivors = [b for b in brokers if b is not victim]
+    victim.stop(sig=signal.SIGKILL)
+    sc = Client(survivors[0].address)
+    for n in names:
+        wait_route(sc, n, 2, timeout=30)
+    wait_for(lambda: sc.append(names[0], b"x", timeout=5, retry=False).status
+             == pb.INSUFFICIENT_JOURNAL_BROKERS, 30, "appends refused with two of three brokers")
+    newcomer = cluster.start(zone=victim.zone, bid=victim.id + "r")
+
+    def balanced():
+        rs = [j.route for j in sc.list() if j.spec.name in want]
+        return (all(len(r.members) == 3 and r.primary >= 0 for r in rs) and
+                sum(r.members[r.primary].suffix == newcomer.id for r in rs) >= 2)
+    wait_for(balanced, 60, "routes of three with primaries moved onto the newcomer")
+    for n in names:
+        r = sc.append(n, b"last record\n")
+        assert r.status == pb.OK, r
+        assert r.commit.begin == len(want[n]), r
+        want[n] += b"last record\n"
+    try:
+        for b in survivors:
+            for n in names:
+                got, last = Client(b.address).read_bytes(n, offset=0, do_not_proxy=True)
+                assert got == want[n], "survivor %s serves [0, %d) of %s's [0, %d): %s" % (
+                    b.id, len(got), n, len(want[n]), last)
+    finally:
+        os.unlink(os.path.join(cluster.file_root, "fo"))  # let exits persist
