@@ -517,6 +517,15 @@ static bool last_ready(const struct gaz_rpc_stream *s)
 	return s->last_done && !s->status_op.pending;
 }
 
+/* notify_ready (s->mu held): a receive's notify may run: a message is
+ * in, or the stream's end is, with its status. */
+static bool notify_ready(const struct gaz_rpc_stream *s)
+{
+	if (s->recv_op.done && s->recv_op.ok && s->recv_bb)
+		return true;
+	return (s->recv_op.done || s->eof) && !s->status_op.pending;
+}
+
 static void sop_cb(void *tag, int ok)
 {
 	struct sop *o = tag;
@@ -546,7 +555,10 @@ static void sop_cb(void *tag, int ok)
 		wake = o->waiters || (s->recv_last && o == &s->status_op && s->recv_op.waiters &&
 				      last_ready(s));
 	}
-	if (o == &s->recv_op && s->recv_notify) {
+	/* A receive that found the stream's end notifies once the status is
+	 * in too, so the notified may read why it ended
+	 * (gaz_rpc_stream_status_now) without waiting on a poller. */
+	if (s->recv_notify && (o == &s->recv_op || o == &s->status_op) && notify_ready(s)) {
 		notify = s->recv_notify;
 		notify_arg = s->recv_notify_arg;
 		s->recv_notify = NULL;
@@ -909,6 +921,8 @@ void gaz_rpc_stream_recv_notify(struct gaz_rpc_stream *s, void (*fn)(void *arg),
 
 	pthread_mutex_lock(&s->mu);
 	now = s->recv_last || !recv_start(s) || s->recv_op.done;
+	if (now && !s->recv_last && !notify_ready(s))
+		now = false; /* the end is in, its status not yet: sop_cb notifies */
 	if (!now) {
 		s->recv_notify = fn;
 		s->recv_notify_arg = arg;
@@ -1022,6 +1036,19 @@ int gaz_rpc_stream_recv_last(struct gaz_rpc_stream *s, const ProtobufCMessageDes
 		return GAZ_EOF;
 	rc = extra ? GAZ_EPROTO : gaz__rpc_unpack(bb, desc, out, NULL);
 	grpc_byte_buffer_destroy(bb);
+	return rc;
+}
+
+int gaz_rpc_stream_status_now(struct gaz_rpc_stream *s, struct gaz_status *st)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->mu);
+	if (s->status_op.pending)
+		rc = GAZ_ETIMEDOUT;
+	else if (s->status != GRPC_STATUS_OK)
+		rc = rpc_error(st, s->status, s->details);
+	pthread_mutex_unlock(&s->mu);
 	return rc;
 }
 

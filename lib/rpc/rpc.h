@@ -577,6 +577,12 @@ int gaz_rpc_stream_recv_last(struct gaz_rpc_stream *s, const ProtobufCMessageDes
  * GAZ_ERPC with st filled. */
 int gaz_rpc_stream_finish(struct gaz_rpc_stream *s, struct gaz_status *st);
 
+/* gaz_rpc_stream_status_now is gaz_rpc_stream_finish without the wait,
+ * for pollers: GAZ_ETIMEDOUT while the status is not in yet. A
+ * receive's notify (gaz_rpc_stream_recv_notify) that found the stream's
+ * end comes once the status is in. */
+int gaz_rpc_stream_status_now(struct gaz_rpc_stream *s, struct gaz_status *st);
+
 /* gaz_rpc_stream_cancel cancels the call (thread-safe; pending ops fail). */
 void gaz_rpc_stream_cancel(struct gaz_rpc_stream *s);
 
