@@ -55,6 +55,11 @@ struct append_ctx {
 	struct gaz_batch_entry *batch;     /* &entry while this append leads a group commit */
 	size_t group_n;                    /* members of the group it leads, itself included */
 	bool lease_lost;                   /* a commit found the member lease expired */
+	/* Why the transaction failed, for its answers: a spool write's error
+	 * (disk full, I/O; spool_failed is then set) or a peer's (the
+	 * pipeline's). "" when unknown. */
+	char fail_why[1024];
+	bool spool_failed;
 	struct gaz_commit_pending *poller_pc; /* a poller commit's, until gathered */
 };
 

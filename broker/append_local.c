@@ -287,22 +287,42 @@ static bool rate_debit(struct append_ctx *a, struct rate *rt, int64_t len)
 	return delayed;
 }
 
-/* Writes content to the spool, retrying a failing disk until the call is
- * cancelled. Returns 0 or the spool's error. */
+static void roll_back(struct append_ctx *a, const char *why);
+
+/* A peer failed (the pipeline's error in a->fail_why): what the append
+ * answers. */
+static const char *peer_failure(struct append_ctx *a, char *buf, size_t cap, bool may_have_committed)
+{
+	snprintf(buf, cap, "replication to a peer failed%s%s%s",
+		 may_have_committed ? "; the append may have committed" : "",
+		 a->fail_why[0] ? ": " : "", a->fail_why);
+	return buf;
+}
+
+/* Writes content to the spool. A write that fails (disk full, I/O error)
+ * is not retried while the client waits, as Gazette's broker does (every
+ * 5 s, forever): the transaction rolls back, the spool rolls at its last
+ * commit so that what it holds is persisted and its disk space freed
+ * (gaz_replica_spool_failed), and the append is answered UNAVAILABLE at
+ * once, which Gazette's clients retry (docs/decisions.md). A leader
+ * committing a later group (its own call answered) fails the group with
+ * the same error. Returns 0 or the spool's error. */
 static int spool_write(struct append_ctx *a, const uint8_t *data, size_t len)
 {
 	struct gaz_replica *r = a->res.replica;
 	struct gaz_status st = {0};
-	int rc;
+	int rc = gaz_spool_append(&r->spool, data, len, &st);
 
-	while ((rc = gaz_spool_append(&r->spool, data, len, &st)) == GAZ_EIO) {
-		gaz_error("spool write failed; retrying", "journal=%s err=%s", r->journal, st.msg);
-		gaz_status_clear(&st);
-		/* A leader committing a later group (its own call answered)
-		 * fails the group instead: its members' clients retry. */
-		if (a->finished || gaz_rpc_wait(a->call, gaz_deadline_in(5000)) == GAZ_ECANCELLED)
-			break;
+	if (!rc) {
+		gaz_replica_spool_ok(r);
+		return 0;
 	}
+	snprintf(a->fail_why, sizeof(a->fail_why), "append to \"%.256s\" failed: %.512s", r->journal, st.msg);
+	a->spool_failed = true;
+	roll_back(a, a->fail_why);
+	gaz_replica_spool_failed(r, st.msg, a->res.route.n == 1);
+	if (!a->finished)
+		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, a->fail_why);
 	return rc;
 }
 
@@ -367,8 +387,10 @@ static int stream_content(struct append_ctx *a, EVP_MD_CTX *sha)
 			a->delayed_chunks += rate_debit(a, &rt, (int64_t)m->content.len);
 			if (r->pipeline && gaz__append_replicate_content(a, m->content.data,
 									 m->content.len, delta)) {
+				char why[1100];
 				protobuf_c_message_free_unpacked(&m->base, NULL);
-				gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, "replication to a peer failed");
+				gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE,
+							  peer_failure(a, why, sizeof(why), false));
 				return GAZ_EUNAVAIL;
 			}
 			rc = spool_write(a, m->content.data, m->content.len);
@@ -649,10 +671,13 @@ static void roll_back(struct append_ctx *a, const char *why)
 static void group_failed(struct append_ctx *a, struct gaz_batch_link **links, size_t first,
 			 size_t n, bool replicated)
 {
-	const char *why = a->lease_lost ? LEASE_LOST
-			  : replicated  ? "replication to a peer failed; the append may have committed"
-					: "commit failed";
-	int code = a->lease_lost || replicated ? GAZ_GRPC_UNAVAILABLE : GAZ_GRPC_INTERNAL;
+	char buf[1100];
+	const char *why = a->lease_lost     ? LEASE_LOST
+			  : a->spool_failed ? a->fail_why
+			  : replicated      ? peer_failure(a, buf, sizeof(buf), true)
+					    : "commit failed";
+	int code = a->lease_lost || a->spool_failed || replicated ? GAZ_GRPC_UNAVAILABLE
+								  : GAZ_GRPC_INTERNAL;
 
 	roll_back(a, "group commit rolled back");
 	batch_answer(a, links, first, n, 0, code, 0, why);
@@ -780,9 +805,10 @@ int gaz__append_local(struct append_ctx *a)
 	if (rc) /* without the token: committed locally, a peer failed after */
 		roll_back(a, "append rolled back");
 	if (rc) {
+		char why[1100];
 		if (!a->finished && replicated)
 			gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE,
-						  "replication to a peer failed; the append may have committed");
+						  peer_failure(a, why, sizeof(why), true));
 		else if (!a->finished)
 			gaz__append_respond_error(a, GAZ_GRPC_INTERNAL, "commit failed");
 	} else {
@@ -817,8 +843,10 @@ static bool ready_now(struct append_ctx *a)
 }
 
 /* The pollers gathered a poller commit's acknowledgements. */
-static void poller_gathered(void *arg, int rc, Protocol__ReplicateResponse **resp)
+static void poller_gathered(void *arg, int rc, const char *why, Protocol__ReplicateResponse **resp)
 {
+	char msg[1100];
+
 	struct append_ctx *a = arg;
 	struct gaz_commit_pending *pc = a->poller_pc;
 
@@ -830,8 +858,9 @@ static void poller_gathered(void *arg, int rc, Protocol__ReplicateResponse **res
 			rc = GAZ_EPROTO;
 		}
 	if (rc) {
-		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE,
-					  "replication to a peer failed; the append may have committed");
+		if (why && !a->fail_why[0])
+			snprintf(a->fail_why, sizeof(a->fail_why), "%s", why);
+		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, peer_failure(a, msg, sizeof(msg), true));
 	} else {
 		gaz_labelset_copy(a->registers, pc->regs);
 		gaz_notifier_broadcast(&a->res.replica->notifier);
@@ -882,13 +911,24 @@ int gaz__append_poller_commit(struct append_ctx *a, struct gaz_batch_entry *e)
 	a->commit_codec = r->spool.fragment.codec;
 	memcpy(a->commit_sum, e->sum, sizeof(a->commit_sum));
 	a->total_chunks = e->chunks;
-	if (gaz_pipeline_content(p, e->data, e->len, 0, &st) ||
-	    gaz_spool_append(&r->spool, e->data, e->len, &st)) {
+	if (gaz_pipeline_content(p, e->data, e->len, 0, &st)) {
 		free(pc);
 		poller_failed(a, st.msg);
 		gaz__append_poller_done(a);
 		return 0;
 	}
+	if (gaz_spool_append(&r->spool, e->data, e->len, &st)) {
+		char why[sizeof(st.msg) + 300];
+		free(pc);
+		snprintf(why, sizeof(why), "append to \"%s\" failed: %s", r->journal, st.msg);
+		gaz_pipeline_abandon(p); /* peers roll back as the next holder rebuilds it */
+		gaz_replica_spool_failed(r, st.msg, false);
+		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, why);
+		gaz_replica_release(r);
+		gaz__append_poller_done(a);
+		return 0;
+	}
+	gaz_replica_spool_ok(r);
 	gaz_metric_spool_commit(r->spool.delta);
 	if (gaz__append_replicate_commit_propose(a, pc, &st)) {
 		free(pc);
@@ -908,7 +948,7 @@ int gaz__append_poller_commit(struct append_ctx *a, struct gaz_batch_entry *e)
 		 * and the token held; fail the append rather than lose it. */
 		gaz_error("poller commit: gather out of order", "journal=%s", r->journal);
 		gaz_pipeline_abandon(p);
-		poller_gathered(a, GAZ_EUNAVAIL, NULL);
+		poller_gathered(a, GAZ_EUNAVAIL, "gather out of order", NULL);
 	}
 	gaz_replica_release(r);
 	gaz_replica_unref(r);

@@ -30,6 +30,8 @@ void gaz__append_pipeline_fail(struct append_ctx *a, const char *why)
 	struct gaz_replica *r = a->res.replica;
 
 	gaz_warn("replication pipeline failed", "journal=%s err=%s", r->journal, why);
+	if (!a->fail_why[0])
+		snprintf(a->fail_why, sizeof(a->fail_why), "%s", why);
 	gaz_pipeline_close(r->pipeline);
 	r->pipeline = NULL;
 	atomic_store(&r->pipelined, false);
@@ -261,9 +263,12 @@ int gaz__append_replicate_commit_finish(struct append_ctx *a, struct gaz_commit_
 		rc = gaz_status_set(&st, GAZ_EPROTO, "a peer did not acknowledge the commit");
 	if (rc && a->token)
 		gaz__append_pipeline_fail(a, st.msg[0] ? st.msg : gaz_err_str(rc));
-	else if (rc) /* the next token holder rebuilds the failed pipeline */
+	else if (rc) { /* the next token holder rebuilds the failed pipeline */
 		gaz_warn("replication pipeline failed", "journal=%s err=%s", a->res.replica->journal,
 			 st.msg);
+		if (!a->fail_why[0])
+			snprintf(a->fail_why, sizeof(a->fail_why), "%s", st.msg);
+	}
 	else
 		gaz_labelset_copy(a->registers, pc->regs);
 	gaz_labelset_free(pc->regs);

@@ -10,6 +10,7 @@
 #include "broker/broker.h"
 #include "protocol/auth.h"
 #include "broker/metrics.h"
+#include "broker/replica.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +35,14 @@ static int ready(struct gaz_http_req *req, struct gaz_http_resp *resp, void *arg
 		free(why);
 		return rc;
 	}
+	/* Ready all the same while a spool's disk is failing: the broker
+	 * serves every other journal, and the failing one heals by itself
+	 * (gaz_replica_spool_failed); the body says what fails meanwhile. */
+	char *faults = gaz_replica_spool_faults(b);
 	gaz_http_resp_status(resp, 200);
-	return gaz_http_resp_send(resp, "", 0);
+	int rc = gaz_http_resp_send(resp, faults ? faults : "", faults ? strlen(faults) : 0);
+	free(faults);
+	return rc;
 }
 
 static int metrics(struct gaz_http_req *req, struct gaz_http_resp *resp, void *arg)

@@ -20,6 +20,7 @@ static struct gaz_metric *append_bytes, *read_bytes, *read_fragment_bytes, *disc
 static struct gaz_metric *scrapes, *scrapes_in_flight;
 /* An exiting broker's hand-off and persist waits (ours). */
 static struct gaz_metric *exit_held, *exit_held_primary, *exit_unpersisted, *exit_sole;
+static struct gaz_metric *spool_write_failures, *spool_write_failing;
 /* What Read RPCs served (ours): content bytes by where they came from,
  * and signed fragment URLs handed out for readers to fetch themselves. */
 static struct gaz_metric *read_served, *read_urls;
@@ -88,6 +89,12 @@ int gaz_broker_metrics_init(void)
 					     "Total number of bytes rolled-back from journal fragment spools.", NULL);
 	completed_spools = gaz_metrics_counter(r, "gazette_spool_completed_total",
 					       "Total number of journal fragment spools which have been completed, and are ready for persisting.", NULL);
+	spool_write_failures = gaz_metrics_counter(r, "gazette_spool_write_failures_total",
+						   "Writes to a journal's spool that failed (disk full, I/O error).",
+						   "journal");
+	spool_write_failing = gaz_metrics_gauge(r, "gazette_spool_write_failing",
+						"1 while the last write to a journal's spool failed and none "
+						"has succeeded since.", "journal");
 	persisted = gaz_metrics_counter(r, "gazette_spool_persisted_total",
 					"Total number of journal fragment spools which were persisted (by this server, or by another and then verified by this server).", NULL);
 	group_commits = gaz_metrics_counter(r, "gazette_append_group_commits_total",
@@ -154,6 +161,16 @@ void gaz_metric_rpc_started(const char *op) { gaz_metric_inc(gaz_metric_with(sta
 void gaz_metric_rpc_completed(const char *op, const char *status)
 {
 	gaz_metric_inc(gaz_metric_with(completed, op, status));
+}
+
+void gaz_metric_spool_write_failed(const char *journal)
+{
+	gaz_metric_inc(gaz_metric_with(spool_write_failures, journal));
+}
+
+void gaz_metric_spool_failing(const char *journal, bool failing)
+{
+	gaz_metric_set(gaz_metric_with(spool_write_failing, journal), failing ? 1 : 0);
 }
 
 void gaz_metric_write_head(const char *journal, int64_t head)

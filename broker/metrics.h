@@ -32,6 +32,12 @@ void gaz_metric_spool_commit(int64_t bytes);
 void gaz_metric_spool_rollback(int64_t bytes);
 void gaz_metric_spool_completed(void);
 void gaz_metric_spool_persisted(void);
+/* Ours, not Gazette's: a write to the spool of `journal` failed (disk
+ * full, I/O error): gazette_spool_write_failures_total{journal}; and
+ * whether its spool is failing now (the last write failed, none has
+ * succeeded since): the gauge gazette_spool_write_failing{journal}. */
+void gaz_metric_spool_write_failed(const char *journal);
+void gaz_metric_spool_failing(const char *journal, bool failing);
 
 /* The allocator's planned assignment changes (Gazette's
  * gazette_allocator_assignment_{added,packed,removed}_total; a promotion

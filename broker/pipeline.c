@@ -264,6 +264,23 @@ int gaz_pipeline_content(struct gaz_pipeline *p, const uint8_t *data, size_t len
 	return rc;
 }
 
+/* peer_failed: no acknowledgement from `pe` (its receive returned
+ * `err`). When the peer ended the stream, its status says why (a
+ * replica whose spool's disk failed names the errno there), and st
+ * carries it to the append's answer. */
+static int peer_failed(struct peer *pe, int err, bool may_wait, struct gaz_status *st)
+{
+	struct gaz_status fin = {0};
+	const char *zone = pe->header->process_id->zone, *suffix = pe->header->process_id->suffix;
+
+	if (err == GAZ_EOF &&
+	    (may_wait ? gaz_rpc_stream_finish(pe->s, &fin) : gaz_rpc_stream_status_now(pe->s, &fin)) &&
+	    fin.msg[0])
+		return gaz_status_set(st, GAZ_EUNAVAIL, "no acknowledgement from %s#%s: %s", zone,
+				      suffix, fin.msg);
+	return gaz_status_set(st, GAZ_EUNAVAIL, "no acknowledgement from %s#%s", zone, suffix);
+}
+
 int gaz_pipeline_gather(struct gaz_pipeline *p, uint64_t ticket,
 			Protocol__ReplicateResponse **resp, struct gaz_status *st)
 {
@@ -290,11 +307,10 @@ int gaz_pipeline_gather(struct gaz_pipeline *p, uint64_t ticket,
 	for (size_t i = 0; i < p->n && !rc; i++)
 		gaz_rpc_stream_recv_ahead(p->peers[i].s);
 	for (size_t i = 0; i < p->n && !rc; i++) {
-		if (gaz_rpc_stream_recv(p->peers[i].s, &protocol__replicate_response__descriptor,
-					(ProtobufCMessage **)&resp[i], gaz_deadline_in(GATHER_TIMEOUT_MS)))
-			rc = gaz_status_set(st, GAZ_EUNAVAIL, "no acknowledgement from %s#%s",
-					    p->peers[i].header->process_id->zone,
-					    p->peers[i].header->process_id->suffix);
+		int err = gaz_rpc_stream_recv(p->peers[i].s, &protocol__replicate_response__descriptor,
+					      (ProtobufCMessage **)&resp[i], gaz_deadline_in(GATHER_TIMEOUT_MS));
+		if (err)
+			rc = peer_failed(&p->peers[i], err, true, st);
 	}
 	pthread_mutex_lock(&p->mu);
 	if (p->gathering) {
@@ -327,12 +343,12 @@ static void async_done(struct gaz_pipeline *p)
 	void *arg;
 	int rc = resp ? 0 : gaz_status_set(&st, GAZ_ENOMEM, "out of memory");
 
-	for (size_t i = 0; i < p->n && !rc; i++)
-		if (gaz_rpc_stream_recv(p->peers[i].s, &protocol__replicate_response__descriptor,
-					(ProtobufCMessage **)&resp[i], gaz_mono_ns()))
-			rc = gaz_status_set(&st, GAZ_EUNAVAIL, "no acknowledgement from %s#%s",
-					    p->peers[i].header->process_id->zone,
-					    p->peers[i].header->process_id->suffix);
+	for (size_t i = 0; i < p->n && !rc; i++) {
+		int err = gaz_rpc_stream_recv(p->peers[i].s, &protocol__replicate_response__descriptor,
+					      (ProtobufCMessage **)&resp[i], gaz_mono_ns());
+		if (err)
+			rc = peer_failed(&p->peers[i], err, false, &st);
+	}
 	pthread_mutex_lock(&p->mu);
 	fn = p->async_fn;
 	arg = p->async_arg;
@@ -344,7 +360,7 @@ static void async_done(struct gaz_pipeline *p)
 	pthread_mutex_unlock(&p->mu);
 	if (rc)
 		gaz_warn("replication pipeline failed", "journal=%s err=%s", p->journal, st.msg);
-	fn(arg, rc, rc ? NULL : resp);
+	fn(arg, rc, rc ? st.msg : NULL, rc ? NULL : resp);
 	for (size_t i = 0; resp && i < p->n; i++)
 		if (resp[i])
 			protobuf_c_message_free_unpacked(&resp[i]->base, NULL);
@@ -385,7 +401,7 @@ int gaz_pipeline_gather_async(struct gaz_pipeline *p, uint64_t ticket, gaz_pipel
 	}
 	pthread_mutex_unlock(&p->mu);
 	if (failed) {
-		fn(arg, GAZ_EUNAVAIL, NULL);
+		fn(arg, GAZ_EUNAVAIL, "replication pipeline failed", NULL);
 		return 0;
 	}
 	for (size_t i = 0; i < p->n; i++)

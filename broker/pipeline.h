@@ -68,8 +68,11 @@ size_t gaz_pipeline_peers(const struct gaz_pipeline *p);
 bool gaz_pipeline_idle(struct gaz_pipeline *p);
 
 /* A gather's outcome: rc 0 with one response per peer in resp[] (borrowed
- * for the call), or the gather's error with resp NULL. */
-typedef void (*gaz_pipeline_gathered_fn)(void *arg, int rc, Protocol__ReplicateResponse **resp);
+ * for the call), or the gather's error with resp NULL and `why` (borrowed
+ * for the call: the failed peer, and its own status text when it ended
+ * its stream with one). */
+typedef void (*gaz_pipeline_gathered_fn)(void *arg, int rc, const char *why,
+					 Protocol__ReplicateResponse **resp);
 
 /* gaz_pipeline_gather_async gathers `ticket` without a waiting thread:
  * fn(arg, ...) runs once every peer's answer is in, on the poller that

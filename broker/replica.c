@@ -463,6 +463,67 @@ int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool at_o
 	return 0;
 }
 
+void gaz_replica_spool_failed(struct gaz_replica *r, const char *why, bool sole)
+{
+	struct gaz_status st = {0};
+	int64_t end;
+	int codec;
+
+	pthread_mutex_lock(&r->mu);
+	gaz_metric_spool_rollback(r->spool.delta);
+	gaz_spool_rollback(&r->spool);
+	snprintf(r->spool_fault, sizeof(r->spool_fault), "%s", why);
+	end = r->spool.fragment.end;
+	codec = r->spool.fragment.codec;
+	pthread_mutex_unlock(&r->mu);
+	if (!atomic_exchange(&r->spool_failing, true))
+		gaz_metric_spool_failing(r->journal, true);
+	gaz_metric_spool_write_failed(r->journal);
+	gaz_error("spool write failed; rolling the spool at its last commit to persist and free it",
+		  "journal=%s offset=%lld err=%s", r->journal, (long long)end, why);
+	if (gaz_replica_roll(r, end, codec, true, sole, &st))
+		gaz_error("rolling a failed spool failed", "journal=%s err=%s", r->journal, st.msg);
+}
+
+void gaz_replica_spool_ok(struct gaz_replica *r)
+{
+	if (!atomic_load(&r->spool_failing))
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->spool_fault[0] = 0;
+	pthread_mutex_unlock(&r->mu);
+	atomic_store(&r->spool_failing, false);
+	gaz_metric_spool_failing(r->journal, false);
+	gaz_info("spool writes work again", "journal=%s", r->journal);
+}
+
+char *gaz_replica_spool_faults(struct gaz_broker *b)
+{
+	struct gaz_replica **rs = NULL;
+	size_t n = gaz_replicas_snapshot(b, &rs);
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		if (atomic_load(&rs[i]->spool_failing) && (f || (f = open_memstream(&out, &len)))) {
+			pthread_mutex_lock(&rs[i]->mu);
+			if (rs[i]->spool_fault[0])
+				fprintf(f, "spool write failing: %s\n", rs[i]->spool_fault);
+			pthread_mutex_unlock(&rs[i]->mu);
+		}
+		gaz_replica_unref(rs[i]);
+	}
+	free(rs);
+	if (f)
+		fclose(f);
+	if (out && !out[0]) {
+		free(out);
+		out = NULL;
+	}
+	return out;
+}
+
 void gaz_replica_demote(struct gaz_replica *r)
 {
 	bool took, done;

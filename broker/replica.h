@@ -122,6 +122,12 @@ struct gaz_replica {
 					* maintenance's listing queue (0: none);
 					* maintenance thread only */
 	int64_t published_begin;       /* spool begin at the last publish (mu) */
+	/* The last write to the spool failed (disk full, I/O error) and none
+	 * has succeeded since: why, for /debug/ready ("" when writes work).
+	 * Under mu; spool_failing mirrors it without a lock for the write
+	 * path's check. */
+	char spool_fault[256];
+	atomic_bool spool_failing;
 };
 
 /* gaz_replica_get returns a new reference to the local replica of `journal`
@@ -212,6 +218,27 @@ int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool at_o
 /* With the token held and mu held: publish the spool's committed fragment
  * into the index and wake readers. */
 int gaz_replica_publish_spool(struct gaz_replica *r, struct gaz_status *st);
+
+/* gaz_replica_spool_failed: a write to the spool failed (`why` names
+ * the journal, the spool's directory and the errno). With the token held
+ * and mu not held: drops the uncommitted delta, records the fault (the
+ * gazette_spool_write_failing gauge and _failures_total counter, the
+ * /debug/ready body), and rolls the spool at its last commit, handing
+ * what it holds to the persister at once, so that its disk space frees
+ * as soon as the store holds it and the next append starts an empty
+ * spool. `sole`: committed with no peer holding it (a route of one).
+ * Gazette retries the write every 5 s and the append hangs meanwhile;
+ * we answer and heal instead (docs/decisions.md). */
+void gaz_replica_spool_failed(struct gaz_replica *r, const char *why, bool sole);
+
+/* gaz_replica_spool_ok: a write to the spool succeeded; clears a fault
+ * recorded by gaz_replica_spool_failed. Token held, mu not held. */
+void gaz_replica_spool_ok(struct gaz_replica *r);
+
+/* gaz_replica_spool_faults: one line "journal: why" for each replica of
+ * the broker whose spool is failing, as a malloc'd string (free with
+ * free), or NULL when none is. Thread-safe. */
+char *gaz_replica_spool_faults(struct gaz_broker *b);
 
 /* gaz_replica_demote: the replica's assignment is no longer the
  * primary (the allocator moved the primary, or an append opened a

@@ -121,7 +121,16 @@ static int apply_content(struct repl_ctx *c, const Protocol__ReplicateRequest *m
 	if (m->content_delta != r->spool.delta)
 		return gaz_status_set(st, GAZ_EPROTO, "invalid ContentDelta (%lld; expected %lld)",
 				      (long long)m->content_delta, (long long)r->spool.delta);
-	return gaz_spool_append(&r->spool, m->content.data, m->content.len, st);
+	if (gaz_spool_append(&r->spool, m->content.data, m->content.len, st) == 0) {
+		gaz_replica_spool_ok(r);
+		return 0;
+	}
+	/* Our disk failed (full, I/O): the stream fails with why, so the
+	 * primary answers its append at once, and our spool rolls at its last
+	 * commit, persisted and freed; the primary's next sync finds our
+	 * spool rolled and rolls the route with it. */
+	gaz_replica_spool_failed(r, st->msg, false);
+	return GAZ_EIO;
 }
 
 /* Applies one message (consumed), on the handler or on the poller that
@@ -239,7 +248,8 @@ void gaz_handle_replicate(struct gaz_rpc_call *call, void *arg)
 		c.r = c.res.replica;
 		rc = serve(&c, m);
 		if (rc && rc != GAZ_ECANCELLED)
-			gaz_rpc_finish(call, NULL, GAZ_GRPC_UNKNOWN, gaz_err_str(rc));
+			gaz_rpc_finish(call, NULL, GAZ_GRPC_UNKNOWN,
+				       c.st.msg[0] ? c.st.msg : gaz_err_str(rc));
 		else
 			gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
 	}
