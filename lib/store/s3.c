@@ -385,7 +385,9 @@ static void set_common(struct s3_store *s3, CURL *e, const char *url, struct cur
 
 /* Fails a transfer that moves no byte, up or down, for stall_s: curl's
  * low-speed check under 1 byte/s, which counts the upload of a body and
- * the wait for its answer alike. */
+ * the wait for its answer alike. curl averages the speed over its last
+ * 5 seconds, so a stall is cut between stall_s and stall_s + 5 s after
+ * the last byte moved. */
 static void set_stall(struct s3_store *s3, CURL *e)
 {
 	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -397,7 +399,8 @@ static void set_stall(struct s3_store *s3, CURL *e)
 static void name_stall(struct s3_store *s3, CURLcode cc, char err[CURL_ERROR_SIZE])
 {
 	if (cc == CURLE_OPERATION_TIMEDOUT && strstr(err, "too slow"))
-		snprintf(err, CURL_ERROR_SIZE, "stalled: no byte sent or received for %ld s (stall timeout)",
+		snprintf(err, CURL_ERROR_SIZE,
+			 "stalled: nothing sent or received for %ld s or more (stall timeout)",
 			 s3->cfg.stall_s);
 }
 
