@@ -88,6 +88,8 @@ GAZCTL    = $(BUILD)/bin/gazctl
 GAZLOAD   = $(BUILD)/bin/gazload
 OPERATOR  = $(BUILD)/bin/gazette-operator
 UNIT_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+# The LD_PRELOAD fault shim of tests/integration/test_fault_injection.py.
+GAZFAULT  = $(BUILD)/tests/libgazfault.so
 BENCH_BIN = $(if $(BENCH_SRCS),$(BUILD)/bin/gazbench $(BUILD)/bin/gazscale)
 # A program over the client library that the integration suite drives.
 TOOL_BINS = $(BUILD)/bin/client-probe $(BUILD)/bin/message-probe $(BUILD)/bin/chain-consumer
@@ -100,7 +102,8 @@ EXAMPLE_BINS = $(foreach f,$(EXAMPLE_SRCS),$(BUILD)/bin/$(notdir $(patsubst %/,%
 .SECONDARY: $(GEN_C) $(GEN_H)
 
 .PHONY: all fuzz fuzz-bins test unit integration demo bench bench-scale bench-stream-sum soak deps clean format operator chart image e2e
-all: $(GAZETTE) $(GAZCTL) $(GAZLOAD) $(OPERATOR) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS) $(EXAMPLE_BINS)
+all: $(GAZETTE) $(GAZCTL) $(GAZLOAD) $(OPERATOR) $(UNIT_BINS) $(BENCH_BIN) $(TOOL_BINS) $(EXAMPLE_BINS) \
+     $(GAZFAULT)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
@@ -228,6 +231,14 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIBBROKER) $(LIBOPERATOR) $(LIBCONSUMER) $(LI
 	  $(LIBBROKER) $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) $(LDLIBS) \
 	  $(CONSUMER_LDLIBS) -lcmocka
 
+# The fault shim is preloaded into real brokers: plain flags, never the
+# sanitizers (their runtimes intercept the same calls; the tests skip
+# there), position-independent, no library of ours.
+$(GAZFAULT): tests/faultinject/gazfault.c
+	@mkdir -p $(dir $@)
+	@echo "  LD $@"
+	@$(CC) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O2 -fPIC -shared -o $@ $< -ldl
+
 # Fuzz targets: tests/fuzz/<name>.c is $(BUILD)/fuzz/<name>; each may
 # #include the .c under test, as the unit tests do.
 FUZZ_SRCS = $(sort $(wildcard tests/fuzz/*.c))
@@ -254,7 +265,7 @@ fuzz:
 	@$(MAKE) --no-print-directory FUZZ=1 fuzz
 endif
 
-unit: $(UNIT_BINS)
+unit: $(UNIT_BINS) $(GAZFAULT)
 	@scripts/run-unit.sh $(UNIT_BINS)
 
 # TESTS picks integration test files or pytest selections (default: all),

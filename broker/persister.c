@@ -156,23 +156,22 @@ size_t gaz_persister_pending(struct gaz_persister *p)
 	return n;
 }
 
-/* Compresses the spool file into an unlinked temp file when needed.
+/* Compresses the spool file into an unlinked temp file when needed
+ * (gaz_spool_tmpfile, in the spool directory).
  * Returns the fd to upload (the spool's own when NONE) and its length. */
 static int encode(struct gaz_broker *b, const struct job *j, int *fd, int64_t *len,
 		  struct gaz_status *st)
 {
 	const struct gaz_fragment *f = &j->done.fragment;
-	char tmpl[4096];
 	int out, rc;
 
 	*fd = j->done.file->fd;
 	*len = f->end - f->begin;
 	if (f->codec == PROTOCOL__COMPRESSION_CODEC__NONE)
 		return 0;
-	snprintf(tmpl, sizeof(tmpl), "%s/gazette-persist-XXXXXX", b->spool_dir);
-	if ((out = mkstemp(tmpl)) < 0)
-		return gaz_status_set(st, GAZ_EIO, "creating %s: %m", tmpl);
-	unlink(tmpl);
+	/* In the spool directory, made again if it went missing. */
+	if ((rc = gaz_spool_tmpfile(b->spool_dir, f->journal, "compressed copy", &out, st)))
+		return rc;
 	if ((rc = gaz_codec_compress_file(f->codec, j->done.file->fd, out, st))) {
 		close(out);
 		return rc;

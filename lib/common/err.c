@@ -46,6 +46,13 @@ void gaz_status_clear(struct gaz_status *st)
 		memset(st, 0, sizeof(*st));
 }
 
+const char *gaz_errno_name(int err)
+{
+	const char *name = strerrorname_np(err);
+
+	return name ? name : "EUNKNOWN";
+}
+
 const char *gaz_err_str(int code)
 {
 	switch (code) {

@@ -57,6 +57,13 @@ void gaz_status_clear(struct gaz_status *st);
 /* gaz_err_str returns a static name for a GAZ_E* code. */
 const char *gaz_err_str(int code);
 
+/* gaz_errno_name returns the symbol of errno value `err` ("ENOSPC"), a
+ * static string, never NULL ("EUNKNOWN" for a value the C library does not
+ * name). Messages carry it next to strerror's text, which is
+ * localised and not greppable: `failed: No space left on device (ENOSPC)`.
+ * Thread-safe (glibc's strerrorname_np). */
+const char *gaz_errno_name(int err);
+
 /* gaz_err_grpc_code maps a GAZ_E* code to the gRPC status code to answer
  * with (grpc_status_code values; 0 for GAZ_OK). */
 int gaz_err_grpc_code(int code);

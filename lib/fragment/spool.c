@@ -7,7 +7,10 @@
  * rolled-back write is simply overwritten later and the file position is
  * never shared state. The file is created unlinked (O_TMPFILE, or mkstemp
  * then unlink) so a crashed broker leaves nothing behind, like Gazette's
- * spools under $TMPDIR.
+ * spools under $TMPDIR. A scratch directory found missing when a file is
+ * created (a tmp cleaner removed it) is made again, once, with a warning.
+ * Every failure's text names the journal, the directory and the errno as
+ * text and symbol.
  *
  * Must not call: the store, the index or anything that blocks on a lock.
  */
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int sha_reset(struct gaz_spool *s, struct gaz_status *st)
@@ -68,24 +72,70 @@ void gaz_spool_release(struct gaz_spool *s)
 	memset(s, 0, sizeof(*s));
 }
 
-/* Opens an anonymous file in the scratch directory. */
-static int open_scratch(const struct gaz_spool *s, int *fd_out, struct gaz_status *st)
+/* Creates `dir` and its missing parents, mode 0700 (a spool directory
+ * holds journal content: private to the broker's user). Returns 0 or an
+ * errno value. */
+static int mkdir_parents(const char *dir)
 {
 	char path[4096];
-	int fd = open(s->dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	size_t n = strlen(dir);
+
+	if (n == 0 || n >= sizeof(path))
+		return n ? ENAMETOOLONG : ENOENT;
+	memcpy(path, dir, n + 1);
+	for (char *p = path + 1;; p++) {
+		char c = *p;
+		if (c != '/' && c != 0)
+			continue;
+		*p = 0;
+		if (mkdir(path, 0700) != 0 && errno != EEXIST)
+			return errno;
+		if (c == 0)
+			return 0;
+		*p = c;
+	}
+}
+
+/* One try at an unlinked file in `dir`. Returns 0 or an errno value. */
+static int tmpfile_once(const char *dir, int *fd_out)
+{
+	char path[4096];
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 
 	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
 		/* File systems without O_TMPFILE: create, then unlink at once. */
-		if (snprintf(path, sizeof(path), "%s/gazette-spool-XXXXXX", s->dir) >= (int)sizeof(path))
-			return gaz_status_set(st, GAZ_EIO, "spool directory path too long");
+		if (snprintf(path, sizeof(path), "%s/gazette-spool-XXXXXX", dir) >= (int)sizeof(path))
+			return ENAMETOOLONG;
 		fd = mkostemp(path, O_CLOEXEC);
 		if (fd >= 0)
 			unlink(path);
 	}
 	if (fd < 0)
-		return gaz_status_set(st, GAZ_EIO, "creating spool file of \"%s\" in \"%s\" failed: %s",
-				      s->fragment.journal, s->dir, strerror(errno));
+		return errno;
 	*fd_out = fd;
+	return 0;
+}
+
+int gaz_spool_tmpfile(const char *dir, const char *journal, const char *what, int *fd,
+		      struct gaz_status *st)
+{
+	int err = tmpfile_once(dir, fd), mk;
+
+	if (err != ENOENT)
+		goto out;
+	/* The directory went away under us (a tmp cleaner, an operator):
+	 * make it again once. Files already open live on unlinked. */
+	if ((mk = mkdir_parents(dir)) != 0)
+		return gaz_status_set(st, GAZ_EIO,
+				      "creating %s of \"%s\" in \"%s\" failed: %s (%s); re-creating the "
+				      "directory failed: %s (%s)", what, journal, dir, strerror(err),
+				      gaz_errno_name(err), strerror(mk), gaz_errno_name(mk));
+	gaz_warn("spool directory was missing; re-created it", "dir=%s journal=%s", dir, journal);
+	err = tmpfile_once(dir, fd);
+out:
+	if (err)
+		return gaz_status_set(st, GAZ_EIO, "creating %s of \"%s\" in \"%s\" failed: %s (%s)",
+				      what, journal, dir, strerror(err), gaz_errno_name(err));
 	return 0;
 }
 
@@ -143,14 +193,16 @@ int gaz_spool_append(struct gaz_spool *s, const void *data, size_t len, struct g
 	if ((rc = sha_recover(s, st)))
 		return rc;
 	if (!s->file) {
-		if ((rc = open_scratch(s, &fd, st)) || (rc = gaz_fragment_file_new(fd, &s->file, st)))
+		if ((rc = gaz_spool_tmpfile(s->dir, s->fragment.journal, "spool file", &fd, st)) ||
+		    (rc = gaz_fragment_file_new(fd, &s->file, st)))
 			return rc;
 	}
 	err = pwrite_all(s->file->fd, data, len, at);
 	if (err)
-		return gaz_status_set(st, GAZ_EIO, "writing spool of \"%s\" at offset %lld failed: %s",
-				      s->fragment.journal, (long long)(s->fragment.begin + at),
-				      strerror(err));
+		return gaz_status_set(st, GAZ_EIO,
+				      "writing spool of \"%s\" in \"%s\" at offset %lld failed: %s (%s)",
+				      s->fragment.journal, s->dir, (long long)(s->fragment.begin + at),
+				      strerror(err), gaz_errno_name(err));
 	if (EVP_DigestUpdate(s->sha, data, len) != 1) {
 		/* The digest may be half-updated: drop the uncommitted tail and
 		 * rebuild the digest of the commit on next use. */
@@ -228,8 +280,9 @@ static int hand_over(struct gaz_spool *s, struct gaz_spool_done *done, struct ga
 		return rc;
 	/* Drop uncommitted bytes so the file is exactly the fragment. */
 	if (ftruncate(s->file->fd, len) != 0)
-		gaz_warn("truncating completed spool failed", "journal=%s end=%lld err=%s",
-			 s->fragment.journal, (long long)s->fragment.end, strerror(errno));
+		gaz_warn("truncating completed spool failed", "journal=%s dir=%s end=%lld err=%s (%s)",
+			 s->fragment.journal, s->dir, (long long)s->fragment.end, strerror(errno),
+			 gaz_errno_name(errno));
 	done->file = s->file;
 	done->first_append_ns = s->first_append_ns;
 	s->file = NULL;
@@ -283,10 +336,14 @@ int gaz_spool_pread(const struct gaz_spool *s, int64_t off, void *buf, size_t le
 	do
 		r = pread(s->file->fd, buf, len, off - s->fragment.begin);
 	while (r < 0 && errno == EINTR);
-	if (r <= 0)
-		return gaz_status_set(st, GAZ_EIO, "reading spool \"%s\" at %lld failed: %s",
-				      s->fragment.journal, (long long)off,
-				      r < 0 ? strerror(errno) : "short file");
+	if (r < 0)
+		return gaz_status_set(st, GAZ_EIO, "reading spool \"%s\" in \"%s\" at %lld failed: %s (%s)",
+				      s->fragment.journal, s->dir, (long long)off, strerror(errno),
+				      gaz_errno_name(errno));
+	if (r == 0)
+		return gaz_status_set(st, GAZ_EIO, "reading spool \"%s\" in \"%s\" at %lld failed: the file "
+				      "ends before the committed offset %lld", s->fragment.journal, s->dir,
+				      (long long)off, (long long)s->fragment.end);
 	*n = (size_t)r;
 	return 0;
 }

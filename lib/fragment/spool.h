@@ -58,10 +58,23 @@ struct gaz_spool_done {
 
 /* gaz_spool_init makes the brand-new spool of journal `journal` (copied):
  * {begin 0, end 0, codec NONE, zero sum}. Scratch files go in `dir`
- * (copied; NULL = $TMPDIR, else /tmp, as Go's os.TempDir). Returns 0,
+ * (copied; NULL = $TMPDIR, else /tmp, as Go's os.TempDir), which is made
+ * again if it goes missing (gaz_spool_tmpfile). Returns 0,
  * GAZ_ENOMEM. Release with gaz_spool_release. */
 int gaz_spool_init(struct gaz_spool *s, const char *journal, const char *dir,
 		   struct gaz_status *st);
+
+/* gaz_spool_tmpfile opens an unlinked read-write file in `dir` (O_TMPFILE,
+ * or mkostemp then unlink where the file system lacks it) into *fd, owned
+ * by the caller (close it). If `dir` is missing (ENOENT) it is created
+ * again, with its missing parents, mode 0700, once, with a warning naming
+ * it, and the open is tried once more. `journal` and `what` ("spool
+ * file") only name the file in messages. Returns 0 or GAZ_EIO, the text
+ * naming what, the journal, dir and the errno as text and symbol:
+ * `creating spool file of "a/b" in "/tmp/x" failed: No space left on
+ * device (ENOSPC)`. Thread-safe. */
+int gaz_spool_tmpfile(const char *dir, const char *journal, const char *what, int *fd,
+		      struct gaz_status *st);
 
 /* gaz_spool_release drops the file reference and frees everything. */
 void gaz_spool_release(struct gaz_spool *s);
@@ -70,7 +83,8 @@ void gaz_spool_release(struct gaz_spool *s);
  * creating the scratch file on first use, then adds them to the running
  * SHA-1 and to delta. On failure nothing changed, so the caller may retry
  * the same append (Gazette retries local FS errors every 5 s). Returns 0,
- * GAZ_EIO (file create/write, errno in text), GAZ_ENOMEM. */
+ * GAZ_EIO (file create/write; the text names the journal, the directory
+ * and the errno as text and symbol), GAZ_ENOMEM. */
 int gaz_spool_append(struct gaz_spool *s, const void *data, size_t len, struct gaz_status *st);
 
 /* gaz_spool_next fills `next` (holding no owned strings) with the fragment

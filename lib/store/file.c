@@ -341,6 +341,14 @@ static int check_base(const struct gaz_store *s, struct gaz_status *st)
 			      "--broker.file-root and the store URL)", base_of(s));
 }
 
+/* Sets st to "<what> \"<path>\" failed: <strerror> (<ENAME>)" for errno
+ * value err, classed by errno_code. */
+static int put_error(struct gaz_status *st, int err, const char *what, const char *path)
+{
+	return gaz_status_set(st, errno_code(err), "%s \"%s\" failed: %s (%s)", what, path,
+			      strerror(err), gaz_errno_name(err));
+}
+
 /* fsyncs the directory holding `path` (name = its base name) so the
  * rename survives a crash: once put returns, the spool may be dropped. */
 static int sync_dir(const char *path, const char *name, struct gaz_status *st)
@@ -350,10 +358,27 @@ static int sync_dir(const char *path, const char *name, struct gaz_status *st)
 
 	snprintf(dir, sizeof(dir), "%.*s", (int)(name - path), path);
 	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || fsync(fd) != 0)
-		rc = gaz_status_set(st, errno_code(errno), "syncing directory \"%s\" failed: %s", dir,
-				    strerror(errno));
+		rc = put_error(st, errno, "syncing directory", dir);
 	if (fd >= 0)
 		close(fd);
+	return rc;
+}
+
+/* Writes fd[0, len) to the new file `tmp` and makes it durable. A failed
+ * fsync (EIO) is final for this file: the kernel may have dropped the
+ * dirty pages it could not write and a second fsync would report
+ * success for lost data, so the caller discards the file and a retry
+ * writes everything again from the spool. */
+static int put_tmp(int out, const char *tmp, int fd, int64_t len, struct gaz_status *st)
+{
+	int rc = copy_range(fd, len, out, st);
+
+	if (rc)
+		gaz_status_prefix(st, "writing \"%s\": ", tmp);
+	if (rc == 0 && fsync(out) != 0)
+		rc = put_error(st, errno, "fsync", tmp);
+	if (close(out) != 0 && rc == 0)
+		rc = put_error(st, errno, "close", tmp);
 	return rc;
 }
 
@@ -371,16 +396,10 @@ static int fs_put(struct gaz_store *s, const char *key, int fd, int64_t len,
 	name = strrchr(path, '/') + 1;
 	snprintf(tmp, sizeof(tmp), "%.*s.partial-%s.XXXXXX", (int)(name - path), path, name);
 	if ((out = mkostemp(tmp, O_CLOEXEC)) < 0)
-		return gaz_status_set(st, errno_code(errno), "creating \"%s\" failed: %s", tmp,
-				      strerror(errno));
-	rc = copy_range(fd, len, out, st);
-	if (rc == 0 && fsync(out) != 0)
-		rc = gaz_status_set(st, errno_code(errno), "fsync \"%s\" failed: %s", tmp, strerror(errno));
-	if (close(out) != 0 && rc == 0)
-		rc = gaz_status_set(st, errno_code(errno), "close \"%s\" failed: %s", tmp, strerror(errno));
+		return put_error(st, errno, "creating", tmp);
+	rc = put_tmp(out, tmp, fd, len, st);
 	if (rc == 0 && rename(tmp, path) != 0)
-		rc = gaz_status_set(st, errno_code(errno), "renaming to \"%s\" failed: %s", path,
-				    strerror(errno));
+		rc = put_error(st, errno, "renaming to", path);
 	if (rc) {
 		unlink(tmp);
 		return rc;

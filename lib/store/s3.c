@@ -27,7 +27,15 @@
  * transfer that breaks after some bytes is resumed with a Range from the
  * first byte not yet received (up to MAX_ATTEMPTS).
  *
- * Retries: connection errors, HTTP 5xx and 429, and the codes SlowDown,
+ * Timeouts: a connect has CONNECT_TIMEOUT_MS; a whole request
+ * CALL_TIMEOUT_MS, or PUT_TIMEOUT_MS for an upload (a streamed GET has
+ * none); and every request, streamed GETs included, fails once no byte
+ * has moved either way for the store's stall_s (GAZ_S3_STALL_S, 60 s,
+ * or the URL's `stalltimeout`), so an upload into a server that stopped
+ * reading is retried within a minute rather than after five, while a
+ * slow one that still moves runs on to its total.
+ *
+ * Retries: connection errors (a stall among them), HTTP 5xx and 429, and the codes SlowDown,
  * InternalError and RequestTimeout are retried up to MAX_ATTEMPTS with
  * exponential backoff (BACKOFF_MS doubling, +-20 % jitter). Errors map to
  * the store classes of store.h: 403, AccessDenied, InvalidAccessKeyId,
@@ -66,7 +74,6 @@
 #define CONNECT_TIMEOUT_MS 10000
 #define CALL_TIMEOUT_MS 60000         /* list, head, delete, multipart control */
 #define PUT_TIMEOUT_MS 300000         /* Gazette persists with a 5 minute timeout */
-#define STALL_S 60                    /* a streamed GET with no byte for this long fails */
 
 /* One pooled connection: an easy handle inside its own multi handle. */
 struct conn {
@@ -376,6 +383,27 @@ static void set_common(struct s3_store *s3, CURL *e, const char *url, struct cur
 	err[0] = 0;
 }
 
+/* Fails a transfer that moves no byte, up or down, for stall_s: curl's
+ * low-speed check under 1 byte/s, which counts the upload of a body and
+ * the wait for its answer alike. curl averages the speed over its last
+ * 5 seconds, so a stall is cut between stall_s and stall_s + 5 s after
+ * the last byte moved. */
+static void set_stall(struct s3_store *s3, CURL *e)
+{
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, s3->cfg.stall_s);
+}
+
+/* Rewrites curl's "Operation too slow. Less than 1 bytes/sec transferred
+ * the last N seconds" as what it means here. */
+static void name_stall(struct s3_store *s3, CURLcode cc, char err[CURL_ERROR_SIZE])
+{
+	if (cc == CURLE_OPERATION_TIMEDOUT && strstr(err, "too slow"))
+		snprintf(err, CURL_ERROR_SIZE,
+			 "stalled: nothing sent or received for %ld s or more (stall timeout)",
+			 s3->cfg.stall_s);
+}
+
 /* Sets the method and body of c on e. */
 static void set_method(CURL *e, struct s3_call *c)
 {
@@ -440,12 +468,14 @@ static int perform_once(struct s3_store *s3, struct s3_call *c, struct gaz_statu
 	set_common(s3, cn.e, url, hdrs, c->curl_err);
 	set_method(cn.e, c);
 	curl_easy_setopt(cn.e, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+	set_stall(s3, cn.e);
 	curl_easy_setopt(cn.e, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(cn.e, CURLOPT_WRITEDATA, c);
 	curl_easy_setopt(cn.e, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(cn.e, CURLOPT_HEADERDATA, c);
 	curl_multi_add_handle(cn.m, cn.e);
 	c->cc = drive(&cn);
+	name_stall(s3, c->cc, c->curl_err);
 	c->status = 0;
 	curl_easy_getinfo(cn.e, CURLINFO_RESPONSE_CODE, &c->status);
 	curl_multi_remove_handle(cn.m, cn.e);
@@ -934,10 +964,12 @@ static int s3_fetch(struct gaz_store *s, const char *url, char *buf, size_t cap,
 		return gaz_status_set(st, GAZ_ENOMEM, "s3: out of memory");
 	set_common(s3, cn.e, url, NULL, c.curl_err);
 	curl_easy_setopt(cn.e, CURLOPT_TIMEOUT_MS, (long)CALL_TIMEOUT_MS);
+	set_stall(s3, cn.e);
 	curl_easy_setopt(cn.e, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(cn.e, CURLOPT_WRITEDATA, &c);
 	curl_multi_add_handle(cn.m, cn.e);
 	cc = drive(&cn);
+	name_stall(s3, cc, c.curl_err);
 	curl_easy_getinfo(cn.e, CURLINFO_RESPONSE_CODE, &status);
 	curl_multi_remove_handle(cn.m, cn.e);
 	conn_give(s3, &cn, cc == CURLE_OK);
@@ -1062,8 +1094,7 @@ static int reader_start(struct s3_reader *r, struct gaz_status *st)
 	curl_easy_setopt(r->cn.e, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(r->cn.e, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(r->cn.e, CURLOPT_HEADERDATA, &r->call);
-	curl_easy_setopt(r->cn.e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(r->cn.e, CURLOPT_LOW_SPEED_TIME, (long)STALL_S);
+	set_stall(s3, r->cn.e);
 	r->done = r->paused = r->streaming = false;
 	r->attempt_t0_ns = gaz_mono_ns();
 	r->active = curl_multi_add_handle(r->cn.m, r->cn.e) == CURLM_OK;
@@ -1102,6 +1133,7 @@ static int reader_settle(struct s3_reader *r, struct gaz_status *st)
 	curl_easy_getinfo(r->cn.e, CURLINFO_RESPONSE_CODE, &status);
 	r->call.status = status;
 	r->call.cc = r->result;
+	name_stall(r->s3, r->result, r->call.curl_err);
 	reader_stop(r);
 	if (r->result == CURLE_OK && (status == 200 || status == 206))
 		return 0;

@@ -1,7 +1,8 @@
 /*
  * s3_config.c - resolves an s3:// store's configuration: bucket and
  * prefix from the URL, Gazette's query parameters (profile, endpoint,
- * region, acl, storageclass, sse, ssekmskeyid), credentials and region
+ * region, acl, storageclass, sse, ssekmskeyid) and our one (stalltimeout,
+ * docs/decisions.md), credentials and region
  * from the environment and the AWS shared files, and the addressing style.
  *
  * Addressing, as Gazette's s3 store configures aws-sdk-go: with an
@@ -17,6 +18,9 @@
  * Reads files and the environment; no network. Runs at store open only.
  */
 #include "store/s3_int.h"
+
+#include "common/clock.h"
+#include "common/duration.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -245,6 +249,25 @@ static int resolve_addressing(struct gaz_s3_config *c, struct gaz_status *st)
 	return (c->path_prefix = strdup("")) ? 0 : GAZ_ENOMEM;
 }
 
+/* The `stalltimeout` parameter: a Go duration of whole seconds within
+ * [1s, GAZ_S3_STALL_MAX_S] (curl counts a stall in seconds), default
+ * GAZ_S3_STALL_S. Not Gazette's: its SDK has no such setting. */
+static int resolve_stall(struct gaz_s3_config *c, const char *v, struct gaz_status *st)
+{
+	int64_t ns;
+
+	c->stall_s = GAZ_S3_STALL_S;
+	if (!v)
+		return 0;
+	if (gaz_duration_parse(v, &ns, NULL) || ns % GAZ_NS_PER_S || ns < GAZ_NS_PER_S ||
+	    ns > (int64_t)GAZ_S3_STALL_MAX_S * GAZ_NS_PER_S)
+		return gaz_status_set(st, GAZ_EINVAL,
+				      "s3 store parameter stalltimeout \"%.64s\": want whole seconds from "
+				      "1s to 1h, as \"30s\"", v);
+	c->stall_s = (long)(ns / GAZ_NS_PER_S);
+	return 0;
+}
+
 int gaz__s3_config_resolve(const struct gaz_store *s, struct gaz_s3_config *c,
 			   struct gaz_status *st)
 {
@@ -262,7 +285,8 @@ int gaz__s3_config_resolve(const struct gaz_store *s, struct gaz_s3_config *c,
 	if (!c->bucket || !c->prefix || !c->profile || !c->endpoint || !c->acl ||
 	    !c->storage_class || !c->sse || !c->sse_kms_key_id)
 		rc = GAZ_ENOMEM;
-	else if (!(rc = resolve_creds(c, st)) && !(rc = resolve_region(c, gaz_store_param(s, "region"), st)))
+	else if (!(rc = resolve_stall(c, gaz_store_param(s, "stalltimeout"), st)) &&
+		 !(rc = resolve_creds(c, st)) && !(rc = resolve_region(c, gaz_store_param(s, "region"), st)))
 		rc = resolve_addressing(c, st);
 	if (rc == GAZ_ENOMEM)
 		gaz_status_set(st, rc, "configuring s3 store: out of memory");

@@ -32,7 +32,23 @@ struct gaz_s3_config {
 	bool path_style;     /* forced by `endpoint`, as Gazette's store does */
 	char creds_source[64]; /* "environment", "shared file profile x" (for logs) */
 	struct gaz_sigv4_creds creds;
+	long stall_s;        /* a request that moves no byte either way for this
+	                      * long fails (and is retried): the `stalltimeout`
+	                      * parameter (ours, not Gazette's), whole seconds,
+	                      * default GAZ_S3_STALL_S */
 };
+
+/* The default stall timeout, seconds. Why 60: a healthy S3 never leaves a
+ * request this long without moving a byte (AWS itself drops an upload
+ * whose client sends nothing for about 20 s, RequestTimeout), the common
+ * SDKs time a silent socket out after 50-60 s (boto3's read timeout,
+ * the Java SDK's socket timeout), and it cuts a dead upload five times
+ * sooner than the 5-minute total that Gazette gives a persist, while a
+ * slow upload that still moves (any rate above a byte a second) is never
+ * cut by it. The total timeouts stay as they were. */
+#define GAZ_S3_STALL_S 60
+/* Bounds of `stalltimeout`. */
+#define GAZ_S3_STALL_MAX_S 3600
 
 /* gaz__s3_config_resolve fills `c` from store `s` (its URL and decoded
  * parameters), the environment (AWS_ACCESS_KEY_ID / AWS_ACCESS_KEY,
@@ -44,7 +60,9 @@ struct gaz_s3_config {
  * files first; otherwise keys in the environment win, then the profile of
  * AWS_PROFILE (or "default") from the shared files. Region: `region`
  * parameter, then AWS_REGION, AWS_DEFAULT_REGION, then the profile's
- * `region` in the config file. Errors: GAZ_EPERM when no credentials
+ * `region` in the config file. Our own `stalltimeout` parameter (a Go
+ * duration of whole seconds, 1s to 1h) sets stall_s. Errors: GAZ_EPERM
+ * when no credentials
  * resolve (the authorization class), GAZ_EINVAL for a missing region or a
  * bad endpoint, GAZ_ENOMEM. Release with gaz__s3_config_release. */
 int gaz__s3_config_resolve(const struct gaz_store *s, struct gaz_s3_config *c,

@@ -233,7 +233,9 @@ struct backend {
 
 static const struct backend backends[] = {
 	{"file", {NULL}, gaz__store_file_open},
-	{"s3", {"profile", "endpoint", "region", "acl", "storageclass", "sse", "ssekmskeyid"},
+	/* Gazette's, then ours: stalltimeout (s3_int.h, docs/decisions.md). */
+	{"s3", {"profile", "endpoint", "region", "acl", "storageclass", "sse", "ssekmskeyid",
+		"stalltimeout"},
 	 gaz__store_s3_open},
 	{"gs", {NULL}, NULL},
 	{"azure", {NULL}, NULL},

@@ -291,21 +291,115 @@ static void test_many_commits_and_rollbacks(void **state)
 	free(back);
 }
 
-/* A write failure changes nothing; the caller may retry elsewhere. */
+/* A failure to create the file changes nothing, and says which journal,
+ * directory and errno (text and symbol); the caller may retry. */
 static void test_write_error(void **state)
 {
 	struct gaz_spool s;
 	struct gaz_status st = {0};
-	char dir[300];
+	char file[300], dir[320], want[400];
+	FILE *f;
 
 	(void)state;
-	snprintf(dir, sizeof(dir), "%s/missing", tmpdir);
+	snprintf(file, sizeof(file), "%s/file", tmpdir);
+	snprintf(dir, sizeof(dir), "%s/sub", file);
+	assert_non_null(f = fopen(file, "w"));
+	fclose(f);
 	assert_int_equal(gaz_spool_init(&s, "a/journal", dir, &st), 0);
 	assert_int_equal(gaz_spool_append(&s, "x", 1, &st), GAZ_EIO);
-	assert_non_null(strstr(st.msg, "creating spool file"));
+	snprintf(want, sizeof(want),
+		 "creating spool file of \"a/journal\" in \"%s\" failed: Not a directory (ENOTDIR)", dir);
+	assert_string_equal(st.msg, want);
 	assert_int_equal(s.delta, 0);
 	assert_null(gaz_spool_file(&s));
 	gaz_spool_release(&s);
+	assert_int_equal(unlink(file), 0);
+}
+
+/* Appends, commits and reads back "abc" at the spool's end. */
+static void append_abc(struct gaz_spool *s)
+{
+	struct gaz_status st = {0};
+	uint8_t buf[3];
+	int64_t at = s->fragment.end;
+
+	assert_int_equal(gaz_spool_append(s, "abc", 3, &st), 0);
+	assert_int_equal(gaz_spool_commit(s, &st), 0);
+	read_all(s, at, buf, 3);
+	assert_memory_equal(buf, "abc", 3);
+}
+
+/* A spool directory that is missing (never made, or removed under a
+ * running spool by a tmp cleaner) is made again, with its parents, mode
+ * 0700, when the next file is created; the open file lives on. */
+static void test_missing_dir_is_recreated(void **state)
+{
+	struct gaz_spool s;
+	struct gaz_spool_done done;
+	struct gaz_status st = {0};
+	char top[300], mid[310], dir[320];
+	struct stat sb;
+
+	(void)state;
+	snprintf(top, sizeof(top), "%s/gone", tmpdir);
+	snprintf(mid, sizeof(mid), "%s/a", top);
+	snprintf(dir, sizeof(dir), "%s/b", mid);
+	assert_int_equal(gaz_spool_init(&s, "a/journal", dir, &st), 0);
+	append_abc(&s); /* creates gone/a/b */
+	assert_int_equal(stat(dir, &sb), 0);
+	assert_true(S_ISDIR(sb.st_mode));
+	assert_int_equal(sb.st_mode & 0777, 0700);
+	assert_int_equal(stat(top, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0700);
+
+	/* Removed under the spool: the open file keeps its bytes and takes
+	 * more; the next file (after a roll) re-creates the directory. */
+	assert_int_equal(rmdir(dir), 0);
+	assert_int_equal(rmdir(mid), 0);
+	assert_int_equal(rmdir(top), 0);
+	append_abc(&s);
+	assert_int_equal(stat(dir, &sb), -1);
+	assert_int_equal(gaz_spool_roll(&s, 6, NONE, &done, &st), 0);
+	assert_int_equal(done.fragment.end, 6);
+	gaz_spool_done_release(&done);
+	append_abc(&s);
+	assert_int_equal(s.fragment.begin, 6);
+	assert_int_equal(s.fragment.end, 9);
+	assert_int_equal(stat(dir, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0700);
+	gaz_spool_release(&s);
+	assert_int_equal(rmdir(dir), 0);
+	assert_int_equal(rmdir(mid), 0);
+	assert_int_equal(rmdir(top), 0);
+}
+
+/* When the directory cannot be made again, the error names both
+ * failures; nothing changed, and a retry once it can be made succeeds. */
+static void test_recreate_fails(void **state)
+{
+	struct gaz_spool s;
+	struct gaz_status st = {0};
+	char link[300], dir[320], want[600];
+
+	(void)state;
+	snprintf(link, sizeof(link), "%s/dangling", tmpdir);
+	snprintf(dir, sizeof(dir), "%s/sub", link);
+	assert_int_equal(symlink("/nonexistent/gazette-spool-test", link), 0);
+	assert_int_equal(gaz_spool_init(&s, "a/journal", dir, &st), 0);
+	assert_int_equal(gaz_spool_append(&s, "x", 1, &st), GAZ_EIO);
+	snprintf(want, sizeof(want),
+		 "creating spool file of \"a/journal\" in \"%s\" failed: No such file or directory "
+		 "(ENOENT); re-creating the directory failed: No such file or directory (ENOENT)", dir);
+	assert_string_equal(st.msg, want);
+	assert_int_equal(s.delta, 0);
+	assert_null(gaz_spool_file(&s));
+	assert_int_equal(unlink(link), 0);
+	gaz_status_clear(&st);
+	append_abc(&s);
+	assert_int_equal(s.fragment.end, 3);
+	gaz_spool_release(&s);
+	assert_int_equal(rmdir(dir), 0);
+	assert_int_equal(rmdir(link), 0);
 }
 
 int main(void)
@@ -318,6 +412,8 @@ int main(void)
 		cmocka_unit_test(test_file_shared_with_readers),
 		cmocka_unit_test(test_many_commits_and_rollbacks),
 		cmocka_unit_test(test_write_error),
+		cmocka_unit_test(test_missing_dir_is_recreated),
+		cmocka_unit_test(test_recreate_fails),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

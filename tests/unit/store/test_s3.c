@@ -247,6 +247,32 @@ static void test_bad_parameters(void **state)
 	assert_int_equal(open_err("s3://b/p/?region=us-east-1&endpoint=http://", &st), GAZ_EINVAL);
 }
 
+/* Our stalltimeout parameter: whole seconds from 1s to 1h, default 60 s. */
+static void test_stall_timeout_parameter(void **state)
+{
+	static const char *const bad[] = {"0s", "500ms", "1.5s", "2h", "-1s", "soon", ""};
+	struct gaz_status st;
+	struct gaz_store *s;
+	(void)state;
+	clear_env();
+	env_keys();
+	s = open_ok("s3://b/p/?region=us-east-1");
+	assert_int_equal(cfg_of(s)->stall_s, 60);
+	gaz_store_unref(s);
+	s = open_ok("s3://b/p/?region=us-east-1&stalltimeout=2s");
+	assert_int_equal(cfg_of(s)->stall_s, 2);
+	gaz_store_unref(s);
+	s = open_ok("s3://b/p/?region=us-east-1&stalltimeout=1m30s");
+	assert_int_equal(cfg_of(s)->stall_s, 90);
+	gaz_store_unref(s);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char url[128];
+		snprintf(url, sizeof(url), "s3://b/p/?region=us-east-1&stalltimeout=%s", bad[i]);
+		assert_int_equal(open_err(url, &st), GAZ_EINVAL);
+		assert_non_null(strstr(st.msg, "stalltimeout"));
+	}
+}
+
 static void test_presigned_urls(void **state)
 {
 	struct gaz_status st = {0};
@@ -476,6 +502,7 @@ int main(void)
 		cmocka_unit_test(test_region_resolution),
 		cmocka_unit_test(test_credentials_resolution),
 		cmocka_unit_test(test_bad_parameters),
+		cmocka_unit_test(test_stall_timeout_parameter),
 		cmocka_unit_test(test_presigned_urls),
 		cmocka_unit_test(test_parse_list_page),
 		cmocka_unit_test(test_list_emit_skips_placeholders),
