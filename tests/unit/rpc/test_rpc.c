@@ -929,10 +929,13 @@ static void test_stream_recv_notify(void **state)
 	assert_int_equal(stream_recv_resp(s, &r, gaz_mono_ns()), 0);
 	assert_int_equal(r->offset, 10);
 	free_resp(r);
-	/* The end of the stream notifies too, and the receive reads EOF. */
+	/* The end of the stream notifies too, once its status is in (a
+	 * poller reads it without waiting), and the receive reads EOF. */
 	gaz_rpc_stream_recv_notify(s, on_notify, &n);
 	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
 	assert_true(notified_await(&n, 4));
+	struct gaz_status st = {0};
+	assert_int_equal(gaz_rpc_stream_status_now(s, &st), 0);
 	end_ok(s);
 	assert_true(s_await(&S.ended, 1));
 }
