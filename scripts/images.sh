@@ -214,9 +214,9 @@ DEPS_KUBE_DIR=$(scripts/deps.sh --kube-dir)
 deps_bins() {
 	local built=
 	[ -x "$ETCD_DIR/etcd" ] && [ -x "$ETCD_DIR/etcdctl" ] || die "no etcd in $ETCD_DIR: run scripts/deps.sh"
-	[ -x "$WEED_DIR/weed" ] || { logged deps-weed scripts/deps.sh --build-weed; built=1; }
+	[ -x "$WEED_DIR/weed" ] || { logged deps-weed scripts/deps.sh --install-weed; built=1; }
 	[ -x "$HELM_DIR/helm" ] || { logged deps-helm scripts/deps.sh --build-helm; built=1; }
-	[ -n "$built" ] || skip "scripts/deps.sh built them"
+	[ -n "$built" ] || skip "scripts/deps.sh installed them"
 }
 
 build_kind() {

