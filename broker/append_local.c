@@ -299,6 +299,15 @@ static const char *peer_failure(struct append_ctx *a, char *buf, size_t cap, boo
 	return buf;
 }
 
+/* spool_failure notes in `a` that its spool write failed with `st`:
+ * the text every answer of its transaction gives. */
+static void spool_failure(struct append_ctx *a, const struct gaz_status *st)
+{
+	snprintf(a->fail_why, sizeof(a->fail_why), "append to \"%.256s\" failed: %.512s",
+		 a->res.replica->journal, st->msg);
+	a->spool_failed = true;
+}
+
 /* Writes content to the spool. A write that fails (disk full, I/O error)
  * is not retried while the client waits, as Gazette's broker does (every
  * 5 s, forever): the transaction rolls back, the spool rolls at its last
@@ -317,8 +326,7 @@ static int spool_write(struct append_ctx *a, const uint8_t *data, size_t len)
 		gaz_replica_spool_ok(r);
 		return 0;
 	}
-	snprintf(a->fail_why, sizeof(a->fail_why), "append to \"%.256s\" failed: %.512s", r->journal, st.msg);
-	a->spool_failed = true;
+	spool_failure(a, &st);
 	roll_back(a, a->fail_why);
 	gaz_replica_spool_failed(r, st.msg, a->res.route.n == 1);
 	if (!a->finished)
@@ -845,10 +853,9 @@ static bool ready_now(struct append_ctx *a)
 /* The pollers gathered a poller commit's acknowledgements. */
 static void poller_gathered(void *arg, int rc, const char *why, Protocol__ReplicateResponse **resp)
 {
-	char msg[1100];
-
 	struct append_ctx *a = arg;
 	struct gaz_commit_pending *pc = a->poller_pc;
+	char msg[1100];
 
 	for (size_t i = 0; !rc && i < gaz_pipeline_peers(pc->p); i++)
 		if (resp[i]->status != PROTOCOL__STATUS__OK) {
@@ -918,12 +925,11 @@ int gaz__append_poller_commit(struct append_ctx *a, struct gaz_batch_entry *e)
 		return 0;
 	}
 	if (gaz_spool_append(&r->spool, e->data, e->len, &st)) {
-		char why[sizeof(st.msg) + 300];
 		free(pc);
-		snprintf(why, sizeof(why), "append to \"%s\" failed: %s", r->journal, st.msg);
+		spool_failure(a, &st);
 		gaz_pipeline_abandon(p); /* peers roll back as the next holder rebuilds it */
 		gaz_replica_spool_failed(r, st.msg, false);
-		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, why);
+		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, a->fail_why);
 		gaz_replica_release(r);
 		gaz__append_poller_done(a);
 		return 0;

@@ -32,9 +32,7 @@ void gaz__append_pipeline_fail(struct append_ctx *a, const char *why)
 	gaz_warn("replication pipeline failed", "journal=%s err=%s", r->journal, why);
 	if (!a->fail_why[0])
 		snprintf(a->fail_why, sizeof(a->fail_why), "%s", why);
-	gaz_pipeline_close(r->pipeline);
-	r->pipeline = NULL;
-	atomic_store(&r->pipelined, false);
+	gaz_replica_close_pipeline(r);
 	pthread_mutex_lock(&r->mu);
 	gaz_spool_rollback(&r->spool);
 	pthread_mutex_unlock(&r->mu);
@@ -161,9 +159,7 @@ int gaz__append_sync(struct append_ctx *a, int64_t roll_to)
 		}
 		if (v.read_through) {
 			a->read_through_rev = v.read_through;
-			gaz_pipeline_close(r->pipeline);
-			r->pipeline = NULL;
-			atomic_store(&r->pipelined, false);
+			gaz_replica_close_pipeline(r);
 			return 1;
 		}
 		return 0;
@@ -180,9 +176,7 @@ int gaz__append_start_pipeline(struct append_ctx *a)
 	if (r->pipeline && gaz_pipeline_matches(r->pipeline, &a->res.route) &&
 	    !gaz_pipeline_failed(r->pipeline))
 		return 0;
-	gaz_pipeline_close(r->pipeline);
-	r->pipeline = NULL;
-	atomic_store(&r->pipelined, false);
+	gaz_replica_close_pipeline(r);
 	if (a->res.route.n < 2)
 		return 0;
 	if (gaz_pipeline_open(a->b, &a->res, &r->pipeline, &st)) {

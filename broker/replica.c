@@ -463,6 +463,13 @@ int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool at_o
 	return 0;
 }
 
+void gaz_replica_close_pipeline(struct gaz_replica *r)
+{
+	gaz_pipeline_close(r->pipeline);
+	r->pipeline = NULL;
+	atomic_store(&r->pipelined, false);
+}
+
 void gaz_replica_spool_failed(struct gaz_replica *r, const char *why, bool sole)
 {
 	struct gaz_status st = {0};
@@ -547,9 +554,7 @@ void gaz_replica_demote(struct gaz_replica *r)
 	}
 	if (!took)
 		return;
-	gaz_pipeline_close(r->pipeline);
-	r->pipeline = NULL;
-	atomic_store(&r->pipelined, false);
+	gaz_replica_close_pipeline(r);
 	gaz_replica_release(r);
 }
 
@@ -580,9 +585,7 @@ void gaz_replica_teardown(struct gaz_replica *r)
 	/* teardown runs on maintenance, or at exit after it stopped: r->primary
 	 * is maintenance's. A primary without a pipeline had a route of one. */
 	sole = r->primary && !r->pipeline;
-	gaz_pipeline_close(r->pipeline);
-	r->pipeline = NULL;
-	atomic_store(&r->pipelined, false);
+	gaz_replica_close_pipeline(r);
 	/* Persisted at once: whoever leads the route now may not hold these
 	 * bytes (with replication 1, nobody else does). */
 	if (!r->sealed &&

@@ -219,6 +219,11 @@ int gaz_replica_roll(struct gaz_replica *r, int64_t offset, int codec, bool at_o
  * into the index and wake readers. */
 int gaz_replica_publish_spool(struct gaz_replica *r, struct gaz_status *st);
 
+/* gaz_replica_close_pipeline closes the replica's pipeline, if any
+ * (gaz_pipeline_close: waits for appends still gathering), and clears
+ * `pipeline` and `pipelined`. Token holder only. */
+void gaz_replica_close_pipeline(struct gaz_replica *r);
+
 /* gaz_replica_spool_failed: a write to the spool failed (`why` names
  * the journal, the spool's directory and the errno). With the token held
  * and mu not held: drops the uncommitted delta, records the fault (the

@@ -203,9 +203,7 @@ static int serve(struct repl_ctx *c, Protocol__ReplicateRequest *first)
 		/* We led this journal until the route moved its primary: the
 		 * pipeline of our time as primary holds the other peers' spools
 		 * from the primary that now replicates to us. Token holder. */
-		gaz_pipeline_close(c->r->pipeline);
-		c->r->pipeline = NULL;
-		atomic_store(&c->r->pipelined, false);
+		gaz_replica_close_pipeline(c->r);
 	}
 	rc = stream(c, first);
 	pthread_mutex_lock(&c->r->mu);

@@ -578,7 +578,9 @@ int gaz_rpc_stream_recv_last(struct gaz_rpc_stream *s, const ProtobufCMessageDes
 int gaz_rpc_stream_finish(struct gaz_rpc_stream *s, struct gaz_status *st);
 
 /* gaz_rpc_stream_status_now is gaz_rpc_stream_finish without the wait,
- * for pollers: GAZ_ETIMEDOUT while the status is not in yet. A
+ * for pollers: returns 0 when the final status is in and OK, GAZ_ERPC
+ * with st filled (code and the peer's text) when it is in and not OK, or
+ * GAZ_ETIMEDOUT while it is not in yet. Thread-safe. A
  * receive's notify (gaz_rpc_stream_recv_notify) that found the stream's
  * end comes once the status is in. */
 int gaz_rpc_stream_status_now(struct gaz_rpc_stream *s, struct gaz_status *st);
