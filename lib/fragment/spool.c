@@ -73,13 +73,15 @@ void gaz_spool_release(struct gaz_spool *s)
 }
 
 /* Creates `dir` and its missing parents, mode 0700 (a spool directory
- * holds journal content: private to the broker's user). Returns 0 or an
- * errno value. */
-static int mkdir_parents(const char *dir)
+ * holds journal content: private to the broker's user). Sets *created to
+ * whether this call made `dir` itself (false when another thread's call
+ * made it first). Returns 0 or an errno value. */
+static int mkdir_parents(const char *dir, bool *created)
 {
 	char path[4096];
 	size_t n = strlen(dir);
 
+	*created = false;
 	if (n == 0 || n >= sizeof(path))
 		return n ? ENAMETOOLONG : ENOENT;
 	memcpy(path, dir, n + 1);
@@ -88,7 +90,9 @@ static int mkdir_parents(const char *dir)
 		if (c != '/' && c != 0)
 			continue;
 		*p = 0;
-		if (mkdir(path, 0700) != 0 && errno != EEXIST)
+		if (mkdir(path, 0700) == 0)
+			*created = (c == 0);
+		else if (errno != EEXIST)
 			return errno;
 		if (c == 0)
 			return 0;
@@ -120,17 +124,22 @@ int gaz_spool_tmpfile(const char *dir, const char *journal, const char *what, in
 		      struct gaz_status *st)
 {
 	int err = tmpfile_once(dir, fd), mk;
+	bool created;
 
 	if (err != ENOENT)
 		goto out;
 	/* The directory went away under us (a tmp cleaner, an operator):
-	 * make it again once. Files already open live on unlinked. */
-	if ((mk = mkdir_parents(dir)) != 0)
+	 * make it again once. Files already open live on unlinked. Two
+	 * threads may find it missing at once (a new spool and a persister's
+	 * compressed copy); the one that makes it warns. */
+	if ((mk = mkdir_parents(dir, &created)) != 0)
 		return gaz_status_set(st, GAZ_EIO,
 				      "creating %s of \"%s\" in \"%s\" failed: %s (%s); re-creating the "
 				      "directory failed: %s (%s)", what, journal, dir, strerror(err),
 				      gaz_errno_name(err), strerror(mk), gaz_errno_name(mk));
-	gaz_warn("spool directory was missing; re-created it", "dir=%s journal=%s", dir, journal);
+	if (created)
+		gaz_warn("spool directory was missing; re-created it", "dir=%s journal=%s", dir,
+			 journal);
 	err = tmpfile_once(dir, fd);
 out:
 	if (err)

@@ -9,6 +9,7 @@
  * compacts its history.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -937,10 +938,35 @@ static void test_keepalive_across_restart(void **state)
 
 /* ---- an idle channel's connection ------------------------------------ */
 
-/* Local ports of the established TCP connections to port `port`
- * (/proc/net/tcp and tcp6: grpc's sockets are IPv6 with IPv4-mapped
- * addresses). Both ends of a loopback connection are listed; the
- * client's end is the one whose remote port is `port`. */
+/* Whether socket inode `ino` is open in this process (/proc/self/fd's
+ * links read "socket:[ino]"): connections other processes make to the
+ * same etcd (a shared one, tests beside this one) are not ours. */
+static bool own_socket(unsigned long ino)
+{
+	char want[64], path[300], link[64];
+	struct dirent *e;
+	DIR *d = opendir("/proc/self/fd");
+	bool found = false;
+
+	if (!d)
+		return false;
+	snprintf(want, sizeof(want), "socket:[%lu]", ino);
+	while (!found && (e = readdir(d))) {
+		ssize_t n;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		if ((n = readlink(path, link, sizeof(link) - 1)) > 0) {
+			link[n] = 0;
+			found = !strcmp(link, want);
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+/* Local ports of this process's established TCP connections to port
+ * `port` (/proc/net/tcp and tcp6: grpc's sockets are IPv6 with
+ * IPv4-mapped addresses). Both ends of a loopback connection are listed;
+ * the client's end is the one whose remote port is `port`. */
 static size_t conns_to(int port, int *out, size_t max)
 {
 	static const char *const tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
@@ -953,9 +979,10 @@ static size_t conns_to(int port, int *out, size_t max)
 			continue;
 		while (fgets(line, sizeof(line), f)) {
 			unsigned lport, rport, state;
-			if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%X %*[0-9A-Fa-f]:%X %X", &lport, &rport,
-				   &state) == 3 &&
-			    (int)rport == port && state == 1 && n < max)
+			unsigned long ino;
+			if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%X %*[0-9A-Fa-f]:%X %X %*s %*s %*s %*s %*s %lu",
+				   &lport, &rport, &state, &ino) == 4 &&
+			    (int)rport == port && state == 1 && n < max && own_socket(ino))
 				out[n++] = (int)lport;
 		}
 		fclose(f);
