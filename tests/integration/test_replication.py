@@ -273,28 +273,6 @@ def test_replica_killed_mid_append_rolls_back_and_retry_succeeds(cluster):
         assert got == b"A" * 1000 + b"B" * 1000, (b.id, len(got))
 
 
-def test_pulse_closes_an_idle_fragment_at_its_flush_interval(cluster):
-    """With nothing appended after it, a fragment is still closed and
-    persisted once its flush interval (1 minute, the smallest allowed) has
-    crossed a boundary: the pulse rolls it (facts §4.8, §6.3), at
-    replication 1 and 2 alike. Takes up to a minute."""
-    brokers = [cluster.start(), cluster.start()]
-    c = Client(brokers[0].address)
-    names = {"flush/rf1": 1, "flush/rf2": 2}
-    c.apply(*[spec(n, replication=rf, flush_s=60) for n, rf in names.items()])
-    for n, rf in names.items():
-        wait_route(c, n, rf)
-        # The first append's fragment is rolled by the next append (a
-        # journal's first fragment goes out at once); the second's stays open.
-        assert c.append(n, b"first\n").status == pb.OK
-        assert c.append(n, b"idle\n").status == pb.OK
-    deadline = time.time() + 80
-    for n in names:
-        while not any(f.spec.end == 11 and f.spec.backing_store for f in c.fragments(n).fragments):
-            assert time.time() < deadline, "idle fragment of %s never persisted" % n
-            time.sleep(0.5)
-
-
 def test_group_commit_gives_each_append_its_own_range(cluster):
     """Many small concurrent appends to one journal at replication 3 are
     committed in groups (one replicated transaction each), mixed with
