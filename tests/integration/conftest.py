@@ -272,7 +272,7 @@ def uses_tls(args, env):
             any(re.search(r"(CERT|KEY|CA)_FILE$", k) for k in env))
 
 
-def tls_leak_options(asan_options):
+def tls_leak_options():
     """LeakSanitizer for a broker that speaks TLS: tests/lsan.supp, which
     says why and what it suppresses (OpenSSL allocations whose stack
     stops at CRYPTO_zalloc)."""
@@ -314,7 +314,7 @@ class Broker:
         env["TMPDIR"] = self.cluster.scratch(self.id)
         env["ASAN_OPTIONS"] = os.environ.get("GAZ_BROKER_ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
         if not self.go and uses_tls(args, self.env):
-            env.update(tls_leak_options(env["ASAN_OPTIONS"]))
+            env.update(tls_leak_options())
         env["TSAN_OPTIONS"] = TSAN_OPTIONS
         env.update(self.env)
         self.log = open(self.logpath, "a")

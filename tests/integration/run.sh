@@ -50,20 +50,14 @@ skip=" ${GAZ_TEST_SKIP:-} "
 for f in $skip; do
 	[ -f "$f" ] || { echo "integration: GAZ_TEST_SKIP names $f, which does not exist" >&2; exit 2; }
 done
+# runs F: F is among the files asked for and not skipped.
+runs() { [[ " ${files[*]} " == *" $1 "* && "$skip" != *" $1 "* ]]; }
 parallel=() serial=()
-for f in "${LONGEST[@]}"; do
-	[[ " ${files[*]} " != *" $f "* ]] || parallel+=("$f")
+for f in "${LONGEST[@]}" "${files[@]}"; do # the longest first, each once
+	if runs "$f" && [[ " ${SERIAL[*]} ${parallel[*]-} " != *" $f "* ]]; then parallel+=("$f"); fi
 done
-for f in "${files[@]}"; do
-	[[ " ${LONGEST[*]} " == *" $f "* ]] || parallel+=("$f")
-done
-for j in "${!parallel[@]}"; do
-	f=${parallel[$j]}
-	[[ "$skip" != *" $f "* ]] && [[ " ${SERIAL[*]} " != *" $f "* ]] || unset 'parallel[j]'
-done
-parallel=(${parallel[@]+"${parallel[@]}"})
 for f in "${SERIAL[@]}"; do # in this order
-	[[ "$skip" == *" $f "* ]] || [[ " ${files[*]} " != *" $f "* ]] || serial+=("$f")
+	if runs "$f"; then serial+=("$f"); fi
 done
 [ -z "${GAZ_TEST_SKIP:-}" ] || echo "integration: skipping $GAZ_TEST_SKIP"
 # Workers per core: the plain pass's files leave two cores about 60% idle
