@@ -224,6 +224,7 @@ void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__R
 		rc = gaz_rpc_send(call, m);
 		protobuf_c_message_free_unpacked(m, NULL);
 	}
+	gaz_debug("proxied read ended", "journal=%s upstream=%s rc=%s", req->journal, ep, gaz_err_str(rc));
 	if (rc == GAZ_EOF) {
 		relay_finish(call, s, NULL, false);
 	} else {

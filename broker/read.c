@@ -240,8 +240,11 @@ static int serve_local(struct read_ctx *c)
 	/* Like appends, reads answer only from an index that has seen the
 	 * store once: a fresh replica would otherwise report its history as
 	 * not yet available. */
-	if ((rc = gaz_replica_wait_ready(r, c->call)))
+	if ((rc = gaz_replica_wait_ready(r, c->call))) {
+		gaz_debug("read ended before the replica was ready", "journal=%s rc=%s", c->res.journal,
+			  gaz_err_str(rc));
 		return rc == GAZ_ESTOPPED ? 0 : rc;
+	}
 	gaz_notifier_add(&r->notifier, &w);
 	while (!rc) {
 		struct read_target t = {0};
@@ -288,6 +291,8 @@ static int serve_local(struct read_ctx *c)
 			break;
 	}
 	gaz_notifier_remove(&r->notifier, &w);
+	gaz_debug("read ended", "journal=%s offset=%lld rc=%s dead=%d", c->res.journal, (long long)offset,
+		  gaz_err_str(rc), (int)atomic_load(&r->dead));
 	return rc;
 }
 
@@ -329,8 +334,12 @@ void gaz_handle_read(struct gaz_rpc_call *call, void *arg)
 	} else if (!gaz_journal_may_read(c.res.spec->flags)) {
 		send_status_only(&c, PROTOCOL__STATUS__NOT_ALLOWED);
 	} else if (!c.res.replica) {
+		gaz_debug("read proxied", "journal=%s offset=%lld block=%d peer=%s", c.res.journal,
+			  (long long)c.req->offset, (int)c.req->block, gaz_rpc_peer(call));
 		gaz_proxy_read(c.b, call, c.req, &c.res);
 	} else {
+		gaz_debug("read started", "journal=%s offset=%lld block=%d peer=%s", c.res.journal,
+			  (long long)c.req->offset, (int)c.req->block, gaz_rpc_peer(call));
 		rc = serve_local(&c);
 		if (rc && rc != GAZ_ECANCELLED)
 			gaz_rpc_finish(call, NULL, GAZ_GRPC_UNKNOWN,

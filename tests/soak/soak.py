@@ -73,6 +73,9 @@ SEED = int(os.environ.get("SOAK_SEED", str(int(time.time()))))
 CHUNKER = dict(workers=4, streams=int(os.environ.get("SOAK_CHUNKER_STREAMS", "400")),
                chunks=int(os.environ.get("SOAK_CHUNKER_CHUNKS", "10")))
 LEASE = "5s"
+# Our brokers log each read's start and end at debug: a reader that stalls
+# is then found in the logs the run keeps.
+BROKER_LOG_LEVEL = os.environ.get("SOAK_BROKER_LOG_LEVEL", "debug")
 # The consumer applications and their own flags (word-count's N as in its
 # kustomize manifests).
 APPS = {"summer": (), "counter": ("--wordcount.N", "2")}
@@ -227,7 +230,7 @@ class BrokerProc(Managed):
                 "--broker.port", str(self.port), "--broker.host", "127.0.0.1",
                 "--broker.id", self.name, "--broker.zone", "local", "--broker.file-root", s.cluster.file_root,
                 "--etcd.address", s.etcd.endpoint, "--etcd.prefix", s.cluster.prefix, "--etcd.lease", LEASE,
-                "--log.level", "info"]
+                "--log.level", "info" if GO_BROKERS else BROKER_LOG_LEVEL]
         if not GO_BROKERS:
             # An exiting broker keeps what no other can take until this
             # timeout: at the soak's end all three exit at once.
