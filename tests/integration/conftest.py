@@ -483,6 +483,20 @@ def cluster(etcd, tmp_path):
     c.stop_all()
 
 
+@pytest.fixture
+def private_cluster(tmp_path):
+    """A cluster on an etcd of its own (started here, about a second on
+    /dev/shm): for a test that compacts or restarts its etcd, which would
+    disturb every other test's brokers on the shared one."""
+    e = Etcd()
+    c = Cluster(e, str(tmp_path))
+    try:
+        yield c
+    finally:
+        c.stop_all()
+        e.stop()
+
+
 # ---- Kubernetes: a real kube-apiserver (scripts/kube-test.sh) ------------------------
 
 KUBE_TEST = os.path.join(ROOT, "scripts/kube-test.sh")

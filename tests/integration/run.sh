@@ -11,12 +11,13 @@
 #      spend their time waiting on brokers, etcd leases and timeouts
 #      rather than computing;
 #   2. the SERIAL files one after another, alone on the machine: they
-#      measure gaps, stalls and throughput, or compact the shared etcd
-#      that every other test's brokers watch (test_cases' BR-17).
-#      test_operator's BR-25 compacts the kube-apiserver's etcd, which
-#      only the operator's watches resume from, so it runs in phase 1
-#      (test_operator_faults restarts only a private API server, etcd and
-#      S3 of its own).
+#      measure gaps, stalls and how soon a restarted peer is used, which
+#      load from other tests would stretch. A test that compacts or
+#      restarts an etcd uses one of its own (test_cases' BR-17 takes
+#      conftest's private_cluster) or the kube-apiserver's, which only the
+#      operator's watches resume from (test_operator's BR-25), so those
+#      files run in phase 1 (test_operator_faults restarts only a private
+#      API server, etcd and S3 of its own).
 # GAZ_TEST_SKIP names files to leave out of both phases (CI's sanitizer
 # pass skips the files that spend their time waiting rather than in our
 # code's memory paths). GAZ_TEST_JOBS=1 runs everything one after another.
@@ -41,7 +42,7 @@ if [ $# -gt 0 ]; then
 	files=("$@")
 fi
 
-SERIAL=(test_membership.py test_faults.py test_cases.py test_replication.py test_cluster.py)
+SERIAL=(test_membership.py test_faults.py test_replication.py)
 # The longest files first (their times in CI's plain pass, slowest first):
 # a worker that draws a long file late would run on alone at the end.
 LONGEST=(test_s3_cases.py test_s3.py test_operator_faults.py test_stream_sum_c.py test_stream_sum.py test_operator.py

@@ -160,11 +160,14 @@ def test_BR04_suspension_modes_single_replica(cluster):
     assert se.suspend.level == pb.JournalSpec.Suspend.NONE
 
 
-def test_BR17_watch_behind_a_compaction_rereads_the_keyspace(cluster):
+def test_BR17_watch_behind_a_compaction_rereads_the_keyspace(private_cluster):
     """Broker B loses etcd for 3 s (less than its lease). Meanwhile j1 is
     deleted, j6 created, j2's labels changed, and etcd compacted past
     everything B saw. Afterwards B's view is current: it must re-read the
-    keyspace rather than give up its watch or resume past the changes."""
+    keyspace rather than give up its watch or resume past the changes.
+    The etcd is the test's own: a compaction of the shared one would cut
+    every other test's watches at once."""
+    cluster = private_cluster
     import json
     from tcpproxy import TcpProxy
     host, port = cluster.etcd.endpoint.replace("http://", "").split(":")
