@@ -6,8 +6,11 @@
 #include "broker/broker.h"
 #include "protocol/auth.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "broker/proxy.h"
 #include "broker/replica.h"
@@ -218,19 +221,26 @@ out:
 	protobuf_c_message_free_unpacked(&q->base, NULL);
 }
 
-/* The delete probe of §2.7 step 4. */
+/* The delete probe of §2.7 step 4. Its body is held in an anonymous
+ * memory file (memfd): no directory of the host is needed, as Gazette's
+ * probe PUTs it from memory. */
 static int delete_probe(struct gaz_store *s, const char *prefix, struct gaz_status *st)
 {
 	static const char body[] = "gazette-delete-probe\n";
-	char path[1100], tmpl[] = "/tmp/gaz-probe-XXXXXX";
-	int fd = mkstemp(tmpl), rc;
+	char path[1100];
+	int fd, rc;
 
-	if (fd < 0)
-		return gaz_status_set(st, GAZ_EIO, "delete-probe PUT failed: temp file");
-	unlink(tmpl);
-	rc = write(fd, body, sizeof(body) - 1) == (ssize_t)(sizeof(body) - 1) ? 0 : GAZ_EIO;
+	if ((fd = memfd_create("gaz-delete-probe", MFD_CLOEXEC)) < 0)
+		return gaz_status_set(st, GAZ_EIO, "delete-probe PUT failed: memfd_create: %s",
+				      strerror(errno));
+	if (write(fd, body, sizeof(body) - 1) != (ssize_t)(sizeof(body) - 1)) {
+		rc = gaz_status_set(st, GAZ_EIO, "delete-probe PUT failed: staging its body: %s",
+				    strerror(errno));
+		close(fd);
+		return rc;
+	}
 	snprintf(path, sizeof(path), "%s.gazette-delete-probe", prefix);
-	if (!rc && (rc = gaz_store_put(s, path, fd, sizeof(body) - 1, NULL, st)))
+	if ((rc = gaz_store_put(s, path, fd, sizeof(body) - 1, NULL, st)))
 		gaz_status_prefix(st, "delete-probe PUT failed: ");
 	close(fd);
 	if (!rc && (rc = gaz_store_remove(s, path, st)))

@@ -310,3 +310,23 @@ def test_s3_stall_mid_upload_is_cut_and_retried(cluster, s3, tmp_path):
         alive(b)
     finally:
         proxy.close()
+
+
+@needs_shim
+def test_delete_probe_writes_no_local_file(cluster, tmp_path):
+    """FragmentStoreHealth's delete probe PUTs its body from memory, as
+    Gazette's does: with /tmp and $TMPDIR full (every write there fails
+    with ENOSPC) and room in the store, the probe still passes."""
+    b, ctl, spool = shim_broker(cluster, tmp_path)
+    c = Client(b.address)
+    health = c.ch.unary_unary("/protocol.Journal/FragmentStoreHealth",
+                              pb.FragmentStoreHealthRequest.SerializeToString,
+                              pb.FragmentStoreHealthResponse.FromString)
+    with open(ctl, "w") as f:
+        f.write("write ENOSPC 1000 /tmp/gaz\nwrite ENOSPC 1000 %s\n" % spool)
+    r = health(pb.FragmentStoreHealthRequest(fragment_store="file:///", check_delete=True,
+                                             check_delete_prefix="probe/"), timeout=30)
+    assert r.status == pb.OK, r.store_health_error
+    open(ctl, "w").close()
+    alive(b)
+    c.close()
