@@ -3,7 +3,7 @@ import os
 import time
 
 import protocol_pb2 as pb
-from gazpb import Client, read_replica, spec, wait_assigned, wait_route
+from gazpb import Client, spec, wait_route
 
 
 def test_appends_reach_every_replica(cluster):
