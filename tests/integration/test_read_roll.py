@@ -7,18 +7,26 @@ every broker, each reopening its read where it left off when its stream
 ends (as Gazette's RetryReader does): one kind through a fixed broker,
 proxied when that broker is not a member; one kind dispatched by the
 route of the last response's header (Gazette's dispatcher: the first
-member of the route, dialled directly).
+member of the route, dialled directly); and Gazette's own gazctl
+(`journals read --block`, its RetryReader with no route cache, as
+stream-sum's chunker reads) through a front that sends each new
+connection to a random live broker, as a Kubernetes Service does.
 
 Each reader must see every acknowledged byte, in order, within a bound
 of its commit (a committed append wakes its readers at once, wherever
 they wait: primary, replica, a replica that joined or left the route)."""
+import os
 import random
+import socket
+import subprocess
 import threading
 import time
 
 import grpc
 
 import protocol_pb2 as pb
+import tcpproxy
+from conftest import GO_GAZCTL
 from gazpb import Client, spec, wait_route
 
 JOURNAL = "roll/readers"
@@ -98,7 +106,85 @@ class Follower:
         return None
 
 
-def test_blocking_readers_follow_every_commit_while_brokers_roll(cluster):
+class RandomFront:
+    """A loopback TCP front: each accepted connection goes to a random
+    broker of `ports()` (a Kubernetes Service in front of the brokers)."""
+
+    def __init__(self, ports):
+        self.ports = ports
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.endpoint = "http://127.0.0.1:%d" % self.lsock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            ports = self.ports()
+            random.shuffle(ports)
+            for p in ports:
+                try:
+                    u = socket.create_connection(("127.0.0.1", p), timeout=1)
+                    u.settimeout(None)
+                    tcpproxy.splice(c, u)
+                    break
+                except OSError:
+                    continue
+            else:
+                c.close()
+
+    def close(self):
+        self.lsock.close()
+
+
+class GoReader:
+    """Gazette's gazctl following JOURNAL (--block, no route cache) through
+    `endpoint`; its output file grows as it reads, and a thread notes when
+    each length was reached."""
+
+    def __init__(self, name, endpoint, out_path):
+        self.name, self.path = name, out_path
+        self.seen, self.stop = [], threading.Event()
+        self.log = open(out_path + ".log", "w")
+        self.proc = subprocess.Popen(
+            [GO_GAZCTL, "journals", "read", "-l", "name=%s" % JOURNAL, "--block",
+             "--broker.address", endpoint, "--broker.cache.size", "0", "--output", out_path],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.t = threading.Thread(target=self.watch, daemon=True)
+        self.t.start()
+
+    def watch(self):
+        last = -1
+        while not self.stop.is_set():
+            n = os.path.getsize(self.path) if os.path.exists(self.path) else 0
+            if n != last:
+                self.seen.append((n, time.time()))
+                last = n
+            time.sleep(0.01)
+
+    def finish(self):
+        self.stop.set()
+        self.t.join(10)
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.log.close()
+        with open(self.path, "rb") as f:
+            self.data = f.read()
+        self.errors = open(self.path + ".log").read()[-2000:]
+
+    def seen_at(self, end):
+        for off, t in self.seen:
+            if off >= end:
+                return t
+        return None
+
+
+def test_blocking_readers_follow_every_commit_while_brokers_roll(cluster, tmp_path):
     live = [cluster.start() for _ in range(3)]
     c = Client(live[0].address)
     c.apply(spec(JOURNAL, replication=3, length=1 << 14, refresh_s=1))
@@ -125,6 +211,10 @@ def test_blocking_readers_follow_every_commit_while_brokers_roll(cluster):
     for i in range(3):
         followers.append(Follower("lagging-%d" % i, any_live, slow_s=0.01 * (i + 1), reopen_s=2.0))
 
+    front = RandomFront(lambda: [b.port for b in live if b.proc.poll() is None and b.signalled is None])
+    followers += [GoReader("gazctl-%d" % i, front.endpoint, str(tmp_path / ("gazctl-%d.out" % i)))
+                  for i in range(2)]
+
     acked, stop = [], threading.Event()
 
     def append():
@@ -147,7 +237,7 @@ def test_blocking_readers_follow_every_commit_while_brokers_roll(cluster):
 
     at = threading.Thread(target=append, daemon=True)
     at.start()
-    for roll in range(5):
+    for roll in range(int(os.environ.get("GAZ_TEST_ROLLS", "5"))):
         time.sleep(3)
         old = live.pop(0)
         live.append(cluster.start())
@@ -158,6 +248,7 @@ def test_blocking_readers_follow_every_commit_while_brokers_roll(cluster):
     time.sleep(LAG_BOUND_S)
     for f in followers:
         f.finish()
+    front.close()
 
     assert len(acked) > 100
     head = max(e for _, e, _, _ in acked)
