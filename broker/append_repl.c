@@ -154,6 +154,11 @@ int gaz__append_sync(struct append_ctx *a, int64_t roll_to)
 			return -1;
 		}
 		if (v.roll_to) {
+			/* Rare (a fresh primary, a peer that committed what we did
+			 * not): the bytes below roll_to are held by that peer only,
+			 * which must persist them (facts §2.1 RECV_SYNC). */
+			gaz_info("a peer is ahead; rolling the spool forward to its end", "journal=%s from=%lld to=%lld",
+				 r->journal, (long long)r->spool.fragment.end, (long long)v.roll_to);
 			roll_to = v.roll_to;
 			continue;
 		}
