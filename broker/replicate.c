@@ -84,9 +84,11 @@ int gaz_replica_apply_proposal(struct gaz_replica *r, const Protocol__Fragment *
 	if (gaz_fragment_from_proto(&p, proposal, st))
 		return -1;
 	if (p.end > end + r->spool.delta || (p.end == end && p.begin == p.end)) {
-		/* A proposal: the content is held across the route. Past our
-		 * end, we never held [end, p.end): somebody else must persist it. */
-		if (p.end > end)
+		/* A proposal: the content is held across the route. A spool
+		 * with content rolled past its end missed commits: [end, p.end)
+		 * is held elsewhere only (a fresh, empty spool catching up is the
+		 * common case and says nothing). */
+		if (p.end > end && end > r->spool.fragment.begin)
 			gaz_info("spool rolled forward past bytes this replica does not hold",
 				 "journal=%s from=%lld to=%lld", r->journal, (long long)end, (long long)p.end);
 		if (gaz_replica_roll(r, p.end, p.codec, at_once, false, st)) {

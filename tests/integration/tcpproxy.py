@@ -1,6 +1,9 @@
-"""A loopback TCP proxy the tests can cut: `block()` drops every
-connection and refuses new ones until `unblock()`. It stands in for a
-network partition between one process and etcd (no iptables needed)."""
+"""Loopback TCP proxies for the tests. TcpProxy can be cut: `block()`
+drops every connection and refuses new ones until `unblock()`; it stands
+in for a network partition between one process and etcd (no iptables
+needed). ServiceFront sends each new connection to a random backend, as a
+Kubernetes Service in front of the brokers does."""
+import random
 import socket
 import threading
 
@@ -84,4 +87,49 @@ class TcpProxy:
     def close(self):
         self.closed = True
         self.block()
+        self.lsock.close()
+
+
+class ServiceFront:
+    """Listens on a loopback port (`endpoint`, http://127.0.0.1:PORT) and
+    joins each accepted connection to a random port of `ports()` (called
+    per connection: the backends serving at that moment), trying the others
+    when one refuses; a connection no backend takes is closed. Existing
+    connections stay where they went, as behind a Service."""
+
+    def __init__(self, ports):
+        self.ports = ports
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(128)
+        self.port = self.lsock.getsockname()[1]
+        self.endpoint = "http://127.0.0.1:%d" % self.port
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            ports = list(self.ports())
+            random.shuffle(ports)
+            u = None
+            for p in ports:
+                try:
+                    u = socket.create_connection(("127.0.0.1", p), timeout=1)
+                    u.settimeout(None)
+                    break
+                except OSError:
+                    u = None
+            if u is None:
+                c.close()
+                continue
+            for x in (c, u):
+                x.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            splice(c, u)
+
+    def close(self):
+        """Stops accepting; joined connections run on until either side ends."""
         self.lsock.close()

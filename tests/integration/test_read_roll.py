@@ -17,7 +17,6 @@ of its commit (a committed append wakes its readers at once, wherever
 they wait: primary, replica, a replica that joined or left the route)."""
 import os
 import random
-import socket
 import subprocess
 import threading
 import time
@@ -106,42 +105,6 @@ class Follower:
         return None
 
 
-class RandomFront:
-    """A loopback TCP front: each accepted connection goes to a random
-    broker of `ports()` (a Kubernetes Service in front of the brokers)."""
-
-    def __init__(self, ports):
-        self.ports = ports
-        self.lsock = socket.socket()
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(64)
-        self.endpoint = "http://127.0.0.1:%d" % self.lsock.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.lsock.accept()
-            except OSError:
-                return
-            ports = self.ports()
-            random.shuffle(ports)
-            for p in ports:
-                try:
-                    u = socket.create_connection(("127.0.0.1", p), timeout=1)
-                    u.settimeout(None)
-                    tcpproxy.splice(c, u)
-                    break
-                except OSError:
-                    continue
-            else:
-                c.close()
-
-    def close(self):
-        self.lsock.close()
-
-
 class GoReader:
     """Gazette's gazctl following JOURNAL (--block, no route cache) through
     `endpoint`; its output file grows as it reads, and a thread notes when
@@ -211,7 +174,7 @@ def test_blocking_readers_follow_every_commit_while_brokers_roll(cluster, tmp_pa
     for i in range(3):
         followers.append(Follower("lagging-%d" % i, any_live, slow_s=0.01 * (i + 1), reopen_s=2.0))
 
-    front = RandomFront(lambda: [b.port for b in live if b.proc.poll() is None and b.signalled is None])
+    front = tcpproxy.ServiceFront(lambda: [b.port for b in live if b.proc.poll() is None and b.signalled is None])
     followers += [GoReader("gazctl-%d" % i, front.endpoint, str(tmp_path / ("gazctl-%d.out" % i)))
                   for i in range(2)]
 
