@@ -43,6 +43,9 @@ struct sync_verdict {
 	int64_t roll_to;        /* a peer is ahead: roll to its end */
 	int64_t read_through;   /* a peer has a newer route: resolve at it */
 	bool failed;
+	/* A peer answered with an empty fragment at our end: it rolled past
+	 * our spool's content, which it may never have held. */
+	bool rolled_onto_end;
 };
 
 static void judge(struct append_ctx *a, Protocol__ReplicateResponse *const *resp, size_t n,
@@ -51,9 +54,9 @@ static void judge(struct append_ctx *a, Protocol__ReplicateResponse *const *resp
 	struct gaz_replica *r = a->res.replica;
 	int64_t end = r->spool.fragment.end;
 
-	for (size_t i = 0; i < n && !v->failed; i++) {
+	for (size_t i = 0; i < n; i++) {
 		const Protocol__ReplicateResponse *x = resp[i];
-		if (x->status == PROTOCOL__STATUS__OK)
+		if (!x || x->status == PROTOCOL__STATUS__OK)
 			continue;
 		if (x->status == PROTOCOL__STATUS__WRONG_ROUTE && x->header && x->header->etcd &&
 		    x->header->etcd->revision > a->res.etcd.revision) {
@@ -69,6 +72,7 @@ static void judge(struct append_ctx *a, Protocol__ReplicateResponse *const *resp
 			   x->fragment->end == end && x->fragment->begin == x->fragment->end) {
 			if (end > v->roll_to)
 				v->roll_to = end;
+			v->rolled_onto_end = true;
 		} else {
 			v->failed = true;
 		}
@@ -93,7 +97,8 @@ static int propose(struct append_ctx *a, const Protocol__Fragment *proposal,
 
 /* Gathers the peers' answers to the proposal of `ticket` on `p` into *v:
  * for a commit, any answer but OK fails it; for a sync, judge() reads
- * them. Returns 0 or the gather's error. */
+ * them, also those that came when another peer failed. Returns 0 or the
+ * gather's error. */
 static int gather(struct append_ctx *a, struct gaz_pipeline *p, uint64_t ticket, bool commit,
 		  struct sync_verdict *v, struct gaz_status *st)
 {
@@ -108,7 +113,7 @@ static int gather(struct append_ctx *a, struct gaz_pipeline *p, uint64_t ticket,
 	rc = gaz_pipeline_gather(p, ticket, resp, st);
 	for (size_t i = 0; !rc && commit && i < n; i++)
 		v->failed |= resp[i]->status != PROTOCOL__STATUS__OK;
-	if (!rc && !commit)
+	if (!commit)
 		judge(a, resp, n, v);
 	for (size_t i = 0; i < n; i++)
 		if (resp[i])
@@ -131,6 +136,35 @@ static void sync_proposal(struct append_ctx *a, int64_t to, struct gaz_fragment 
 	}
 }
 
+/* After a failed sync in which a peer rolled forward onto our end, the
+ * spool's content may exist here only: that peer's history now runs past
+ * it, and it gave up what it did not hold (a primary killed mid-commit
+ * leaves one replica ahead of another, and the one ahead becomes
+ * primary). Rolling the spool now hands that content to the persister at
+ * once; waiting for a sync that succeeds would lose it to this broker's
+ * end, leaving a hole no reader passes. Gazette's primary waits. */
+static void persist_sole_copy(struct append_ctx *a)
+{
+	struct gaz_replica *r = a->res.replica;
+	struct gaz_status st = {0};
+	int64_t begin, end;
+	int codec;
+
+	pthread_mutex_lock(&r->mu);
+	begin = r->spool.fragment.begin;
+	end = r->spool.fragment.end;
+	codec = r->spool.fragment.codec;
+	pthread_mutex_unlock(&r->mu);
+	if (begin == end)
+		return;
+	gaz_info("a peer rolled forward past this spool's content and the sync failed; "
+		 "rolling the spool to persist the only copy",
+		 "journal=%s begin=%lld end=%lld", r->journal, (long long)begin, (long long)end);
+	if (gaz_replica_roll(r, end, codec, true, true, &st))
+		gaz_error("rolling the spool to persist it failed", "journal=%s err=%s", r->journal,
+			  st.msg);
+}
+
 int gaz__append_sync(struct append_ctx *a, int64_t roll_to)
 {
 	struct gaz_replica *r = a->res.replica;
@@ -151,6 +185,8 @@ int gaz__append_sync(struct append_ctx *a, int64_t roll_to)
 		gaz_fragment_release(&f);
 		if (rc || v.failed) {
 			gaz__append_pipeline_fail(a, rc ? st.msg : "a peer refused the sync");
+			if (v.rolled_onto_end)
+				persist_sole_copy(a);
 			return -1;
 		}
 		if (v.roll_to) {

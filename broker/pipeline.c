@@ -284,8 +284,9 @@ static int peer_failed(struct peer *pe, int err, bool may_wait, struct gaz_statu
 int gaz_pipeline_gather(struct gaz_pipeline *p, uint64_t ticket,
 			Protocol__ReplicateResponse **resp, struct gaz_status *st)
 {
-	int64_t turn_deadline = gaz_deadline_in(GATHER_TIMEOUT_MS);
+	int64_t turn_deadline = gaz_deadline_in(GATHER_TIMEOUT_MS), recv_deadline;
 	int rc = 0;
+	bool turn;
 
 	for (size_t i = 0; i < p->n; i++)
 		resp[i] = NULL;
@@ -300,16 +301,20 @@ int gaz_pipeline_gather(struct gaz_pipeline *p, uint64_t ticket,
 	}
 	if (p->failed)
 		rc = gaz_status_set(st, GAZ_EUNAVAIL, "replication pipeline failed");
-	p->gathering = !rc;
+	turn = p->gathering = !rc;
 	pthread_mutex_unlock(&p->mu);
+	recv_deadline = gaz_deadline_in(GATHER_TIMEOUT_MS);
 	/* Every peer's answer is received as it comes; this thread wakes for
 	 * the first one it waits for, and usually finds the rest in. */
 	for (size_t i = 0; i < p->n && !rc; i++)
 		gaz_rpc_stream_recv_ahead(p->peers[i].s);
-	for (size_t i = 0; i < p->n && !rc; i++) {
+	/* A failed peer does not end the gather: the others' answers are
+	 * still received (within the same deadline), as a failed sync must
+	 * know which peers rolled forward onto the primary's end. */
+	for (size_t i = 0; turn && i < p->n; i++) {
 		int err = gaz_rpc_stream_recv(p->peers[i].s, &protocol__replicate_response__descriptor,
-					      (ProtobufCMessage **)&resp[i], gaz_deadline_in(GATHER_TIMEOUT_MS));
-		if (err)
+					      (ProtobufCMessage **)&resp[i], recv_deadline);
+		if (err && !rc)
 			rc = peer_failed(&p->peers[i], err, true, st);
 	}
 	pthread_mutex_lock(&p->mu);

@@ -58,7 +58,9 @@ int gaz_pipeline_content(struct gaz_pipeline *p, const uint8_t *data, size_t len
  * protobuf_c_message_free_unpacked); resp has gaz_pipeline_peers(p)
  * slots. Any thread may gather: the token holder, or an append holding a
  * reference (gaz_pipeline_ref). Returns 0, or
- * GAZ_EUNAVAIL when a peer failed now or an earlier gather failed. */
+ * GAZ_EUNAVAIL when a peer failed now or an earlier gather failed; after
+ * a peer failed now, resp[i] still holds each other peer's answer (NULL
+ * for the peers that gave none), all received by one deadline. */
 int gaz_pipeline_gather(struct gaz_pipeline *p, uint64_t ticket,
 			Protocol__ReplicateResponse **resp, struct gaz_status *st);
 

@@ -331,6 +331,76 @@ class ScriptedPeer:
         self.server.stop(0)
 
 
+def test_primary_persists_content_a_peer_rolled_past_when_the_sync_fails(cluster):
+    """A primary killed mid-commit can leave one replica ahead of another.
+    When the one ahead becomes primary, its first sync makes the other roll
+    forward past bytes it never held, and if a third peer fails that sync,
+    the new primary's spool holds the only copy of them. It must persist
+    that spool at once: otherwise its own end leaves a hole in the journal
+    that no reader passes (seen under SIGKILLs in CI). Here peer `ahead`
+    plays the replica that rolled forward (an empty fragment at the
+    primary's end) and peer `down` fails the sync."""
+    p = cluster.start()
+    c = Client(p.address)
+    c.apply(spec("hole/j", replication=3, length=1 << 30))
+    assert wait_assigned(c, "hole/j").route.members[0].suffix == p.id
+    mode = {"scripted": False}
+
+    def ahead(req, n):
+        if mode["scripted"]:
+            end = req.proposal.end
+            return pb.ReplicateResponse(status=pb.PROPOSAL_MISMATCH, registers=pb.LabelSet(),
+                                        fragment=pb.Fragment(journal="hole/j", begin=end, end=end))
+        return None
+
+    def down(req, n):
+        if mode["scripted"]:
+            raise RuntimeError("scripted peer failure")
+        return None
+    peers = [ScriptedPeer(cluster, ahead, suffix="ahead"), ScriptedPeer(cluster, down, suffix="down")]
+    try:
+        deadline = time.time() + 20
+        while len(wait_assigned(c, "hole/j").route.members) < 3:
+            assert time.time() < deadline, "the peers never joined the route"
+            time.sleep(0.05)
+        for i in range(4):
+            r = c.append("hole/j", bytes([65 + i]) * 25)
+            assert r.status == pb.OK, r
+        assert r.commit.end == 100
+        # The journal's first write was rolled and persisted (as Gazette's
+        # primary does); the rest, up to 100, is only in spools.
+        stored = os.path.join(cluster.file_root, "hole/j")
+        time.sleep(0.5)
+        ends = [int(f.split("-")[1], 16) for f in os.listdir(stored)] if os.path.isdir(stored) else []
+        spooled = max(ends, default=0)
+        assert spooled < 100, "persisted before any roll: %s" % os.listdir(stored)
+        mode["scripted"] = True
+        # The next append fails at its commit; the one after it opens a new
+        # pipeline, whose sync fails with `ahead` rolled onto 100.
+        for _ in range(2):
+            try:
+                r = c.append("hole/j", b"lost", timeout=5, retry=False)
+                assert r.status != pb.OK, r
+            except grpc.RpcError:
+                pass
+        # The failed append's commit was applied by the primary before its
+        # peers failed it, so the spool may end past 100 (Gazette's primary
+        # does the same; the client was told the append failed).
+        def persisted():
+            return [f for f in os.listdir(stored) if f.startswith("%016x-" % spooled)
+                    and int(f.split("-")[1], 16) >= 100]
+        deadline = time.time() + 10
+        while not persisted():
+            assert time.time() < deadline, "[%d, 100) was not persisted: %s" % (spooled, os.listdir(stored))
+            time.sleep(0.1)
+        assert p.proc.poll() is None
+        assert "rolling the spool to persist the only copy" in open(p.logpath).read()
+    finally:
+        cluster.stop_all()
+        for peer in peers:
+            peer.stop()
+
+
 def test_BR06_fresh_primary_rolls_forward_to_a_peer_ahead(cluster):
     """Our primary's spool is empty ({0,0}); the peer answers the first sync
     with PROPOSAL_MISMATCH carrying committed bytes [0,123). The primary
