@@ -23,6 +23,9 @@
 # code's memory paths). GAZ_TEST_JOBS=1 runs everything one after another.
 # The slowest tests
 # are listed at the end of each phase (CI has a time budget).
+# GAZ_TEST_SERIAL_MARK names a file touched when phase 2 starts: CI
+# builds the sanitizer passes' binaries then, at nice 19, in the CPU the
+# serial files leave idle (they wait on signals, leases and timeouts).
 # GAZ_TEST_LOG_LEVEL sets every test broker's --log.level (default info;
 # debug when chasing a flaky test: the logs stay under pytest's basetemp).
 # A failed test's report carries its live brokers' thread stacks (gdb).
@@ -81,6 +84,7 @@ if [ ${#parallel[@]} -gt 0 ]; then
 fi
 if [ ${#serial[@]} -gt 0 ]; then
 	echo "integration: ${#serial[@]} files one after another: ${serial[*]}"
+	[ -z "${GAZ_TEST_SERIAL_MARK:-}" ] || touch "$GAZ_TEST_SERIAL_MARK"
 	"${PYTEST[@]}" "${serial[@]}" || rc=$?
 fi
 exit $rc
