@@ -4,9 +4,12 @@
  * Each fragment served starts with a metadata response (offset, write head,
  * fragment, signed URL when persisted), followed by content chunks of at
  * most 32736 bytes with consecutive offsets. At the write head a blocking
- * read waits on the replica's notifier, so a commit wakes it at once; a
- * non-blocking read ends with OFFSET_NOT_YET_AVAILABLE. Only committed
- * bytes are ever visible: the index holds committed fragments only.
+ * read parks on the replica's notifier (gaz_rpc_park: no thread is held
+ * while it waits), so a commit wakes it at once; a non-blocking read ends
+ * with OFFSET_NOT_YET_AVAILABLE. A read whose client is slow parks too,
+ * until its response queue has room. Only committed bytes are ever
+ * visible: the index holds committed fragments only. A local read's
+ * states are in one place below (enum read_state).
  *
  * A hole of the index below its write head (no fragment at an offset
  * that was committed) is a listing that has not yet seen fragments
@@ -227,73 +230,225 @@ static int stream_remote(struct read_ctx *c, const struct read_target *t, int64_
 
 static void wake_call(void *arg) { gaz_rpc_wake(arg); }
 
-/* Serves the read from the local replica until done, cancelled or an
- * error. Returns 0 or the error that ended it. */
-static int serve_local(struct read_ctx *c)
+/* The states of a local read, one step at a time (read_step):
+ *   READ_QUERY  find the fragment at `offset`; at the write head a
+ *               blocking read parks until a commit, an index change or
+ *               teardown wakes it; in a hole, until HOLE_WAIT_MS passes;
+ *   READ_STREAM send the target's metadata, then its bytes [from, to),
+ *               parking whenever the response queue is full;
+ *   READ_DONE   finish the call with `rc`.
+ * A parked read holds no thread: its state is this struct, and the
+ * replica's notifier wakes it (gaz_rpc_park). */
+enum read_state { READ_QUERY, READ_STREAM, READ_DONE };
+
+struct local_read {
+	struct read_ctx c;
+	enum read_state state;
+	struct gaz_waiter w;
+	int64_t offset, hole_deadline;
+	struct read_target t;   /* READ_STREAM: the fragment being sent */
+	bool meta_sent;
+	int64_t from, to;
+	int rc;
+};
+
+/* Parks the read until `deadline_ns` or an event (see read_step). */
+static void read_resume(struct gaz_rpc_call *call, void *arg);
+
+static bool read_park(struct local_read *l, int64_t deadline_ns, unsigned flags)
 {
+	return gaz_rpc_park(l->c.call, read_resume, l, deadline_ns, flags) == 0;
+}
+
+/* One READ_STREAM step: metadata, then chunks while the response queue
+ * has room. Returns true when the read parked. */
+static bool stream_step(struct local_read *l)
+{
+	struct read_ctx *c = &l->c;
+	const Protocol__ReadRequest *q = c->req;
+	struct read_target *t = &l->t;
+	bool remote = !t->file;
+	uint8_t *buf = NULL;
+
+	if (!l->meta_sent) {
+		if (!gaz_rpc_send_room(c->call) && read_park(l, GAZ_DEADLINE_NEVER, GAZ_RPC_PARK_SEND))
+			return true;
+		l->meta_sent = true;
+		if ((l->rc = send_metadata(c, PROTOCOL__STATUS__OK, t)))
+			goto done;
+		l->from = t->offset;
+		l->to = q->end_offset && q->end_offset < t->frag.end ? q->end_offset : t->frag.end;
+		if (q->metadata_only || (remote && q->do_not_proxy))
+			l->from = l->to;
+	}
+	if (remote && l->from < l->to) {
+		/* A store read streams on this thread to its end (its reader
+		 * holds an open object between chunks). */
+		l->rc = stream_remote(c, t, l->from, l->to);
+		l->from = l->to;
+	}
+	while (!l->rc && l->from < l->to) {
+		int64_t want = l->to - l->from < READ_CHUNK ? l->to - l->from : READ_CHUNK;
+		ssize_t got;
+		if (!gaz_rpc_send_room(c->call) && read_park(l, GAZ_DEADLINE_NEVER, GAZ_RPC_PARK_SEND)) {
+			free(buf);
+			return true;
+		}
+		if (!buf && !(buf = malloc(READ_CHUNK))) {
+			l->rc = gaz_status_set(&c->err, GAZ_ENOMEM, "out of memory");
+			break;
+		}
+		got = pread(t->file->fd, buf, (size_t)want, l->from - t->frag.begin);
+		if (got <= 0) {
+			l->rc = gaz_status_set(&c->err, GAZ_EIO, "reading local fragment failed");
+			break;
+		}
+		if (!(l->rc = send_chunk(c, l->from, buf, (size_t)got)))
+			gaz_metric_read_served(false, (int64_t)got);
+		l->from += got;
+	}
+	free(buf);
+done:
+	l->offset = l->to > l->offset ? l->to : l->offset;
+	if (l->rc || q->metadata_only || (remote && q->do_not_proxy) ||
+	    (q->end_offset && l->offset >= q->end_offset))
+		l->state = READ_DONE;
+	else
+		l->state = READ_QUERY;
+	target_release(t);
+	l->meta_sent = false;
+	return false;
+}
+
+/* One READ_QUERY step. Returns true when the read parked. */
+static bool query_step(struct local_read *l)
+{
+	struct read_ctx *c = &l->c;
 	struct gaz_replica *r = c->res.replica;
 	const Protocol__ReadRequest *q = c->req;
-	struct gaz_waiter w = {.wake = wake_call, .arg = c->call};
-	int64_t offset = q->offset, hole_deadline = 0;
-	int rc = 0;
+	struct read_target *t = &l->t;
+	bool dead;
+	int rc;
 
+	pthread_mutex_lock(&r->mu);
+	query(r, l->offset, q->begin_mod_time, t);
+	dead = r->dead;
+	pthread_mutex_unlock(&r->mu);
+	if (t->found) {
+		l->hole_deadline = 0;
+		l->state = READ_STREAM;
+		return false;
+	}
+	if (!dead && t->offset < t->write_head &&
+	    (!l->hole_deadline || gaz_mono_ns() < l->hole_deadline)) {
+		/* A hole below the write head: wait for a listing. */
+		if (!l->hole_deadline)
+			l->hole_deadline = gaz_deadline_in(HOLE_WAIT_MS);
+		gaz_replica_hurry_refresh(r, l->hole_deadline);
+		l->offset = t->offset;
+		target_release(t);
+		if ((rc = gaz_rpc_poll(c->call)) == GAZ_ECANCELLED) {
+			l->rc = rc;
+			l->state = READ_DONE;
+			return false;
+		}
+		if (rc == 0 || !read_park(l, l->hole_deadline, 0)) {
+			if (rc != 0 && (rc = gaz_rpc_wait(c->call, l->hole_deadline)) == GAZ_ECANCELLED) {
+				l->rc = rc;
+				l->state = READ_DONE;
+			}
+			return false;
+		}
+		return true;
+	}
+	if (dead || t->offset >= t->write_head)
+		l->hole_deadline = 0; /* else a hole outlived its wait: block as at the head */
+	if (!q->block || dead) {
+		if (!dead)
+			l->rc = send_metadata(c, PROTOCOL__STATUS__OFFSET_NOT_YET_AVAILABLE, t);
+		target_release(t);
+		l->state = READ_DONE;
+		return false;
+	}
+	/* At the write head: park until a commit wakes us. */
+	l->offset = t->offset;
+	target_release(t);
+	if ((rc = gaz_rpc_poll(c->call)) == 0)
+		return false; /* a wake came meanwhile: query again */
+	if (rc == GAZ_ECANCELLED) {
+		l->rc = rc;
+		l->state = READ_DONE;
+		return false;
+	}
+	if (read_park(l, GAZ_DEADLINE_NEVER, 0))
+		return true;
+	if ((rc = gaz_rpc_wait(c->call, GAZ_DEADLINE_NEVER)) == GAZ_ECANCELLED) {
+		l->rc = rc;
+		l->state = READ_DONE;
+	}
+	return false;
+}
+
+static void local_read_end(struct local_read *l)
+{
+	struct read_ctx *c = &l->c;
+	struct gaz_replica *r = c->res.replica;
+
+	gaz_notifier_remove(&r->notifier, &l->w);
+	gaz_debug("read ended", "journal=%s offset=%lld rc=%s dead=%d", c->res.journal,
+		  (long long)l->offset, gaz_err_str(l->rc), (int)atomic_load(&r->dead));
+	if (l->rc && l->rc != GAZ_ECANCELLED)
+		gaz_rpc_finish(c->call, NULL, GAZ_GRPC_UNKNOWN, c->err.code ? c->err.msg : gaz_err_str(l->rc));
+	else
+		gaz_rpc_finish(c->call, NULL, GAZ_GRPC_OK, NULL);
+	target_release(&l->t);
+	gaz_resolution_release(&c->res);
+	protobuf_c_message_free_unpacked(&c->req->base, NULL);
+	free(l);
+}
+
+/* Runs the read's steps until it parks or is done. */
+static void read_resume(struct gaz_rpc_call *call, void *arg)
+{
+	struct local_read *l = arg;
+
+	(void)call;
+	while (l->state != READ_DONE) {
+		bool parked = l->state == READ_QUERY ? query_step(l) : stream_step(l);
+		if (parked)
+			return;
+	}
+	local_read_end(l);
+}
+
+/* Serves the read from the local replica: takes over `c` (its request
+ * and resolution) and ends the call, now or after parks. */
+static void serve_local(struct read_ctx *c)
+{
+	struct local_read *l = calloc(1, sizeof(*l));
+	struct gaz_replica *r = c->res.replica;
+	int rc;
+
+	if (!l) {
+		gaz_rpc_finish(c->call, NULL, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		gaz_resolution_release(&c->res);
+		protobuf_c_message_free_unpacked(&c->req->base, NULL);
+		return;
+	}
+	l->c = *c;
+	l->offset = c->req->offset;
+	l->w = (struct gaz_waiter){.wake = wake_call, .arg = c->call};
 	/* Like appends, reads answer only from an index that has seen the
 	 * store once: a fresh replica would otherwise report its history as
 	 * not yet available. */
 	if ((rc = gaz_replica_wait_ready(r, c->call))) {
 		gaz_debug("read ended before the replica was ready", "journal=%s rc=%s", c->res.journal,
 			  gaz_err_str(rc));
-		return rc == GAZ_ESTOPPED ? 0 : rc;
+		l->rc = rc == GAZ_ESTOPPED ? 0 : rc;
+		l->state = READ_DONE;
 	}
-	gaz_notifier_add(&r->notifier, &w);
-	while (!rc) {
-		struct read_target t = {0};
-		bool dead, remote;
-		int64_t to;
-		pthread_mutex_lock(&r->mu);
-		query(r, offset, q->begin_mod_time, &t);
-		dead = r->dead;
-		pthread_mutex_unlock(&r->mu);
-		if (t.found || dead || t.offset >= t.write_head) {
-			hole_deadline = 0;
-		} else if (!hole_deadline || gaz_mono_ns() < hole_deadline) {
-			if (!hole_deadline)
-				hole_deadline = gaz_deadline_in(HOLE_WAIT_MS);
-			gaz_replica_hurry_refresh(r, hole_deadline);
-			offset = t.offset;
-			target_release(&t);
-			rc = gaz_rpc_wait(c->call, hole_deadline);
-			if (rc == GAZ_ETIMEDOUT)
-				rc = 0;
-			continue;
-		}
-		if (!t.found && (!q->block || dead)) {
-			if (!dead)
-				rc = send_metadata(c, PROTOCOL__STATUS__OFFSET_NOT_YET_AVAILABLE, &t);
-			target_release(&t);
-			break;
-		}
-		if (!t.found) {
-			offset = t.offset;
-			rc = gaz_rpc_wait(c->call, GAZ_DEADLINE_NEVER);
-			continue;
-		}
-		rc = send_metadata(c, PROTOCOL__STATUS__OK, &t);
-		remote = !t.file;
-		to = q->end_offset && q->end_offset < t.frag.end ? q->end_offset : t.frag.end;
-		if (!rc && !q->metadata_only && !(remote && q->do_not_proxy) && t.offset < to)
-			rc = remote ? stream_remote(c, &t, t.offset, to)
-				    : stream_content(c, &t, t.offset, to);
-		offset = to;
-		target_release(&t);
-		if (q->metadata_only || (remote && q->do_not_proxy) ||
-		    (q->end_offset && offset >= q->end_offset))
-			break;
-	}
-	gaz_notifier_remove(&r->notifier, &w);
-	gaz_debug("read ended", "journal=%s offset=%lld rc=%s dead=%d", c->res.journal, (long long)offset,
-		  gaz_err_str(rc), (int)atomic_load(&r->dead));
-	return rc;
+	gaz_notifier_add(&r->notifier, &l->w);
+	read_resume(c->call, l);
 }
 
 static void send_status_only(struct read_ctx *c, int status)
@@ -340,12 +495,8 @@ void gaz_handle_read(struct gaz_rpc_call *call, void *arg)
 	} else {
 		gaz_debug("read started", "journal=%s offset=%lld block=%d peer=%s", c.res.journal,
 			  (long long)c.req->offset, (int)c.req->block, gaz_rpc_peer(call));
-		rc = serve_local(&c);
-		if (rc && rc != GAZ_ECANCELLED)
-			gaz_rpc_finish(call, NULL, GAZ_GRPC_UNKNOWN,
-				       c.err.code ? c.err.msg : gaz_err_str(rc));
-		else
-			gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
+		serve_local(&c); /* owns c's request and resolution now */
+		return;
 	}
 out:
 	gaz_resolution_release(&c.res);

@@ -607,6 +607,24 @@ void gaz_replica_teardown(struct gaz_replica *r)
 		gaz_replica_unref(r);
 }
 
+/* index_signature (r->mu held): a hash of what readers see of the index
+ * (each fragment's range and mod time), so that a listing that changed
+ * nothing wakes no reader: a journal's parked readers would otherwise all
+ * resume at every refresh interval. */
+static uint64_t index_signature(const struct gaz_replica *r)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+	for (size_t i = 0; i < r->index.len; i++) {
+		const struct gaz_fragment *f = &r->index.v[i].frag;
+		const int64_t v[3] = {f->begin, f->end, f->mod_time};
+		const unsigned char *p = (const unsigned char *)v;
+		for (size_t k = 0; k < sizeof(v); k++)
+			h = (h ^ p[k]) * 1099511628211ull;
+	}
+	return h ^ r->index.len;
+}
+
 /* refresh_done_locked (r->mu held): a listing ended; the last one out
  * forgets what was persisted meanwhile. */
 static void refresh_done_locked(struct gaz_replica *r)
@@ -621,6 +639,8 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 			struct gaz_status *st)
 {
 	struct gaz_coverset remote, local;
+	uint64_t before;
+	bool was_ready, changed;
 	int rc = 0;
 
 	gaz_coverset_init(&remote);
@@ -654,6 +674,8 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 		return rc;
 	}
 	pthread_mutex_lock(&r->mu);
+	was_ready = r->index_ready;
+	before = index_signature(r);
 	r->store_error[0] = 0;
 	/* The local part of the index: every entry with a file. */
 	for (size_t i = 0; i < r->index.len && !rc; i++)
@@ -671,11 +693,13 @@ int gaz_replica_refresh(struct gaz_replica *r, const Protocol__JournalSpec *spec
 		r->index_ready = true;
 		gaz_pulse_kick_journal(r->b, r->journal); /* the first-write roll may be due */
 	}
+	changed = !was_ready || index_signature(r) != before;
 	refresh_done_locked(r);
 	pthread_mutex_unlock(&r->mu);
 	gaz_coverset_release(&local);
 	gaz_coverset_release(&remote);
-	gaz_notifier_broadcast(&r->notifier);
+	if (changed)
+		gaz_notifier_broadcast(&r->notifier);
 	return rc;
 }
 

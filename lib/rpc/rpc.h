@@ -10,7 +10,9 @@
  * mutex/condvar, which pollers signal on completion, and which is also
  * signalled by cancellation (RECV_CLOSE_ON_SERVER) and by gaz_rpc_wake()
  * from application code (a commit, an index change). That is Go's select in
- * C: gaz_rpc_wait() returns on wake, cancellation or deadline.
+ * C: gaz_rpc_wait() returns on wake, cancellation or deadline. A call
+ * that waits long gives its thread back instead (gaz_rpc_park) and is
+ * resumed on the pool by the same events.
  *
  * Client calls (peers, etcd, gazctl) use the same queue and pollers, so
  * connects always make progress (grpc-core.md §7.6).
@@ -78,6 +80,10 @@ struct gaz_rpc_server_opts {
 	int max_recv_bytes;   /* max inbound message; 0 = 4 MiB (Gazette's default) */
 	int max_handlers;     /* concurrent handler threads; 0 = 4096 */
 	int keepalive_ms;     /* server keepalive ping interval; 0 = 30000 */
+	/* How long an idle handler thread lives; 0 = the environment's
+	 * GAZ_RPC_IDLE_THREAD_MS, else 30000 (tests shorten it to watch a
+	 * pool shrink back after a burst). */
+	int64_t idle_thread_ms;
 };
 
 /* gaz_rpc_server_new creates a server (not started). `opts` may be NULL.
@@ -261,6 +267,35 @@ void gaz_rpc_wake(struct gaz_rpc_call *call);
  * is consumed), cancellation (GAZ_ECANCELLED) or deadline_ns
  * (GAZ_ETIMEDOUT). A wake that came before the wait is not lost. */
 int gaz_rpc_wait(struct gaz_rpc_call *call, int64_t deadline_ns);
+
+/* ---- parking: a long-lived call that holds no thread while it waits --- */
+
+/* Flags of gaz_rpc_park. */
+#define GAZ_RPC_PARK_SEND 1u /* also resume once the response queue has room */
+
+/* gaz_rpc_park gives the call's thread back without ending the call: the
+ * handler (or resume function) that calls it returns right after, and
+ * resume(call, arg) later runs on a pool thread, once, at the first of:
+ * a gaz_rpc_wake (also one before the park that no gaz_rpc_wait or
+ * gaz_rpc_poll consumed), the call's cancellation (client, connection,
+ * server shutdown, gaz_rpc_expire_at's time), `deadline_ns` (monotonic;
+ * GAZ_DEADLINE_NEVER: none), and with GAZ_RPC_PARK_SEND room in the
+ * response queue (gaz_rpc_send_room). resume runs as a handler does, with
+ * the same duties: it may park again, and in the end it finishes the
+ * call. It learns why it runs from gaz_rpc_poll and its own state. This
+ * is how a blocking Read waits at the write head with no thread of its
+ * own (issue 39; Gazette parks a goroutine). Returns 0, or GAZ_EINVAL for
+ * a local call, which cannot park: wait with gaz_rpc_wait instead. */
+int gaz_rpc_park(struct gaz_rpc_call *call, gaz_rpc_handler_fn resume, void *arg,
+		 int64_t deadline_ns, unsigned flags);
+
+/* gaz_rpc_poll is gaz_rpc_wait without waiting: GAZ_ECANCELLED, 0 (a wake,
+ * consumed) or GAZ_ETIMEDOUT (neither). */
+int gaz_rpc_poll(struct gaz_rpc_call *call);
+
+/* gaz_rpc_send_room: whether gaz_rpc_send would now queue its message
+ * without waiting (or fail at once: the call is gone). */
+bool gaz_rpc_send_room(struct gaz_rpc_call *call);
 
 /* gaz_rpc_metadata returns the value of request metadata `key`
  * ("authorization") borrowed until the call ends, or NULL. */

@@ -12,6 +12,11 @@
  *        call's condvar, which the op's completion (on a poller) signals.
  *   Unknown methods come through one generic request and are answered
  *   UNIMPLEMENTED right there on the poller (pitfall P1).
+ *   A handler that would wait long (a Read at the write head) parks
+ *   instead (gaz_rpc_park): it returns with the call unfinished, and the
+ *   call's next event (a wake, its cancellation, a due time, room to
+ *   send) queues its resume function to the pool. A parked call costs its
+ *   structs, no thread.
  *
  * Invariants:
  * - A call holds one reference for its handler and one per op in flight
@@ -22,6 +27,10 @@
  *   out stays in flight to be picked up by the next gaz_rpc_recv.
  * - srv->requests counts request tags grpc holds; srv->live counts calls not
  *   yet destroyed. grpc_server_destroy runs only when both are 0.
+ * - A parked call keeps its handler's reference; whoever disarms it
+ *   (park_event_locked, under the call's mu) hands that reference to the
+ *   pool with it. The timed list holds calls only while parked or being
+ *   resumed, so under srv->mu a listed call is alive.
  * - Lock order: a call's mu and srv->mu are never held together.
  */
 #include <fcntl.h>
@@ -45,9 +54,10 @@
 #define RECV_AHEAD_BYTES (64 << 10) /* ...while they hold less than this */
 #define SEND_QUEUE 8               /* response messages queued behind the one in flight */
 #define SEND_QUEUE_LOW 2           /* a full queue's sender wakes when down to this */
-#define IDLE_THREAD_NS (30 * GAZ_NS_PER_S) /* idle pool threads exit after */
+#define IDLE_THREAD_MS 30000       /* idle pool threads exit after (opts.idle_thread_ms) */
 #define DISPATCH_READ_NS (20 * GAZ_NS_PER_MS) /* GAZ_RPC_DISPATCH_READ waits at most */
 #define TIMER_TICK_NS (5 * GAZ_NS_PER_MS)     /* ...plus this */
+#define RESUME_THREADS 32          /* pool threads a burst of resumes may start (see resuming) */
 
 /* A method's go-grpc-prometheus series, made on first use. */
 struct method_metrics {
@@ -98,9 +108,16 @@ struct gaz_rpc_server {
 	int npeers;
 
 	/* Handler pool: FIFO of accepted calls, threads reused. */
-	pthread_cond_t work_cv;
+	pthread_cond_t work_cv; /* stopping (idle workers wait on their own cv) */
+	/* Idle workers, the most recently idle on top: a push wakes the top
+	 * one, so work gathers on few threads and the rest idle out. */
+	struct idle_worker *idle_top;
 	struct gaz_rpc_call *qhead, *qtail;
 	int queued, nthreads, idle;
+	/* Threads running a parked call's resume function: short work (a
+	 * step of a state machine), so a burst of resumes (one commit wakes
+	 * thousands of readers) grows the pool only to RESUME_THREADS. */
+	int resuming;
 	bool stopping;
 
 	/* GAZ_RPC_DISPATCH_READ calls by dispatch deadline (FIFO: all wait
@@ -110,8 +127,23 @@ struct gaz_rpc_server {
 	struct gaz_rpc_call *thead, *ttail;
 	bool timer_running;
 
+	/* Parked calls with a due time (gaz_rpc_park: a deadline or an
+	 * expiry), unordered; one timer thread, started on first use, resumes
+	 * each at its time. A call is in the list only while parked or being
+	 * resumed, when its handler's reference keeps it alive. */
+	pthread_cond_t park_cv;
+	struct gaz_rpc_call *parked;
+	bool park_timer_running;
+
 	gaz_rpc_finish_fn on_finish; /* set before start; NULL = none */
 	bool metrics;                /* gaz_rpc_server_metrics */
+};
+
+/* An idle pool thread, on its own stack while it waits (srv->mu). */
+struct idle_worker {
+	pthread_cond_t cv;
+	struct idle_worker *below, *above;
+	bool woken; /* taken off the stack by a push or the stop */
 };
 
 /* One in-flight batch of a call. */
@@ -201,6 +233,21 @@ struct gaz_rpc_call {
 	grpc_byte_buffer *local_resp;
 	int local_code;
 	char *local_msg;
+
+	/* gaz_rpc_park: what a pool thread runs for the call next (NULL: the
+	 * method's handler), and the park itself. PARK_ASKED: the thread
+	 * that holds the call asked and has not yet returned; PARK_ARMED: no
+	 * thread holds it, and the first event (park_event_locked) hands it
+	 * to the pool. Under mu. */
+	gaz_rpc_handler_fn run_fn;
+	void *run_arg;
+	enum { PARK_NONE, PARK_ASKED, PARK_ARMED } park_state;
+	unsigned park_flags;
+	int64_t park_due_ns;
+	/* The server's list of timed parked calls (srv->mu). */
+	struct gaz_rpc_call *park_prev, *park_next;
+	int64_t park_timer_ns;
+	bool park_listed;
 
 	int outcome; /* gaz_rpc_set_outcome, for the finish observer */
 	int64_t started_ns; /* accepted (monotonic), for grpc_server_handling_seconds */
@@ -380,6 +427,163 @@ static bool dispatch_ready(struct gaz_rpc_call *c)
 }
 
 static void pool_push(struct gaz_rpc_server *srv, struct gaz_rpc_call *c);
+static bool expired_locked(struct gaz_rpc_call *c);
+
+/* ---- parked calls (gaz_rpc_park) --------------------------------------- */
+
+/* park_event_locked (c->mu held): whether an armed parked call has what it
+ * waits for (a wake, its cancellation or expiry, its due time, room in its
+ * response queue); if so it is disarmed, and the caller hands it to
+ * park_resume once mu is released. */
+static bool park_event_locked(struct gaz_rpc_call *c)
+{
+	bool event;
+
+	if (c->park_state != PARK_ARMED)
+		return false;
+	event = c->woken || c->cancelled || expired_locked(c) ||
+		(c->park_due_ns != GAZ_DEADLINE_NEVER && gaz_mono_ns() >= c->park_due_ns) ||
+		((c->park_flags & GAZ_RPC_PARK_SEND) &&
+		 (c->send_failed || c->sendq_n <= SEND_QUEUE_LOW));
+	if (event)
+		c->park_state = PARK_NONE;
+	return event;
+}
+
+/* park_unlist takes `c` off the timed list (no lock held). */
+static void park_unlist(struct gaz_rpc_call *c)
+{
+	struct gaz_rpc_server *srv = c->srv;
+	bool last = false;
+
+	srv_lock(srv);
+	if (c->park_listed) {
+		if (c->park_prev)
+			c->park_prev->park_next = c->park_next;
+		else
+			srv->parked = c->park_next;
+		if (c->park_next)
+			c->park_next->park_prev = c->park_prev;
+		c->park_prev = c->park_next = NULL;
+		c->park_listed = false;
+		last = srv->stopping && !srv->parked;
+	}
+	pthread_mutex_unlock(&srv->mu);
+	if (last) /* the timer exits now, not at the due time it sleeps to */
+		pthread_cond_signal(&srv->park_cv);
+}
+
+/* park_resume hands a disarmed call to the pool, which runs its run_fn
+ * (no lock held; the handler's reference moves with it). */
+static void park_resume(struct gaz_rpc_call *c)
+{
+	park_unlist(c);
+	pool_push(c->srv, c);
+}
+
+/* park_timer_main resumes timed parked calls at their due time; at
+ * shutdown it ends once the list is empty (cancellation resumes every
+ * parked call). */
+static void *park_timer_main(void *arg)
+{
+	struct gaz_rpc_server *srv = arg;
+
+	pthread_setname_np(pthread_self(), "gaz-rpc-park");
+	srv_lock(srv);
+	for (;;) {
+		int64_t now = gaz_mono_ns(), next = GAZ_DEADLINE_NEVER;
+		struct gaz_rpc_call *c, *due = NULL;
+		bool resume;
+
+		for (c = srv->parked; c && !due; c = c->park_next) {
+			if (c->park_timer_ns <= now)
+				due = c;
+			else if (c->park_timer_ns < next)
+				next = c->park_timer_ns;
+		}
+		if (!due) {
+			if (srv->stopping && !srv->parked)
+				break;
+			gaz__rpc_timedwait(&srv->park_cv, &srv->mu, next);
+			continue;
+		}
+		/* Off the list, and a reference of our own: with srv->mu
+		 * released, another event may resume and end the call. */
+		if (due->park_prev)
+			due->park_prev->park_next = due->park_next;
+		else
+			srv->parked = due->park_next;
+		if (due->park_next)
+			due->park_next->park_prev = due->park_prev;
+		due->park_prev = due->park_next = NULL;
+		due->park_listed = false;
+		atomic_fetch_add(&due->refs, 1);
+		pthread_mutex_unlock(&srv->mu);
+		pthread_mutex_lock(&due->mu);
+		resume = park_event_locked(due);
+		call_unref_locked(due, false); /* the handler's reference remains */
+		if (resume)
+			pool_push(srv, due);
+		srv_lock(srv);
+	}
+	srv->park_timer_running = false;
+	srv_unlock_signal(srv);
+	return NULL;
+}
+
+/* park_list puts a call that asked to park (not yet armed, so nothing
+ * else resumes it) on the timed list, due at `due_ns`. Returns false if
+ * no timer thread can run. */
+static bool park_list(struct gaz_rpc_call *c, int64_t due_ns)
+{
+	struct gaz_rpc_server *srv = c->srv;
+
+	srv_lock(srv);
+	if (!srv->park_timer_running) {
+		if (gaz__rpc_spawn(park_timer_main, srv) != 0) {
+			pthread_mutex_unlock(&srv->mu);
+			return false;
+		}
+		srv->park_timer_running = true;
+	}
+	c->park_timer_ns = due_ns;
+	c->park_prev = NULL;
+	c->park_next = srv->parked;
+	if (srv->parked)
+		srv->parked->park_prev = c;
+	srv->parked = c;
+	c->park_listed = true;
+	pthread_mutex_unlock(&srv->mu);
+	pthread_cond_signal(&srv->park_cv);
+	return true;
+}
+
+/* park_arm runs when the thread that asked to park `c` is done with it:
+ * the call is listed for its due time, then armed, then resumed at once
+ * if its event came meanwhile. Returns nothing; `c` may be running on
+ * another thread, or freed, once this returns. */
+static void park_arm(struct gaz_rpc_call *c)
+{
+	int64_t due;
+	bool resume;
+
+	pthread_mutex_lock(&c->mu);
+	due = c->park_due_ns < c->expire_ns ? c->park_due_ns : c->expire_ns;
+	pthread_mutex_unlock(&c->mu);
+	if (due != GAZ_DEADLINE_NEVER && !park_list(c, due)) {
+		gaz_error("cannot start the parked calls' timer; resuming at once", "method=%s",
+			  c->m->path);
+		pthread_mutex_lock(&c->mu);
+		c->park_due_ns = gaz_mono_ns(); /* due now: a busy retry, never a hang */
+		pthread_mutex_unlock(&c->mu);
+	}
+	pthread_mutex_lock(&c->mu);
+	c->park_state = PARK_ARMED;
+	resume = park_event_locked(c);
+	pthread_mutex_unlock(&c->mu);
+	if (resume)
+		park_resume(c);
+}
 
 /* call_dispatch (mu not held) offers a read call to its method's fast
  * path, else queues it for a handler thread. */
@@ -486,7 +690,7 @@ static void op_cb(void *tag, int ok)
 	struct optag *o = tag;
 	struct gaz_rpc_call *c = o->call;
 
-	bool dispatch, wake;
+	bool dispatch, wake, resume;
 
 	pthread_mutex_lock(&c->mu);
 	o->pending = false;
@@ -508,9 +712,12 @@ static void op_cb(void *tag, int ok)
 		(c->send_failed || c->cancelled || c->sendq_n <= c->send_wait_len ||
 		 (!c->send_op.pending && !c->sendq_n)));
 	dispatch = dispatch_ready(c);
+	resume = park_event_locked(c);
 	call_unref_locked(c, wake);
 	if (dispatch) /* the handler's reference keeps c alive */
 		call_dispatch(c);
+	if (resume) /* ...as it does a parked call's */
+		park_resume(c);
 }
 
 /* call_start starts a batch tagged `o`; c->mu held (released meanwhile so
@@ -593,7 +800,18 @@ static struct gaz_rpc_call *call_new(struct req *r)
 
 static void call_run(struct gaz_rpc_call *c)
 {
-	c->m->fn(c, c->m->arg);
+	gaz_rpc_handler_fn fn = c->run_fn ? c->run_fn : c->m->fn;
+	void *arg = c->run_fn ? c->run_arg : c->m->arg;
+	bool parking;
+
+	fn(c, arg);
+	pthread_mutex_lock(&c->mu);
+	parking = c->park_state == PARK_ASKED;
+	pthread_mutex_unlock(&c->mu);
+	if (parking) {
+		park_arm(c);
+		return;
+	}
 	if (!c->finished) {
 		gaz_error("rpc handler returned without finishing", "method=%s", c->m->path);
 		gaz_rpc_finish(c, NULL, GAZ_GRPC_INTERNAL, "handler ended without a status");
@@ -615,6 +833,51 @@ static struct gaz_rpc_call *pool_pop(struct gaz_rpc_server *srv)
 	return c;
 }
 
+/* idle_wait (srv->mu held) waits on top of the idle stack until a push
+ * or the stop takes this worker off it, or idle_thread_ms pass (returns
+ * true: the worker exits). */
+static bool idle_wait(struct gaz_rpc_server *srv)
+{
+	struct idle_worker w = {.below = srv->idle_top};
+	int64_t deadline = gaz_mono_ns() + srv->opts.idle_thread_ms * GAZ_NS_PER_MS;
+	bool expired = false;
+
+	gaz__rpc_cond_init(&w.cv);
+	if (w.below)
+		w.below->above = &w;
+	srv->idle_top = &w;
+	srv->idle++;
+	while (!w.woken && !expired)
+		expired = gaz__rpc_timedwait(&w.cv, &srv->mu, deadline);
+	if (!w.woken) { /* expired: off the stack by itself */
+		if (w.above)
+			w.above->below = w.below;
+		else
+			srv->idle_top = w.below;
+		if (w.below)
+			w.below->above = w.above;
+		srv->idle--;
+	}
+	pthread_cond_destroy(&w.cv);
+	return expired && !w.woken;
+}
+
+/* idle_wake_top (srv->mu held) takes the top idle worker off the stack
+ * and wakes it (under mu: it may not go before its cv is signalled). */
+static void idle_wake_top(struct gaz_rpc_server *srv)
+{
+	struct idle_worker *w = srv->idle_top;
+
+	if (!w)
+		return;
+	srv->idle_top = w->below;
+	if (w->below)
+		w->below->above = NULL;
+	w->woken = true;
+	srv->idle--;
+	pthread_cond_signal(&w->cv);
+}
+
 static void *worker_main(void *arg)
 {
 	struct gaz_rpc_server *srv = arg;
@@ -625,17 +888,19 @@ static void *worker_main(void *arg)
 	srv_lock(srv);
 	for (;;) {
 		if ((c = pool_pop(srv))) {
+			/* run_fn is set only by the thread that parked the call,
+			 * which has let go of it: read without its mu. */
+			bool resume = c->run_fn != NULL;
+			srv->resuming += resume;
 			pthread_mutex_unlock(&srv->mu);
 			call_run(c);
 			srv_lock(srv);
+			srv->resuming -= resume;
 			continue;
 		}
 		if (srv->stopping || idle_expired)
 			break;
-		srv->idle++;
-		idle_expired = gaz__rpc_timedwait(&srv->work_cv, &srv->mu,
-						  gaz_mono_ns() + IDLE_THREAD_NS);
-		srv->idle--;
+		idle_expired = idle_wait(srv);
 	}
 	srv->nthreads--;
 	srv_unlock_signal(srv);
@@ -656,15 +921,16 @@ static void pool_push(struct gaz_rpc_server *srv, struct gaz_rpc_call *c)
 		srv->qhead = c;
 	srv->qtail = c;
 	srv->queued++;
-	if (srv->queued > srv->idle && srv->nthreads < srv->opts.max_handlers) {
+	if (srv->queued > srv->idle && srv->nthreads < srv->opts.max_handlers &&
+	    (!c->run_fn || srv->resuming < RESUME_THREADS)) {
 		if ((err = gaz__rpc_spawn(worker_main, srv)) == 0)
 			srv->nthreads++;
 		else
 			gaz_error("cannot start rpc handler thread", "errno=%d threads=%d", err,
 				  srv->nthreads);
 	}
+	idle_wake_top(srv);
 	pthread_mutex_unlock(&srv->mu);
-	pthread_cond_signal(&srv->work_cv); /* unlocked: the worker takes mu next */
 }
 
 /* timer_main hands GAZ_RPC_DISPATCH_READ calls to the pool at their
@@ -743,8 +1009,12 @@ static void pool_stop(struct gaz_rpc_server *srv)
 
 	srv->stopping = true;
 	pthread_cond_broadcast(&srv->work_cv);
+	while (srv->idle_top)
+		idle_wake_top(srv);
 	pthread_cond_broadcast(&srv->timer_cv);
-	while (srv->nthreads > 0 || srv->live > 0 || srv->qhead || srv->timer_running) {
+	pthread_cond_broadcast(&srv->park_cv);
+	while (srv->nthreads > 0 || srv->live > 0 || srv->qhead || srv->timer_running ||
+	       srv->park_timer_running) {
 		if (srv->nthreads == 0 && (c = pool_pop(srv))) {
 			pthread_mutex_unlock(&srv->mu);
 			call_run(c);
@@ -988,10 +1258,15 @@ struct gaz_rpc_server *gaz_rpc_server_new(const struct gaz_rpc_server_opts *opts
 		srv->opts.max_handlers = 4096;
 	if (srv->opts.keepalive_ms <= 0)
 		srv->opts.keepalive_ms = 30000;
+	if (srv->opts.idle_thread_ms <= 0) {
+		const char *e = getenv("GAZ_RPC_IDLE_THREAD_MS");
+		srv->opts.idle_thread_ms = e && atoll(e) > 0 ? atoll(e) : IDLE_THREAD_MS;
+	}
 	pthread_mutex_init(&srv->mu, NULL);
 	gaz__rpc_cond_init(&srv->cv);
 	gaz__rpc_cond_init(&srv->work_cv);
 	gaz__rpc_cond_init(&srv->timer_cv);
+	gaz__rpc_cond_init(&srv->park_cv);
 	srv->shutdown_tag.cb = shutdown_cb;
 	srv->gs = server_create(&srv->opts);
 	srv->fd_creds = grpc_insecure_server_credentials_create();
@@ -1189,6 +1464,7 @@ void gaz_rpc_server_free(struct gaz_rpc_server *srv)
 	grpc_server_credentials_release(srv->fd_creds);
 	pthread_cond_destroy(&srv->work_cv);
 	pthread_cond_destroy(&srv->timer_cv);
+	pthread_cond_destroy(&srv->park_cv);
 	pthread_cond_destroy(&srv->cv);
 	pthread_mutex_destroy(&srv->mu);
 	free(srv);
@@ -1610,10 +1886,55 @@ bool gaz_rpc_cancelled(struct gaz_rpc_call *call)
 
 void gaz_rpc_wake(struct gaz_rpc_call *call)
 {
+	bool resume;
+
 	pthread_mutex_lock(&call->mu);
 	call->woken = true;
+	resume = park_event_locked(call);
 	pthread_mutex_unlock(&call->mu);
 	pthread_cond_broadcast(&call->cv); /* the caller keeps the call alive */
+	if (resume)
+		park_resume(call);
+}
+
+int gaz_rpc_park(struct gaz_rpc_call *call, gaz_rpc_handler_fn resume, void *arg,
+		 int64_t deadline_ns, unsigned flags)
+{
+	if (!call->gc)
+		return GAZ_EINVAL; /* a local call's runner waits for its handler */
+	pthread_mutex_lock(&call->mu);
+	call->run_fn = resume;
+	call->run_arg = arg;
+	call->park_due_ns = deadline_ns;
+	call->park_flags = flags;
+	call->park_state = PARK_ASKED;
+	pthread_mutex_unlock(&call->mu);
+	return 0;
+}
+
+int gaz_rpc_poll(struct gaz_rpc_call *call)
+{
+	int rc = GAZ_ETIMEDOUT;
+
+	pthread_mutex_lock(&call->mu);
+	if (call->cancelled || expired_locked(call) || (!call->gc && local_expired(call))) {
+		rc = GAZ_ECANCELLED;
+	} else if (call->woken) {
+		call->woken = false;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&call->mu);
+	return rc;
+}
+
+bool gaz_rpc_send_room(struct gaz_rpc_call *call)
+{
+	bool room;
+
+	pthread_mutex_lock(&call->mu);
+	room = call->sendq_n < SEND_QUEUE || call->send_failed || call->cancelled || !call->gc;
+	pthread_mutex_unlock(&call->mu);
+	return room;
 }
 
 int gaz_rpc_wait(struct gaz_rpc_call *call, int64_t deadline_ns)

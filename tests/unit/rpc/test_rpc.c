@@ -592,6 +592,61 @@ static bool fast_end(struct gaz_rpc_call *c, void *arg)
 	return false;
 }
 
+/* Parked calls (gaz_rpc_park): h_parked parks after its request, whose
+ * offset is its deadline in ms (0: none), and publishes the call in PK so
+ * the test may wake it; parked_resume answers one response whose
+ * write_head says why it ran (1 woken, 2 due, 3 cancelled) and its
+ * offset after how many ms, then ends OK. */
+#define PARKERS 12
+static struct {
+	struct gaz_rpc_call *calls[PARKERS];
+	int64_t since[PARKERS];
+	int n, resumed;
+} PK; /* under S.mu */
+
+static void parked_resume(struct gaz_rpc_call *c, void *arg)
+{
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+	int rc = gaz_rpc_poll(c);
+
+	(void)arg;
+	resp.write_head = rc == 0 ? 1 : rc == GAZ_ECANCELLED ? 3 : 2;
+	pthread_mutex_lock(&S.mu);
+	for (int i = 0; i < PK.n; i++) /* unpublished before it can end */
+		if (PK.calls[i] == c) {
+			PK.calls[i] = NULL;
+			resp.offset = ms_since(PK.since[i]);
+		}
+	PK.resumed++;
+	pthread_cond_broadcast(&S.cv);
+	pthread_mutex_unlock(&S.mu);
+	gaz_rpc_send(c, &resp.base);
+	gaz_rpc_finish(c, NULL, GAZ_GRPC_OK, NULL);
+}
+
+static void h_parked(struct gaz_rpc_call *c, void *arg)
+{
+	int rc;
+	Protocol__ReadRequest *req = recv_req(c, &rc);
+	int64_t deadline = req && req->offset ? gaz_deadline_in(req->offset) : GAZ_DEADLINE_NEVER;
+	int id = req && req->journal ? atoi(req->journal) : -1;
+
+	(void)arg;
+	if (req)
+		protobuf_c_message_free_unpacked(&req->base, NULL);
+	pthread_mutex_lock(&S.mu);
+	if (id >= 0 && id < PARKERS) { /* the stream's index in the test */
+		PK.since[id] = gaz_mono_ns();
+		PK.calls[id] = c;
+		PK.n = id >= PK.n ? id + 1 : PK.n;
+	}
+	S.waiting++;
+	pthread_cond_broadcast(&S.cv);
+	pthread_mutex_unlock(&S.mu);
+	if (gaz_rpc_park(c, parked_resume, NULL, deadline, 0) != 0)
+		gaz_rpc_finish(c, NULL, GAZ_GRPC_INTERNAL, "park refused");
+}
+
 static void register_all(struct gaz_rpc_server *srv)
 {
 	static const struct {
@@ -603,7 +658,7 @@ static void register_all(struct gaz_rpc_server *srv)
 		{P("Park"), h_park},   {P("Wake"), h_wake},   {P("Slow"), h_slow},
 		{P("Proto"), h_proto}, {P("Bytes"), h_bytes}, {P("Sleep"), h_sleep},
 		{P("Tid"), h_tid},     {P("Then"), h_then},   {P("Each"), h_each},
-		{P("EachRace"), h_each_race},
+		{P("EachRace"), h_each_race}, {P("Parked"), h_parked},
 	};
 
 	for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
@@ -2026,6 +2081,108 @@ static void test_handler_pool(void **state)
 	gaz_rpc_server_free(srv);
 }
 
+/* park_open opens stream `id` to h_parked, parked with `deadline_ms`. */
+static struct gaz_rpc_stream *park_open(struct gaz_rpc_channel *ch, int id, int64_t deadline_ms)
+{
+	Protocol__ReadRequest req = PROTOCOL__READ_REQUEST__INIT;
+	struct gaz_rpc_stream *s = open_stream(ch, P("Parked"));
+	char name[16];
+
+	snprintf(name, sizeof(name), "%d", id);
+	req.journal = name;
+	req.offset = deadline_ms;
+	assert_int_equal(gaz_rpc_stream_send(s, &req.base), 0);
+	return s;
+}
+
+/* recv_parked reads a parked call's one response and checks why it ran. */
+static int64_t recv_parked(struct gaz_rpc_stream *s, int64_t why)
+{
+	Protocol__ReadResponse *r;
+	int64_t ms;
+
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+	assert_int_equal(r->write_head, why);
+	ms = r->offset;
+	free_resp(r);
+	end_ok(s);
+	return ms;
+}
+
+/* Parked calls hold no handler thread: with a pool of two, a dozen parked
+ * streams leave unary calls answered; each parked call resumes once, on
+ * its wake, its deadline or its cancellation, and a shutdown resumes and
+ * ends those still parked. */
+static void test_parked_calls(void **state)
+{
+	struct gaz_rpc_server_opts o = {.max_handlers = 2};
+	struct gaz_rpc_server *srv = gaz_rpc_server_new(&o);
+	struct gaz_rpc_stream *s[PARKERS];
+	struct gaz_rpc_channel *ch;
+	struct gaz_status st;
+	Protocol__ReadResponse *r;
+	char target[64];
+	int port = 0, n = PARKERS - 2;
+
+	(void)state;
+	s_reset();
+	pthread_mutex_lock(&S.mu);
+	memset(&PK, 0, sizeof(PK));
+	pthread_mutex_unlock(&S.mu);
+	register_all(srv);
+	assert_int_equal(gaz_rpc_server_start(srv, "127.0.0.1:0", &port), 0);
+	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+	ch = gaz_rpc_channel_new(target, NULL);
+	for (int i = 0; i < n; i++)
+		s[i] = park_open(ch, i, 0);
+	assert_true(s_await(&S.waiting, n));
+	for (int i = 0; i < 4; i++) { /* the pool of two is free */
+		assert_int_equal(unary(ch, P("Echo"), "x", 0, &r, gaz_deadline_in(5000), NULL, &st), 0);
+		free_resp(r);
+	}
+	/* Woken: the first half, from this thread. */
+	pthread_mutex_lock(&S.mu);
+	for (int i = 0; i < n / 2; i++)
+		if (PK.calls[i])
+			gaz_rpc_wake(PK.calls[i]);
+	pthread_mutex_unlock(&S.mu);
+	for (int i = 0; i < n / 2; i++)
+		recv_parked(s[i], 1);
+	/* Cancelled by its client. */
+	gaz_rpc_stream_cancel(s[n / 2]);
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(gaz_rpc_stream_finish(s[n / 2], &st), GAZ_ERPC);
+	gaz_rpc_stream_free(s[n / 2]);
+	assert_true(s_await(&PK.resumed, n / 2 + 1));
+	/* Due: parked with a 150 ms deadline. */
+	s[n] = park_open(ch, n, 150);
+	{
+		int64_t ms = recv_parked(s[n], 2);
+		assert_true(ms >= 150 && ms < 5000);
+	}
+	/* Shutdown resumes the rest, cancelled, and waits for them: also one
+	 * due only in a minute, which the timer does not wait for. */
+	s[n + 1] = park_open(ch, n + 1, 60000);
+	assert_true(s_await(&S.waiting, n + 2));
+	{
+		int64_t t0 = gaz_mono_ns();
+		gaz_rpc_server_shutdown(srv, 0);
+		assert_true(ms_since(t0) < 5000);
+	}
+	assert_int_equal(s_int(&PK.resumed), n + 2);
+	for (int i = n / 2 + 1; i < n + 2; i++) {
+		if (i == n)
+			continue;
+		memset(&st, 0, sizeof(st));
+		while (stream_recv_resp(s[i], &r, gaz_deadline_in(10000)) == 0)
+			free_resp(r);
+		gaz_rpc_stream_finish(s[i], &st);
+		gaz_rpc_stream_free(s[i]);
+	}
+	gaz_rpc_channel_free(ch);
+	gaz_rpc_server_free(srv);
+}
+
 /* Shutdown with live streams on the native port and on the one-port
  * listener: handlers are cancelled and end, clients see the call fail,
  * and nothing leaks (ASan). A handover after shutdown is refused. */
@@ -2102,6 +2259,7 @@ int main(void)
 		cmocka_unit_test(test_client_cancel),
 		cmocka_unit_test(test_cancel_is_not_eof),
 		cmocka_unit_test(test_fast_path_end),
+		cmocka_unit_test(test_parked_calls),
 		cmocka_unit_test(test_wake_and_deadline),
 		cmocka_unit_test(test_stream_recv_timeout),
 		cmocka_unit_test(test_malformed_request),
