@@ -146,11 +146,12 @@ static int send_chunk(struct read_ctx *c, int64_t offset, const uint8_t *buf, si
 	return gaz_rpc_send(c->call, &resp.base);
 }
 
-/* Streams [from, to) of the target. A persisted fragment read to its end
+/* Streams [from, to) of a persisted target from its store (local bytes
+ * stream in stream_step). A fragment read to its end
  * must also end there (gaz_fragment_reader_finish): a cut or padded object
  * fails the RPC after the bytes it did hold, never as a clean fragment end.
  * Returns 0, or an error ending the RPC (its text in c->err). */
-static int stream_content(struct read_ctx *c, const struct read_target *t, int64_t from, int64_t to)
+static int stream_store(struct read_ctx *c, const struct read_target *t, int64_t from, int64_t to)
 {
 	struct gaz_fragment_reader *fr = NULL;
 	struct gaz_status *st = &c->err;
@@ -159,24 +160,16 @@ static int stream_content(struct read_ctx *c, const struct read_target *t, int64
 
 	if (!buf)
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
-	if (!t->file && (rc = gaz_stores_open_fragment(c->b, &t->frag, from, &fr, st)))
+	if ((rc = gaz_stores_open_fragment(c->b, &t->frag, from, &fr, st)))
 		gaz_error("opening persisted fragment failed", "journal=%s err=%s", c->res.journal,
 			  st->msg);
 	while (!rc && from < to) {
 		size_t want = to - from < READ_CHUNK ? (size_t)(to - from) : READ_CHUNK, n = 0;
-		if (t->file) {
-			ssize_t got = pread(t->file->fd, buf, want, from - t->frag.begin);
-			if (got <= 0) {
-				rc = gaz_status_set(st, GAZ_EIO, "reading local fragment failed");
-				break;
-			}
-			n = (size_t)got;
-		} else if ((rc = gaz_fragment_reader_read(fr, buf, want, &n, st))) {
+		if ((rc = gaz_fragment_reader_read(fr, buf, want, &n, st)))
 			break;
-		}
 		rc = send_chunk(c, from, buf, n);
 		if (!rc)
-			gaz_metric_read_served(!t->file, (int64_t)n);
+			gaz_metric_read_served(true, (int64_t)n);
 		from += (int64_t)n;
 	}
 	if (!rc && fr && from == t->frag.end)
@@ -189,7 +182,7 @@ static int stream_content(struct read_ctx *c, const struct read_target *t, int64
 	return rc;
 }
 
-/* A store-backed stream_content on a thread of its own. */
+/* A stream_store on a thread of its own. */
 struct stream_job {
 	struct read_ctx *c;
 	const struct read_target *t;
@@ -205,7 +198,7 @@ static void *stream_job_main(void *arg)
 	pthread_setname_np(pthread_self(), "gaz-store-read");
 	/* Best effort: a niceness this thread cannot take leaves it as is. */
 	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), j->nice);
-	j->rc = stream_content(j->c, j->t, j->from, j->to);
+	j->rc = stream_store(j->c, j->t, j->from, j->to);
 	return NULL;
 }
 
@@ -223,7 +216,7 @@ static int stream_remote(struct read_ctx *c, const struct read_target *t, int64_
 	pthread_t tid;
 
 	if (j.nice <= 0 || pthread_create(&tid, NULL, stream_job_main, &j))
-		return stream_content(c, t, from, to);
+		return stream_store(c, t, from, to);
 	pthread_join(tid, NULL);
 	return j.rc;
 }
@@ -320,6 +313,25 @@ done:
 	return false;
 }
 
+/* wait_step waits for the read's next event: a wake (query again), its
+ * cancellation (READ_DONE) or `deadline_ns`. It parks when the call can,
+ * else blocks (a call that cannot park). Returns true when it parked. */
+static bool wait_step(struct local_read *l, int64_t deadline_ns)
+{
+	int rc = gaz_rpc_poll(l->c.call);
+
+	if (rc == GAZ_ETIMEDOUT) {
+		if (read_park(l, deadline_ns, 0))
+			return true;
+		rc = gaz_rpc_wait(l->c.call, deadline_ns);
+	}
+	if (rc == GAZ_ECANCELLED) {
+		l->rc = rc;
+		l->state = READ_DONE;
+	}
+	return false;
+}
+
 /* One READ_QUERY step. Returns true when the read parked. */
 static bool query_step(struct local_read *l)
 {
@@ -328,7 +340,6 @@ static bool query_step(struct local_read *l)
 	const Protocol__ReadRequest *q = c->req;
 	struct read_target *t = &l->t;
 	bool dead;
-	int rc;
 
 	pthread_mutex_lock(&r->mu);
 	query(r, l->offset, q->begin_mod_time, t);
@@ -347,19 +358,7 @@ static bool query_step(struct local_read *l)
 		gaz_replica_hurry_refresh(r, l->hole_deadline);
 		l->offset = t->offset;
 		target_release(t);
-		if ((rc = gaz_rpc_poll(c->call)) == GAZ_ECANCELLED) {
-			l->rc = rc;
-			l->state = READ_DONE;
-			return false;
-		}
-		if (rc == 0 || !read_park(l, l->hole_deadline, 0)) {
-			if (rc != 0 && (rc = gaz_rpc_wait(c->call, l->hole_deadline)) == GAZ_ECANCELLED) {
-				l->rc = rc;
-				l->state = READ_DONE;
-			}
-			return false;
-		}
-		return true;
+		return wait_step(l, l->hole_deadline);
 	}
 	if (dead || t->offset >= t->write_head)
 		l->hole_deadline = 0; /* else a hole outlived its wait: block as at the head */
@@ -373,20 +372,7 @@ static bool query_step(struct local_read *l)
 	/* At the write head: park until a commit wakes us. */
 	l->offset = t->offset;
 	target_release(t);
-	if ((rc = gaz_rpc_poll(c->call)) == 0)
-		return false; /* a wake came meanwhile: query again */
-	if (rc == GAZ_ECANCELLED) {
-		l->rc = rc;
-		l->state = READ_DONE;
-		return false;
-	}
-	if (read_park(l, GAZ_DEADLINE_NEVER, 0))
-		return true;
-	if ((rc = gaz_rpc_wait(c->call, GAZ_DEADLINE_NEVER)) == GAZ_ECANCELLED) {
-		l->rc = rc;
-		l->state = READ_DONE;
-	}
-	return false;
+	return wait_step(l, GAZ_DEADLINE_NEVER);
 }
 
 static void local_read_end(struct local_read *l)

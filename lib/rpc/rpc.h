@@ -282,7 +282,8 @@ int gaz_rpc_wait(struct gaz_rpc_call *call, int64_t deadline_ns);
  * GAZ_DEADLINE_NEVER: none), and with GAZ_RPC_PARK_SEND room in the
  * response queue (gaz_rpc_send_room). resume runs as a handler does, with
  * the same duties: it may park again, and in the end it finishes the
- * call. It learns why it runs from gaz_rpc_poll and its own state. This
+ * call. `arg` stays the caller's (resume usually frees it when it ends
+ * the call). It learns why it runs from gaz_rpc_poll and its own state. This
  * is how a blocking Read waits at the write head with no thread of its
  * own (issue 39; Gazette parks a goroutine). Returns 0, or GAZ_EINVAL for
  * a local call, which cannot park: wait with gaz_rpc_wait instead. */

@@ -450,7 +450,20 @@ static bool park_event_locked(struct gaz_rpc_call *c)
 	return event;
 }
 
-/* park_unlist takes `c` off the timed list (no lock held). */
+/* park_unlink_locked (srv->mu held) takes a listed `c` off the timed list. */
+static void park_unlink_locked(struct gaz_rpc_server *srv, struct gaz_rpc_call *c)
+{
+	if (c->park_prev)
+		c->park_prev->park_next = c->park_next;
+	else
+		srv->parked = c->park_next;
+	if (c->park_next)
+		c->park_next->park_prev = c->park_prev;
+	c->park_prev = c->park_next = NULL;
+	c->park_listed = false;
+}
+
+/* park_unlist takes `c` off the timed list if it is on it (no lock held). */
 static void park_unlist(struct gaz_rpc_call *c)
 {
 	struct gaz_rpc_server *srv = c->srv;
@@ -458,14 +471,7 @@ static void park_unlist(struct gaz_rpc_call *c)
 
 	srv_lock(srv);
 	if (c->park_listed) {
-		if (c->park_prev)
-			c->park_prev->park_next = c->park_next;
-		else
-			srv->parked = c->park_next;
-		if (c->park_next)
-			c->park_next->park_prev = c->park_prev;
-		c->park_prev = c->park_next = NULL;
-		c->park_listed = false;
+		park_unlink_locked(srv, c);
 		last = srv->stopping && !srv->parked;
 	}
 	pthread_mutex_unlock(&srv->mu);
@@ -509,14 +515,7 @@ static void *park_timer_main(void *arg)
 		}
 		/* Off the list, and a reference of our own: with srv->mu
 		 * released, another event may resume and end the call. */
-		if (due->park_prev)
-			due->park_prev->park_next = due->park_next;
-		else
-			srv->parked = due->park_next;
-		if (due->park_next)
-			due->park_next->park_prev = due->park_prev;
-		due->park_prev = due->park_next = NULL;
-		due->park_listed = false;
+		park_unlink_locked(srv, due);
 		atomic_fetch_add(&due->refs, 1);
 		pthread_mutex_unlock(&srv->mu);
 		pthread_mutex_lock(&due->mu);

@@ -5,6 +5,8 @@ import os
 import threading
 import time
 
+import grpc
+
 import protocol_pb2 as pb
 from gazpb import Client, spec, wait_assigned
 
@@ -28,6 +30,30 @@ def threads_of(pid):
         return int(next(ln.split()[1] for ln in f if ln.startswith("Threads:")))
 
 
+def next_records(calls, per_thread=500):
+    """The next content response of each Read call (None if its stream
+    ended first, the error's text if it failed), taken by threads that each drain per_thread calls in
+    turn."""
+    out = [None] * len(calls)
+
+    def drain(lo, hi):
+        for i in range(lo, hi):
+            try:
+                for r in calls[i]:
+                    if r.content:
+                        out[i] = r.content
+                        break
+            except grpc.RpcError as e:  # reported by the caller's assertion
+                out[i] = "%s: %s" % (e.code(), e.details())
+    threads = [threading.Thread(target=drain, args=(i, min(i + per_thread, len(calls))), daemon=True)
+               for i in range(0, len(calls), per_thread)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return out
+
+
 def test_thousands_of_blocking_reads_leave_appends_and_control_calls_answered(cluster):
     # Idle handler threads exit after a second (30 s by default), so the
     # count below shows what waiting readers hold, not what the burst of
@@ -41,27 +67,9 @@ def test_thousands_of_blocking_reads_leave_appends_and_control_calls_answered(cl
     # Every reader reads from the first byte, then waits at the head.
     calls = [c._read(pb.ReadRequest(journal="many/readers", offset=0, block=True), timeout=300,
                      metadata=c._md("Read", "many/readers")) for _ in range(READERS)]
-    got = [0] * READERS
-    lock = threading.Lock()
-
-    def drain(lo, hi):
-        # One thread drains many calls' first responses in turn: each
-        # reader's metadata and "first\n", then (after the append below)
-        # the next record.
-        for i in range(lo, hi):
-            for r in calls[i]:
-                if r.content:
-                    with lock:
-                        got[i] += len(r.content)
-                    if got[i] >= len(b"first\n"):
-                        break
-    drainers = [threading.Thread(target=drain, args=(i, min(i + 500, READERS)), daemon=True)
-                for i in range(0, READERS, 500)]
-    for t in drainers:
-        t.start()
-    for t in drainers:
-        t.join(120)
-    assert sum(1 for g in got if g >= len(b"first\n")) == READERS, "not every reader got the first record"
+    first = next_records(calls)
+    assert first.count(b"first\n") == READERS, "%d readers missed the first record: %s" % (
+        READERS - first.count(b"first\n"), sorted(set(map(repr, first)))[:5])
     # Now every reader waits at the write head. Appends to another journal,
     # a List and an Apply answer within a second each.
     for what, fn in (("append", lambda: c.append("many/other", b"x\n", timeout=5)),
@@ -80,22 +88,9 @@ def test_thousands_of_blocking_reads_leave_appends_and_control_calls_answered(cl
         time.sleep(0.2)
     # One commit wakes them all: each gets the new record.
     assert c.append("many/readers", b"second\n").status == pb.OK
-    second = [False] * READERS
-
-    def drain_second(lo, hi):
-        for i in range(lo, hi):
-            for r in calls[i]:
-                if r.content:
-                    assert r.content == b"second\n", r
-                    second[i] = True
-                    break
-    drainers = [threading.Thread(target=drain_second, args=(i, min(i + 500, READERS)), daemon=True)
-                for i in range(0, READERS, 500)]
-    for t in drainers:
-        t.start()
-    for t in drainers:
-        t.join(120)
-    assert all(second), "%d readers missed the second record" % second.count(False)
+    second = next_records(calls)
+    assert second.count(b"second\n") == READERS, "%d readers missed the second record: %s" % (
+        READERS - second.count(b"second\n"), sorted(set(map(repr, second)))[:5])
     for call in calls:
         call.cancel()
     # Cancelled readers end: the broker serves on.
