@@ -244,6 +244,7 @@ $(GAZFAULT): tests/faultinject/gazfault.c
 FUZZ_SRCS = $(sort $(wildcard tests/fuzz/*.c))
 FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 1
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(LIBBROKER) $(LIBOPERATOR) $(LIBCONSUMER) $(LIBMESSAGE) $(LIBCLIENT) $(LIBGAZ) | $(GEN_H)
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
@@ -253,13 +254,14 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(LIBBROKER) $(LIBOPERATOR) $(LIBCONSUMER) $(LIB
 
 fuzz-bins: $(FUZZ_BINS)
 
-# make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGETS="name ..."]: builds every target
-# in build-fuzz/ and runs each for FUZZ_SECONDS over its committed corpus
+# make fuzz [FUZZ_SECONDS=60] [FUZZ_JOBS=1] [FUZZ_TARGETS="name ..."]: builds
+# every target in build-fuzz/ and runs each for FUZZ_SECONDS over its
+# committed corpus, FUZZ_JOBS targets at a time
 # (new inputs go to a scratch directory); fails on any crash, leak or
 # sanitizer report (scripts/fuzz.sh).
 ifeq ($(FUZZ),1)
 fuzz: fuzz-bins
-	@BUILD=$(BUILD) scripts/fuzz.sh $(FUZZ_SECONDS) $(or $(FUZZ_TARGETS),$(notdir $(FUZZ_BINS)))
+	@BUILD=$(BUILD) FUZZ_JOBS=$(FUZZ_JOBS) scripts/fuzz.sh $(FUZZ_SECONDS) $(or $(FUZZ_TARGETS),$(notdir $(FUZZ_BINS)))
 else
 fuzz:
 	@$(MAKE) --no-print-directory FUZZ=1 fuzz
