@@ -570,6 +570,8 @@ void gaz_replica_teardown(struct gaz_replica *r)
 	pthread_mutex_lock(&r->mu);
 	r->dead = true;
 	parked = unpark_all(r);
+	if (r->token_stream) /* a Replicate stream parked between proposals */
+		gaz_rpc_wake(r->token_stream);
 	pthread_mutex_unlock(&r->mu);
 	unpark_list(parked);
 	gaz_notifier_broadcast(&r->notifier);

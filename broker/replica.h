@@ -81,9 +81,15 @@ struct gaz_replica {
 					* maintenance last saw it; NULL for none.
 					* Owned; maintenance thread only. */
 	/* Torn down: holders must let go. Set once, under mu, by teardown;
-	 * atomic because stream handlers and pulses also poll it without mu
-	 * (replicate.c's timed waits, pulse.c) to let go of a dying replica. */
+	 * atomic because Replicate streams and pulses also read it without mu
+	 * (replicate.c after each message, pulse.c) to let go of a dying
+	 * replica. */
 	atomic_bool dead;
+	/* The Replicate stream that holds the token (replicate.c), woken by
+	 * teardown so that it lets go: it waits parked, with no timer. Set and
+	 * cleared under mu by that stream while it holds the token; teardown
+	 * wakes it under mu (lock order: mu, then the call's). */
+	struct gaz_rpc_call *token_stream;
 	int64_t fc_balance;            /* append flow-control balance, bytes */
 	int64_t last_pulse_ns;
 	struct gaz_notifier notifier;

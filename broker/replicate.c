@@ -17,6 +17,11 @@
  *              produce: the delta becomes visible to readers;
  *     PROPOSAL_MISMATCH otherwise, with our fragment and registers.
  * When the stream ends, for any reason, uncommitted bytes are rolled back.
+ *
+ * Between messages the stream is parked (gaz_rpc_park_each): it holds no
+ * thread, and each message is applied on the poller that received it. A
+ * replica's teardown wakes the stream that holds its token (token_stream),
+ * which then ends. States: see gaz_handle_replicate.
  */
 #include "broker/broker.h"
 
@@ -172,56 +177,105 @@ static int apply_cb(void *arg, ProtobufCMessage *m)
 	return apply_one(arg, (Protocol__ReplicateRequest *)m);
 }
 
-/* Applies messages until the stream ends. Returns 0 on a clean end. The
- * messages after the first are applied by the poller that receives each
- * (gaz_rpc_recv_each): no thread switch per proposal. This thread wakes
- * now and then to let go of a replica being torn down (unassigned, or
- * this broker exiting): the primary's pipeline then fails and
- * re-resolves. */
-static int stream(struct repl_ctx *c, Protocol__ReplicateRequest *first)
+/* repl_end (REPL_DONE) lets go of a stream that ended with `rc` (0: the
+ * primary closed it): uncommitted bytes are rolled back, the token passes
+ * on, the call is finished and `c` freed. */
+static void repl_end(struct repl_ctx *c, int rc)
 {
-	int rc = apply_one(c, first);
+	struct gaz_rpc_call *call = c->call;
 
-	while (!rc) {
-		rc = gaz_rpc_recv_each(c->call, &protocol__replicate_request__descriptor, apply_cb, c,
-				       gaz_deadline_in(250));
-		if (rc == GAZ_ETIMEDOUT)
-			rc = c->r->dead ? gaz_status_set(&c->st, GAZ_ESTOPPED, "replica is shutting down")
-					: 0;
-	}
-	if (rc == GAZ_EOF)
-		return 0;
-	if (rc != GAZ_ECANCELLED)
+	if (rc && rc != GAZ_EOF && rc != GAZ_ECANCELLED)
 		gaz_warn("replication stream failed", "journal=%s err=%s", c->res.journal,
 			 c->st.msg[0] ? c->st.msg : gaz_err_str(rc));
-	return rc;
+	pthread_mutex_lock(&c->r->mu);
+	gaz_spool_rollback(&c->r->spool);
+	c->r->token_stream = NULL;
+	pthread_mutex_unlock(&c->r->mu);
+	gaz_replica_release(c->r);
+	if (rc && rc != GAZ_EOF && rc != GAZ_ECANCELLED)
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNKNOWN, c->st.msg[0] ? c->st.msg : gaz_err_str(rc));
+	else
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
+	gaz_resolution_release(&c->res);
+	free(c);
 }
 
-static int serve(struct repl_ctx *c, Protocol__ReplicateRequest *first)
+static void repl_resume(struct gaz_rpc_call *call, void *arg);
+
+/* repl_wait (REPL_STREAM) parks the stream between messages: pollers apply
+ * each message as it arrives (apply_cb), and repl_resume runs when the
+ * stream ends, a message fails, or teardown wakes it. A local call cannot
+ * park: it is applied here, on its runner's thread, to its end. */
+static void repl_wait(struct repl_ctx *c)
+{
+	int rc;
+
+	if (gaz_rpc_park_each(c->call, &protocol__replicate_request__descriptor, apply_cb, c,
+			      repl_resume, c, GAZ_DEADLINE_NEVER, 0) == 0)
+		return;
+	rc = gaz_rpc_recv_each(c->call, &protocol__replicate_request__descriptor, apply_cb, c,
+			       GAZ_DEADLINE_NEVER);
+	repl_end(c, rc);
+}
+
+/* repl_resume takes the stream back from the pollers: what ended the park
+ * ends the stream, except a wake of a replica still alive (a spurious one:
+ * the stream parks again). */
+static void repl_resume(struct gaz_rpc_call *call, void *arg)
+{
+	struct repl_ctx *c = arg;
+	int rc = gaz_rpc_recv_each(call, &protocol__replicate_request__descriptor, apply_cb, c, 0);
+
+	if (rc == GAZ_ETIMEDOUT) {
+		rc = gaz_rpc_poll(call) == GAZ_ECANCELLED ? GAZ_ECANCELLED : 0;
+		if (!rc && c->r->dead)
+			rc = gaz_status_set(&c->st, GAZ_ESTOPPED, "replica is shutting down");
+		if (!rc) {
+			repl_wait(c);
+			return;
+		}
+	}
+	repl_end(c, rc);
+}
+
+/* repl_start (REPL_TOKEN) takes the replica's append token for the
+ * stream's life and applies its first message. The token holder's call is
+ * on record (token_stream) so that teardown wakes the parked stream to let
+ * go. */
+static void repl_start(struct repl_ctx *c, Protocol__ReplicateRequest *first)
 {
 	int rc;
 
 	if (gaz_replica_acquire(c->r, c->call)) {
 		protobuf_c_message_free_unpacked(&first->base, NULL);
-		return GAZ_ECANCELLED;
+		gaz_rpc_finish(c->call, NULL, GAZ_GRPC_OK, NULL);
+		gaz_resolution_release(&c->res);
+		free(c);
+		return;
 	}
+	pthread_mutex_lock(&c->r->mu);
+	c->r->token_stream = c->call;
+	pthread_mutex_unlock(&c->r->mu);
 	if (c->r->pipeline) {
 		/* We led this journal until the route moved its primary: the
 		 * pipeline of our time as primary holds the other peers' spools
 		 * from the primary that now replicates to us. Token holder. */
 		gaz_replica_close_pipeline(c->r);
 	}
-	rc = stream(c, first);
-	pthread_mutex_lock(&c->r->mu);
-	gaz_spool_rollback(&c->r->spool);
-	pthread_mutex_unlock(&c->r->mu);
-	gaz_replica_release(c->r);
-	return rc;
+	if ((rc = apply_one(c, first)))
+		repl_end(c, rc);
+	else
+		repl_wait(c);
 }
 
+/* The stream's states, in order: REPL_RESOLVE (the first message names the
+ * journal and the route it was sent under), REPL_TOKEN (repl_start),
+ * REPL_STREAM (parked; messages applied on the pollers, repl_wait and
+ * repl_resume) and REPL_DONE (repl_end). A stream holds no thread while it
+ * waits for the primary's next message. */
 void gaz_handle_replicate(struct gaz_rpc_call *call, void *arg)
 {
-	struct repl_ctx c = {.b = arg, .call = call};
+	struct repl_ctx *c;
 	Protocol__ReplicateRequest *m = NULL;
 	struct gaz_status st = {0};
 	int rc;
@@ -234,28 +288,30 @@ void gaz_handle_replicate(struct gaz_rpc_call *call, void *arg)
 		protobuf_c_message_free_unpacked(&m->base, NULL);
 		return;
 	}
-	struct gaz_resolve_opts o = {.proxy_header = m->header, .call = call};
-	c.res.route.primary = -1;
-	if ((rc = gaz_resolve(c.b, m->proposal->journal, &o, &c.res, &st))) {
-		gaz_rpc_finish(call, NULL, gaz_err_grpc_code(rc), st.msg);
+	if (!(c = calloc(1, sizeof(*c)))) {
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		protobuf_c_message_free_unpacked(&m->base, NULL);
-	} else if (c.res.status != PROTOCOL__STATUS__OK) {
-		gaz_rpc_set_outcome(call, c.res.status);
-		respond(&c, c.res.status, false);
-		gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
-		protobuf_c_message_free_unpacked(&m->base, NULL);
-	} else if (!m->header->route || !gaz_proto_route_equivalent(m->header->route, &c.res.route)) {
-		respond(&c, PROTOCOL__STATUS__WRONG_ROUTE, false);
-		gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
-		protobuf_c_message_free_unpacked(&m->base, NULL);
-	} else {
-		c.r = c.res.replica;
-		rc = serve(&c, m);
-		if (rc && rc != GAZ_ECANCELLED)
-			gaz_rpc_finish(call, NULL, GAZ_GRPC_UNKNOWN,
-				       c.st.msg[0] ? c.st.msg : gaz_err_str(rc));
-		else
-			gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
+		return;
 	}
-	gaz_resolution_release(&c.res);
+	c->b = arg;
+	c->call = call;
+	struct gaz_resolve_opts o = {.proxy_header = m->header, .call = call};
+	c->res.route.primary = -1;
+	if ((rc = gaz_resolve(c->b, m->proposal->journal, &o, &c->res, &st))) {
+		gaz_rpc_finish(call, NULL, gaz_err_grpc_code(rc), st.msg);
+	} else if (c->res.status != PROTOCOL__STATUS__OK) {
+		gaz_rpc_set_outcome(call, c->res.status);
+		respond(c, c->res.status, false);
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
+	} else if (!m->header->route || !gaz_proto_route_equivalent(m->header->route, &c->res.route)) {
+		respond(c, PROTOCOL__STATUS__WRONG_ROUTE, false);
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
+	} else {
+		c->r = c->res.replica;
+		repl_start(c, m); /* owns c and m from here */
+		return;
+	}
+	protobuf_c_message_free_unpacked(&m->base, NULL);
+	gaz_resolution_release(&c->res);
+	free(c);
 }

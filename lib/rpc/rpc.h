@@ -79,6 +79,12 @@ typedef void (*gaz_rpc_handler_fn)(struct gaz_rpc_call *call, void *arg);
 struct gaz_rpc_server_opts {
 	int max_recv_bytes;   /* max inbound message; 0 = 4 MiB (Gazette's default) */
 	int max_handlers;     /* concurrent handler threads; 0 = 4096 */
+	/* Threads started at once for calls that find every thread busy; 0 =
+	 * 4 per CPU, at least 16. Past them the pool grows only while its
+	 * threads are blocked: one thread per 5 ms while the oldest queued
+	 * call has waited 5 ms, up to max_handlers. So a burst of short calls
+	 * (thousands of Reads arriving to park) starts no thread per call. */
+	int core_handlers;
 	int keepalive_ms;     /* server keepalive ping interval; 0 = 30000 */
 	/* How long an idle handler thread lives; 0 = the environment's
 	 * GAZ_RPC_IDLE_THREAD_MS, else 30000 (tests shorten it to watch a
@@ -289,6 +295,25 @@ int gaz_rpc_wait(struct gaz_rpc_call *call, int64_t deadline_ns);
  * a local call, which cannot park: wait with gaz_rpc_wait instead. */
 int gaz_rpc_park(struct gaz_rpc_call *call, gaz_rpc_handler_fn resume, void *arg,
 		 int64_t deadline_ns, unsigned flags);
+
+/* gaz_rpc_park_each is gaz_rpc_park for a stream that keeps receiving
+ * while it holds no thread: each further request message, as it arrives,
+ * goes to fn(fn_arg, m) on the poller that received it, exactly as
+ * gaz_rpc_recv_each's callback (same duties: fn must not block, owns m),
+ * and resume(call, arg) also runs once fn returned non-zero, a message
+ * did not unpack, or the stream ended (half-close, cancellation). The
+ * events of gaz_rpc_park wake it too (flags as there). Until resume takes
+ * the stream back, fn may still run on a poller: resume's first act is
+ * gaz_rpc_recv_each with the same fn and fn_arg and a deadline already
+ * passed (0), which waits out a running fn and returns what ended the
+ * park (fn's code, GAZ_EPROTO, GAZ_EOF, GAZ_ECANCELLED), or GAZ_ETIMEDOUT
+ * when the stream goes on (a wake or the due time: gaz_rpc_poll says).
+ * The replica side of a Replicate stream waits so between proposals
+ * (issue 39). Returns 0, or GAZ_EINVAL for a local call (use
+ * gaz_rpc_recv_each). */
+int gaz_rpc_park_each(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
+		      int (*fn)(void *fn_arg, ProtobufCMessage *m), void *fn_arg,
+		      gaz_rpc_handler_fn resume, void *arg, int64_t deadline_ns, unsigned flags);
 
 /* gaz_rpc_poll is gaz_rpc_wait without waiting: GAZ_ECANCELLED, 0 (a wake,
  * consumed) or GAZ_ETIMEDOUT (neither). */

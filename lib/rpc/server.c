@@ -16,7 +16,9 @@
  *   instead (gaz_rpc_park): it returns with the call unfinished, and the
  *   call's next event (a wake, its cancellation, a due time, room to
  *   send) queues its resume function to the pool. A parked call costs its
- *   structs, no thread.
+ *   structs, no thread. A stream parked with gaz_rpc_park_each has its
+ *   messages run through a callback on the pollers meanwhile, and resumes
+ *   when its receiving ends.
  *
  * Invariants:
  * - A call holds one reference for its handler and one per op in flight
@@ -57,7 +59,8 @@
 #define IDLE_THREAD_MS 30000       /* idle pool threads exit after (opts.idle_thread_ms) */
 #define DISPATCH_READ_NS (20 * GAZ_NS_PER_MS) /* GAZ_RPC_DISPATCH_READ waits at most */
 #define TIMER_TICK_NS (5 * GAZ_NS_PER_MS)     /* ...plus this */
-#define RESUME_THREADS 32          /* pool threads a burst of resumes may start (see resuming) */
+#define POOL_STALL_NS (5 * GAZ_NS_PER_MS) /* past core_handlers: one more thread per this, while
+					    * the oldest queued call has waited as long */
 
 /* A method's go-grpc-prometheus series, made on first use. */
 struct method_metrics {
@@ -114,10 +117,14 @@ struct gaz_rpc_server {
 	struct idle_worker *idle_top;
 	struct gaz_rpc_call *qhead, *qtail;
 	int queued, nthreads, idle;
-	/* Threads running a parked call's resume function: short work (a
-	 * step of a state machine), so a burst of resumes (one commit wakes
-	 * thousands of readers) grows the pool only to RESUME_THREADS. */
-	int resuming;
+	/* Past opts.core_handlers threads, the pool grows only while its
+	 * threads are blocked: the parked calls' timer starts one thread per
+	 * POOL_STALL_NS while the oldest queued call has waited that long
+	 * (grown_ns: the last such start). A burst of calls that each run
+	 * briefly (thousands of Reads arriving to park, or woken at once by
+	 * one commit) is served by the core threads instead of a thread
+	 * each. */
+	int64_t grown_ns;
 	bool stopping;
 
 	/* GAZ_RPC_DISPATCH_READ calls by dispatch deadline (FIFO: all wait
@@ -129,8 +136,9 @@ struct gaz_rpc_server {
 
 	/* Parked calls with a due time (gaz_rpc_park: a deadline or an
 	 * expiry), unordered; one timer thread, started on first use, resumes
-	 * each at its time. A call is in the list only while parked or being
-	 * resumed, when its handler's reference keeps it alive. */
+	 * each at its time (and grows the pool, see grown_ns). A call is in
+	 * the list only while parked or being resumed, when its handler's
+	 * reference keeps it alive. */
 	pthread_cond_t park_cv;
 	struct gaz_rpc_call *parked;
 	bool park_timer_running;
@@ -184,6 +192,7 @@ struct gaz_rpc_call {
 	void (*user_free)(void *);
 	char *peer;
 	struct gaz_rpc_call *next; /* pool queue link */
+	int64_t queued_ns;          /* monotonic; when pool_push queued it */
 	struct gaz_rpc_call *tnext; /* dispatch timer link */
 	int64_t dispatch_by_ns;     /* monotonic; GAZ_RPC_DISPATCH_READ */
 
@@ -221,7 +230,9 @@ struct gaz_rpc_call {
 	                            * reset or cancellation (0) */
 	/* gaz_rpc_recv_each: while the handler waits there (each.fn set), a
 	 * poller runs each arriving message through each.fn itself, on a copy
-	 * of `each` taken under mu: the handler clears it as its wait ends. */
+	 * of `each` taken under mu: the handler clears it as its wait ends.
+	 * gaz_rpc_park_each sets it for the park, and the resume's
+	 * gaz_rpc_recv_each clears it. */
 	struct each_cb each;
 	bool each_busy;            /* a poller is in each.fn */
 	int each_rc;               /* each.fn's first non-zero return */
@@ -431,10 +442,14 @@ static bool expired_locked(struct gaz_rpc_call *c);
 
 /* ---- parked calls (gaz_rpc_park) --------------------------------------- */
 
+/* gaz_rpc_park_each's flag (beside the public GAZ_RPC_PARK_*): the park
+ * also ends when the stream's receiving does. */
+#define PARK_RECV (1u << 8)
+
 /* park_event_locked (c->mu held): whether an armed parked call has what it
  * waits for (a wake, its cancellation or expiry, its due time, room in its
- * response queue); if so it is disarmed, and the caller hands it to
- * park_resume once mu is released. */
+ * response queue, with PARK_RECV the end of its receiving); if so it is
+ * disarmed, and the caller hands it to park_resume once mu is released. */
 static bool park_event_locked(struct gaz_rpc_call *c)
 {
 	bool event;
@@ -442,6 +457,8 @@ static bool park_event_locked(struct gaz_rpc_call *c)
 	if (c->park_state != PARK_ARMED)
 		return false;
 	event = c->woken || c->cancelled || expired_locked(c) ||
+		((c->park_flags & PARK_RECV) &&
+		 (c->each_rc || c->n_ahead || c->recv_end || c->eof || c->finished)) ||
 		(c->park_due_ns != GAZ_DEADLINE_NEVER && gaz_mono_ns() >= c->park_due_ns) ||
 		((c->park_flags & GAZ_RPC_PARK_SEND) &&
 		 (c->send_failed || c->sendq_n <= SEND_QUEUE_LOW));
@@ -487,9 +504,37 @@ static void park_resume(struct gaz_rpc_call *c)
 	pool_push(c->srv, c);
 }
 
-/* park_timer_main resumes timed parked calls at their due time; at
- * shutdown it ends once the list is empty (cancellation resumes every
- * parked call). */
+static void *worker_main(void *arg);
+
+/* pool_stalled_locked (srv->mu held): when the pool should next grow past
+ * its core threads (GAZ_DEADLINE_NEVER: no call waits for a thread, or
+ * the pool is at max_handlers); at or before `now`, it starts a thread. */
+static int64_t pool_stalled_locked(struct gaz_rpc_server *srv, int64_t now)
+{
+	int64_t at;
+	int err;
+
+	if (!srv->qhead || srv->queued <= srv->idle || srv->nthreads >= srv->opts.max_handlers ||
+	    srv->stopping)
+		return GAZ_DEADLINE_NEVER;
+	at = srv->qhead->queued_ns + POOL_STALL_NS;
+	if (at < srv->grown_ns + POOL_STALL_NS)
+		at = srv->grown_ns + POOL_STALL_NS;
+	if (at > now)
+		return at;
+	if ((err = gaz__rpc_spawn(worker_main, srv)) == 0)
+		srv->nthreads++;
+	else
+		gaz_error("cannot start rpc handler thread", "errno=%d threads=%d", err,
+			  srv->nthreads);
+	srv->grown_ns = now;
+	return now + POOL_STALL_NS;
+}
+
+/* park_timer_main resumes timed parked calls at their due time, and grows
+ * the pool past its core threads while they are blocked
+ * (pool_stalled_locked); at shutdown it ends once the list is empty
+ * (cancellation resumes every parked call). */
 static void *park_timer_main(void *arg)
 {
 	struct gaz_rpc_server *srv = arg;
@@ -497,7 +542,7 @@ static void *park_timer_main(void *arg)
 	pthread_setname_np(pthread_self(), "gaz-rpc-park");
 	srv_lock(srv);
 	for (;;) {
-		int64_t now = gaz_mono_ns(), next = GAZ_DEADLINE_NEVER;
+		int64_t now = gaz_mono_ns(), next = pool_stalled_locked(srv, now);
 		struct gaz_rpc_call *c, *due = NULL;
 		bool resume;
 
@@ -530,6 +575,18 @@ static void *park_timer_main(void *arg)
 	return NULL;
 }
 
+/* park_timer_start_locked (srv->mu held) starts the parked calls' timer
+ * unless it runs. Returns false if it cannot. */
+static bool park_timer_start_locked(struct gaz_rpc_server *srv)
+{
+	if (!srv->park_timer_running) {
+		if (gaz__rpc_spawn(park_timer_main, srv) != 0)
+			return false;
+		srv->park_timer_running = true;
+	}
+	return true;
+}
+
 /* park_list puts a call that asked to park (not yet armed, so nothing
  * else resumes it) on the timed list, due at `due_ns`. Returns false if
  * no timer thread can run. */
@@ -538,12 +595,9 @@ static bool park_list(struct gaz_rpc_call *c, int64_t due_ns)
 	struct gaz_rpc_server *srv = c->srv;
 
 	srv_lock(srv);
-	if (!srv->park_timer_running) {
-		if (gaz__rpc_spawn(park_timer_main, srv) != 0) {
-			pthread_mutex_unlock(&srv->mu);
-			return false;
-		}
-		srv->park_timer_running = true;
+	if (!park_timer_start_locked(srv)) {
+		pthread_mutex_unlock(&srv->mu);
+		return false;
 	}
 	c->park_timer_ns = due_ns;
 	c->park_prev = NULL;
@@ -887,14 +941,9 @@ static void *worker_main(void *arg)
 	srv_lock(srv);
 	for (;;) {
 		if ((c = pool_pop(srv))) {
-			/* run_fn is set only by the thread that parked the call,
-			 * which has let go of it: read without its mu. */
-			bool resume = c->run_fn != NULL;
-			srv->resuming += resume;
 			pthread_mutex_unlock(&srv->mu);
 			call_run(c);
 			srv_lock(srv);
-			srv->resuming -= resume;
 			continue;
 		}
 		if (srv->stopping || idle_expired)
@@ -906,30 +955,38 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* pool_push queues an accepted call, growing the pool up to max_handlers
- * when every thread is busy. Never blocks (runs on pollers). */
+/* pool_push queues an accepted or resumed call, starting a thread for it
+ * when every thread is busy, up to core_handlers; past them the parked
+ * calls' timer grows the pool while the queue stalls (pool_stalled_locked).
+ * Never blocks (runs on pollers). */
 static void pool_push(struct gaz_rpc_server *srv, struct gaz_rpc_call *c)
 {
+	bool stall = false;
 	int err;
 
 	srv_lock(srv);
 	c->next = NULL;
+	c->queued_ns = gaz_mono_ns();
 	if (srv->qtail)
 		srv->qtail->next = c;
 	else
 		srv->qhead = c;
 	srv->qtail = c;
 	srv->queued++;
-	if (srv->queued > srv->idle && srv->nthreads < srv->opts.max_handlers &&
-	    (!c->run_fn || srv->resuming < RESUME_THREADS)) {
+	if (srv->queued > srv->idle && srv->nthreads < srv->opts.core_handlers) {
 		if ((err = gaz__rpc_spawn(worker_main, srv)) == 0)
 			srv->nthreads++;
 		else
 			gaz_error("cannot start rpc handler thread", "errno=%d threads=%d", err,
 				  srv->nthreads);
+	} else if (srv->queued > srv->idle && srv->nthreads < srv->opts.max_handlers &&
+		   !srv->stopping) {
+		stall = park_timer_start_locked(srv);
 	}
 	idle_wake_top(srv);
 	pthread_mutex_unlock(&srv->mu);
+	if (stall) /* the timer sleeps to its next due time: it looks again */
+		pthread_cond_signal(&srv->park_cv);
 }
 
 /* timer_main hands GAZ_RPC_DISPATCH_READ calls to the pool at their
@@ -1255,6 +1312,12 @@ struct gaz_rpc_server *gaz_rpc_server_new(const struct gaz_rpc_server_opts *opts
 		srv->opts.max_recv_bytes = 4 << 20;
 	if (srv->opts.max_handlers <= 0)
 		srv->opts.max_handlers = 4096;
+	if (srv->opts.core_handlers <= 0) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		srv->opts.core_handlers = cpus > 4 ? 4 * (int)cpus : 16;
+	}
+	if (srv->opts.core_handlers > srv->opts.max_handlers)
+		srv->opts.core_handlers = srv->opts.max_handlers;
 	if (srv->opts.keepalive_ms <= 0)
 		srv->opts.keepalive_ms = 30000;
 	if (srv->opts.idle_thread_ms <= 0) {
@@ -1905,7 +1968,32 @@ int gaz_rpc_park(struct gaz_rpc_call *call, gaz_rpc_handler_fn resume, void *arg
 	call->run_fn = resume;
 	call->run_arg = arg;
 	call->park_due_ns = deadline_ns;
-	call->park_flags = flags;
+	call->park_flags = flags & GAZ_RPC_PARK_SEND;
+	call->park_state = PARK_ASKED;
+	pthread_mutex_unlock(&call->mu);
+	return 0;
+}
+
+int gaz_rpc_park_each(struct gaz_rpc_call *call, const ProtobufCMessageDescriptor *desc,
+		      int (*fn)(void *fn_arg, ProtobufCMessage *m), void *fn_arg,
+		      gaz_rpc_handler_fn resume, void *arg, int64_t deadline_ns, unsigned flags)
+{
+	if (!call->gc)
+		return GAZ_EINVAL;
+	pthread_mutex_lock(&call->mu);
+	call->run_fn = resume;
+	call->run_arg = arg;
+	call->park_due_ns = deadline_ns;
+	call->park_flags = (flags & GAZ_RPC_PARK_SEND) | PARK_RECV;
+	/* From here pollers run the messages through fn (recv_arrived), as
+	 * for a handler waiting in gaz_rpc_recv_each; messages read ahead
+	 * before are the resume's, in order (n_ahead ends the park). */
+	call->each = (struct each_cb){.fn = fn, .desc = desc, .arg = fn_arg};
+	if (!call->recv_op.pending && !call->recv_end && !call->n_ahead && !call->each_rc &&
+	    !call->finished && !call->cancelled && recv_start(call) != 0) {
+		call->recv_end = true;
+		call->recv_end_ok = 0;
+	}
 	call->park_state = PARK_ASKED;
 	pthread_mutex_unlock(&call->mu);
 	return 0;

@@ -647,6 +647,88 @@ static void h_parked(struct gaz_rpc_call *c, void *arg)
 		gaz_rpc_finish(c, NULL, GAZ_GRPC_INTERNAL, "park refused");
 }
 
+/* Streams parked while they receive (gaz_rpc_park_each): h_each_parked
+ * answers its first request (journal: the stream's index, offset+1),
+ * publishes the call in EP and parks; each later message is answered by
+ * each_fn on a poller. Its resume re-parks after a wake (counted), and
+ * otherwise records the end (messages run, rc) and ends the call as
+ * h_each does. */
+#define EACH_PARKERS 8
+static struct {
+	struct gaz_rpc_call *calls[EACH_PARKERS];
+	int n[EACH_PARKERS], wakes[EACH_PARKERS], rc[EACH_PARKERS];
+	int parked, ended;
+} EP; /* under S.mu */
+
+struct each_parked {
+	struct each_ctx x;
+	int id, wakes;
+};
+
+static void each_parked_resume(struct gaz_rpc_call *c, void *arg);
+
+static void each_parked_park(struct each_parked *p)
+{
+	if (gaz_rpc_park_each(p->x.c, &protocol__read_request__descriptor, each_fn, &p->x,
+			      each_parked_resume, p, GAZ_DEADLINE_NEVER, 0) != 0)
+		each_parked_resume(p->x.c, p); /* not parked: ends it */
+}
+
+static void each_parked_resume(struct gaz_rpc_call *c, void *arg)
+{
+	struct each_parked *p = arg;
+	int rc = gaz_rpc_recv_each(c, &protocol__read_request__descriptor, each_fn, &p->x, 0);
+
+	if (rc == GAZ_ETIMEDOUT) {
+		p->wakes += gaz_rpc_poll(c) == 0;
+		each_parked_park(p);
+		return;
+	}
+	pthread_mutex_lock(&S.mu);
+	EP.calls[p->id] = NULL; /* unpublished before it ends */
+	EP.n[p->id] = p->x.n;
+	EP.wakes[p->id] = p->wakes;
+	EP.rc[p->id] = rc;
+	EP.ended++;
+	pthread_cond_broadcast(&S.cv);
+	pthread_mutex_unlock(&S.mu);
+	gaz_rpc_finish(c, NULL,
+		       rc == GAZ_EOF ? GAZ_GRPC_OK
+		       : rc == GAZ_EINVAL ? GAZ_GRPC_INVALID_ARGUMENT
+					  : GAZ_GRPC_CANCELLED,
+		       rc == GAZ_EINVAL ? "negative offset" : NULL);
+	free(p);
+}
+
+static void h_each_parked(struct gaz_rpc_call *c, void *arg)
+{
+	struct each_parked *p = calloc(1, sizeof(*p));
+	Protocol__ReadRequest *req;
+	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
+	int rc;
+
+	(void)arg;
+	assert_non_null(p);
+	p->x.c = c;
+	p->x.handler = pthread_self();
+	if (!(req = recv_req(c, &rc))) {
+		finish_failed(c, rc);
+		free(p);
+		return;
+	}
+	p->id = req->journal ? atoi(req->journal) : 0;
+	p->id = p->id < 0 || p->id >= EACH_PARKERS ? 0 : p->id;
+	resp.offset = req->offset + 1;
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+	gaz_rpc_send(c, &resp.base);
+	pthread_mutex_lock(&S.mu);
+	EP.calls[p->id] = c;
+	EP.parked++;
+	pthread_cond_broadcast(&S.cv);
+	pthread_mutex_unlock(&S.mu);
+	each_parked_park(p);
+}
+
 static void register_all(struct gaz_rpc_server *srv)
 {
 	static const struct {
@@ -659,6 +741,7 @@ static void register_all(struct gaz_rpc_server *srv)
 		{P("Proto"), h_proto}, {P("Bytes"), h_bytes}, {P("Sleep"), h_sleep},
 		{P("Tid"), h_tid},     {P("Then"), h_then},   {P("Each"), h_each},
 		{P("EachRace"), h_each_race}, {P("Parked"), h_parked},
+		{P("EachParked"), h_each_parked},
 	};
 
 	for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
@@ -2183,6 +2266,90 @@ static void test_parked_calls(void **state)
 	gaz_rpc_server_free(srv);
 }
 
+/* Streams parked while they receive (gaz_rpc_park_each), more than the
+ * pool's two threads: every message is answered in order from the pollers
+ * while unary calls still find a thread; a wake resumes a stream, which
+ * parks again and goes on; a callback's error, a half-close and a
+ * client's cancellation each end their stream once, with their code. */
+static void test_parked_each(void **state)
+{
+	struct gaz_rpc_server_opts o = {.max_handlers = 2};
+	struct gaz_rpc_server *srv = gaz_rpc_server_new(&o);
+	struct gaz_rpc_stream *s[EACH_PARKERS];
+	struct gaz_rpc_channel *ch;
+	struct gaz_status st;
+	Protocol__ReadResponse *r;
+	char target[64], name[16];
+	int port = 0, n = EACH_PARKERS;
+
+	(void)state;
+	pthread_mutex_lock(&S.mu);
+	memset(&EP, 0, sizeof(EP));
+	pthread_mutex_unlock(&S.mu);
+	register_all(srv);
+	assert_int_equal(gaz_rpc_server_start(srv, "127.0.0.1:0", &port), 0);
+	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+	ch = gaz_rpc_channel_new(target, NULL);
+	for (int i = 0; i < n; i++) {
+		Protocol__ReadRequest req = PROTOCOL__READ_REQUEST__INIT;
+
+		s[i] = open_stream(ch, P("EachParked"));
+		snprintf(name, sizeof(name), "%d", i);
+		req.journal = name;
+		req.offset = 1000;
+		assert_int_equal(gaz_rpc_stream_send(s[i], &req.base), 0);
+		assert_int_equal(stream_recv_resp(s[i], &r, gaz_deadline_in(10000)), 0);
+		assert_int_equal(r->offset, 1001);
+		free_resp(r);
+	}
+	assert_true(s_await(&EP.parked, n));
+	/* Interleaved over all of them: no stream holds a thread. */
+	for (int k = 0; k < 20; k++)
+		for (int i = 0; i < n; i++)
+			each_lockstep(s[i], k, k + 1);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(unary(ch, P("Echo"), "x", 0, &r, gaz_deadline_in(5000), NULL, &st), 0);
+		free_resp(r);
+	}
+	/* Woken: stream 0 resumes, parks again and goes on. */
+	pthread_mutex_lock(&S.mu);
+	gaz_rpc_wake(EP.calls[0]);
+	pthread_mutex_unlock(&S.mu);
+	each_lockstep(s[0], 20, 40);
+	/* A callback's error ends stream 1 with it. */
+	assert_int_equal(stream_send_off(s[1], -1), 0);
+	assert_int_equal(stream_recv_resp(s[1], &r, gaz_deadline_in(10000)), GAZ_EOF);
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(gaz_rpc_stream_finish(s[1], &st), GAZ_ERPC);
+	assert_int_equal(st.grpc, GAZ_GRPC_INVALID_ARGUMENT);
+	gaz_rpc_stream_free(s[1]);
+	/* Its client cancels stream 2. */
+	gaz_rpc_stream_cancel(s[2]);
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(gaz_rpc_stream_finish(s[2], &st), GAZ_ERPC);
+	gaz_rpc_stream_free(s[2]);
+	/* The rest half-close. */
+	for (int i = 0; i < n; i++) {
+		if (i == 1 || i == 2)
+			continue;
+		assert_int_equal(gaz_rpc_stream_close_send(s[i]), 0);
+		end_ok(s[i]);
+	}
+	assert_true(s_await(&EP.ended, n));
+	pthread_mutex_lock(&S.mu);
+	for (int i = 0; i < n; i++) {
+		int want_n = i == 0 ? 40 : i == 1 ? 21 : 20;
+		int want_rc = i == 1 ? GAZ_EINVAL : i == 2 ? GAZ_ECANCELLED : GAZ_EOF;
+
+		assert_int_equal(EP.n[i], want_n);
+		assert_int_equal(EP.rc[i], want_rc);
+		assert_int_equal(EP.wakes[i], i == 0 ? 1 : 0);
+	}
+	pthread_mutex_unlock(&S.mu);
+	gaz_rpc_channel_free(ch);
+	gaz_rpc_server_free(srv);
+}
+
 /* Shutdown with live streams on the native port and on the one-port
  * listener: handlers are cancelled and end, clients see the call fail,
  * and nothing leaks (ASan). A handover after shutdown is refused. */
@@ -2260,6 +2427,7 @@ int main(void)
 		cmocka_unit_test(test_cancel_is_not_eof),
 		cmocka_unit_test(test_fast_path_end),
 		cmocka_unit_test(test_parked_calls),
+		cmocka_unit_test(test_parked_each),
 		cmocka_unit_test(test_wake_and_deadline),
 		cmocka_unit_test(test_stream_recv_timeout),
 		cmocka_unit_test(test_malformed_request),
