@@ -64,8 +64,6 @@
 #                    (default: kind's own, which is pulled)
 #   EXTRA_IMAGES     local images to `kind load` into the nodes (space
 #                    separated), e.g. the S3 server's
-#   E2E_READY_MARK   a file touched once the release is installed and
-#                    serves (CI starts its soak beside the scenarios then)
 # An image is named by digest where it is pulled, or by a tag present in
 # Docker or in the node image. On machines without a registry,
 # scripts/images.sh builds all of them (and kind, kubectl, helm):
@@ -215,9 +213,6 @@ install_release
 k apply -f e2e/journals.yaml >/dev/null
 load_specs | k apply -f - >/dev/null
 scenario_install_checks
-# The release serves: the heavy start (images loaded, the cluster and the
-# release up) is over.
-[ -z "${E2E_READY_MARK:-}" ] || touch "$E2E_READY_MARK"
 # Brokers announced the zones of their nodes (pod label, downward API), and
 # the allocator spread each journal's replicas over at least two of them.
 wait_until 60 "replicas in two zones" sh -c "
