@@ -80,7 +80,7 @@ struct gaz_rpc_server_opts {
 	int max_recv_bytes;   /* max inbound message; 0 = 4 MiB (Gazette's default) */
 	int max_handlers;     /* concurrent handler threads; 0 = 4096 */
 	/* Threads started at once for calls that find every thread busy; 0 =
-	 * 4 per CPU, at least 16. Past them the pool grows only while its
+	 * 4 per CPU, at least 64. Past them the pool grows only while its
 	 * threads are blocked: one thread per 5 ms while the oldest queued
 	 * call has waited 5 ms, up to max_handlers. So a burst of short calls
 	 * (thousands of Reads arriving to park) starts no thread per call. */

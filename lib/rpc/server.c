@@ -1314,7 +1314,7 @@ struct gaz_rpc_server *gaz_rpc_server_new(const struct gaz_rpc_server_opts *opts
 		srv->opts.max_handlers = 4096;
 	if (srv->opts.core_handlers <= 0) {
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-		srv->opts.core_handlers = cpus > 4 ? 4 * (int)cpus : 16;
+		srv->opts.core_handlers = cpus > 16 ? 4 * (int)cpus : 64;
 	}
 	if (srv->opts.core_handlers > srv->opts.max_handlers)
 		srv->opts.core_handlers = srv->opts.max_handlers;

@@ -2192,30 +2192,41 @@ static int64_t recv_parked(struct gaz_rpc_stream *s, int64_t why)
 	return ms;
 }
 
+/* pool_of_two starts a server with every handler registered and two
+ * handler threads at most, and returns a channel to it in *ch. */
+static struct gaz_rpc_server *pool_of_two(struct gaz_rpc_channel **ch)
+{
+	struct gaz_rpc_server_opts o = {.max_handlers = 2};
+	struct gaz_rpc_server *srv = gaz_rpc_server_new(&o);
+	char target[64];
+	int port = 0;
+
+	register_all(srv);
+	assert_int_equal(gaz_rpc_server_start(srv, "127.0.0.1:0", &port), 0);
+	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+	*ch = gaz_rpc_channel_new(target, NULL);
+	return srv;
+}
+
 /* Parked calls hold no handler thread: with a pool of two, a dozen parked
  * streams leave unary calls answered; each parked call resumes once, on
  * its wake, its deadline or its cancellation, and a shutdown resumes and
  * ends those still parked. */
 static void test_parked_calls(void **state)
 {
-	struct gaz_rpc_server_opts o = {.max_handlers = 2};
-	struct gaz_rpc_server *srv = gaz_rpc_server_new(&o);
 	struct gaz_rpc_stream *s[PARKERS];
 	struct gaz_rpc_channel *ch;
+	struct gaz_rpc_server *srv;
 	struct gaz_status st;
 	Protocol__ReadResponse *r;
-	char target[64];
-	int port = 0, n = PARKERS - 2;
+	int n = PARKERS - 2;
 
 	(void)state;
 	s_reset();
 	pthread_mutex_lock(&S.mu);
 	memset(&PK, 0, sizeof(PK));
 	pthread_mutex_unlock(&S.mu);
-	register_all(srv);
-	assert_int_equal(gaz_rpc_server_start(srv, "127.0.0.1:0", &port), 0);
-	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
-	ch = gaz_rpc_channel_new(target, NULL);
+	srv = pool_of_two(&ch);
 	for (int i = 0; i < n; i++)
 		s[i] = park_open(ch, i, 0);
 	assert_true(s_await(&S.waiting, n));
@@ -2273,23 +2284,19 @@ static void test_parked_calls(void **state)
  * client's cancellation each end their stream once, with their code. */
 static void test_parked_each(void **state)
 {
-	struct gaz_rpc_server_opts o = {.max_handlers = 2};
-	struct gaz_rpc_server *srv = gaz_rpc_server_new(&o);
 	struct gaz_rpc_stream *s[EACH_PARKERS];
 	struct gaz_rpc_channel *ch;
+	struct gaz_rpc_server *srv;
 	struct gaz_status st;
 	Protocol__ReadResponse *r;
-	char target[64], name[16];
-	int port = 0, n = EACH_PARKERS;
+	char name[16];
+	int n = EACH_PARKERS;
 
 	(void)state;
 	pthread_mutex_lock(&S.mu);
 	memset(&EP, 0, sizeof(EP));
 	pthread_mutex_unlock(&S.mu);
-	register_all(srv);
-	assert_int_equal(gaz_rpc_server_start(srv, "127.0.0.1:0", &port), 0);
-	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
-	ch = gaz_rpc_channel_new(target, NULL);
+	srv = pool_of_two(&ch);
 	for (int i = 0; i < n; i++) {
 		Protocol__ReadRequest req = PROTOCOL__READ_REQUEST__INIT;
 
