@@ -183,19 +183,17 @@ static int apply_cb(void *arg, ProtobufCMessage *m)
 static void repl_end(struct repl_ctx *c, int rc)
 {
 	struct gaz_rpc_call *call = c->call;
+	bool failed = rc && rc != GAZ_EOF && rc != GAZ_ECANCELLED;
+	const char *why = c->st.msg[0] ? c->st.msg : gaz_err_str(rc);
 
-	if (rc && rc != GAZ_EOF && rc != GAZ_ECANCELLED)
-		gaz_warn("replication stream failed", "journal=%s err=%s", c->res.journal,
-			 c->st.msg[0] ? c->st.msg : gaz_err_str(rc));
+	if (failed)
+		gaz_warn("replication stream failed", "journal=%s err=%s", c->res.journal, why);
 	pthread_mutex_lock(&c->r->mu);
 	gaz_spool_rollback(&c->r->spool);
 	c->r->token_stream = NULL;
 	pthread_mutex_unlock(&c->r->mu);
 	gaz_replica_release(c->r);
-	if (rc && rc != GAZ_EOF && rc != GAZ_ECANCELLED)
-		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNKNOWN, c->st.msg[0] ? c->st.msg : gaz_err_str(rc));
-	else
-		gaz_rpc_finish(call, NULL, GAZ_GRPC_OK, NULL);
+	gaz_rpc_finish(call, NULL, failed ? GAZ_GRPC_UNKNOWN : GAZ_GRPC_OK, failed ? why : NULL);
 	gaz_resolution_release(&c->res);
 	free(c);
 }

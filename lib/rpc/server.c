@@ -125,6 +125,10 @@ struct gaz_rpc_server {
 	 * one commit) is served by the core threads instead of a thread
 	 * each. */
 	int64_t grown_ns;
+	/* The timer knows calls wait past the core threads (it has a due
+	 * time for the pool's growth): pool_push signals it only when not,
+	 * so a burst does not wake it once per call. */
+	bool grow_watched;
 	bool stopping;
 
 	/* GAZ_RPC_DISPATCH_READ calls by dispatch deadline (FIFO: all wait
@@ -514,8 +518,9 @@ static int64_t pool_stalled_locked(struct gaz_rpc_server *srv, int64_t now)
 	int64_t at;
 	int err;
 
-	if (!srv->qhead || srv->queued <= srv->idle || srv->nthreads >= srv->opts.max_handlers ||
-	    srv->stopping)
+	srv->grow_watched = srv->qhead && srv->queued > srv->idle &&
+			    srv->nthreads < srv->opts.max_handlers && !srv->stopping;
+	if (!srv->grow_watched)
 		return GAZ_DEADLINE_NEVER;
 	at = srv->qhead->queued_ns + POOL_STALL_NS;
 	if (at < srv->grown_ns + POOL_STALL_NS)
@@ -980,12 +985,12 @@ static void pool_push(struct gaz_rpc_server *srv, struct gaz_rpc_call *c)
 			gaz_error("cannot start rpc handler thread", "errno=%d threads=%d", err,
 				  srv->nthreads);
 	} else if (srv->queued > srv->idle && srv->nthreads < srv->opts.max_handlers &&
-		   !srv->stopping) {
-		stall = park_timer_start_locked(srv);
+		   !srv->stopping && !srv->grow_watched) {
+		stall = srv->grow_watched = park_timer_start_locked(srv);
 	}
 	idle_wake_top(srv);
 	pthread_mutex_unlock(&srv->mu);
-	if (stall) /* the timer sleeps to its next due time: it looks again */
+	if (stall) /* the timer has no due time for the pool: it looks now */
 		pthread_cond_signal(&srv->park_cv);
 }
 
@@ -1959,17 +1964,25 @@ void gaz_rpc_wake(struct gaz_rpc_call *call)
 		park_resume(call);
 }
 
+/* park_ask_locked (call->mu held) records what the thread that holds
+ * the call asks for its park; call_run arms it once that thread returns. */
+static void park_ask_locked(struct gaz_rpc_call *call, gaz_rpc_handler_fn resume, void *arg,
+			    int64_t deadline_ns, unsigned flags)
+{
+	call->run_fn = resume;
+	call->run_arg = arg;
+	call->park_due_ns = deadline_ns;
+	call->park_flags = flags;
+	call->park_state = PARK_ASKED;
+}
+
 int gaz_rpc_park(struct gaz_rpc_call *call, gaz_rpc_handler_fn resume, void *arg,
 		 int64_t deadline_ns, unsigned flags)
 {
 	if (!call->gc)
 		return GAZ_EINVAL; /* a local call's runner waits for its handler */
 	pthread_mutex_lock(&call->mu);
-	call->run_fn = resume;
-	call->run_arg = arg;
-	call->park_due_ns = deadline_ns;
-	call->park_flags = flags & GAZ_RPC_PARK_SEND;
-	call->park_state = PARK_ASKED;
+	park_ask_locked(call, resume, arg, deadline_ns, flags & GAZ_RPC_PARK_SEND);
 	pthread_mutex_unlock(&call->mu);
 	return 0;
 }
@@ -1981,10 +1994,7 @@ int gaz_rpc_park_each(struct gaz_rpc_call *call, const ProtobufCMessageDescripto
 	if (!call->gc)
 		return GAZ_EINVAL;
 	pthread_mutex_lock(&call->mu);
-	call->run_fn = resume;
-	call->run_arg = arg;
-	call->park_due_ns = deadline_ns;
-	call->park_flags = (flags & GAZ_RPC_PARK_SEND) | PARK_RECV;
+	park_ask_locked(call, resume, arg, deadline_ns, (flags & GAZ_RPC_PARK_SEND) | PARK_RECV);
 	/* From here pollers run the messages through fn (recv_arrived), as
 	 * for a handler waiting in gaz_rpc_recv_each; messages read ahead
 	 * before are the resume's, in order (n_ahead ends the park). */
@@ -1994,7 +2004,6 @@ int gaz_rpc_park_each(struct gaz_rpc_call *call, const ProtobufCMessageDescripto
 		call->recv_end = true;
 		call->recv_end_ok = 0;
 	}
-	call->park_state = PARK_ASKED;
 	pthread_mutex_unlock(&call->mu);
 	return 0;
 }
