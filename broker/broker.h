@@ -46,6 +46,9 @@ struct gaz_broker_config {
 	char *file_root;
 	int64_t limit, max_replication, min_append_rate, max_append_rate;
 	int64_t max_grpc_recv_size;
+	/* Bounds on open Read streams, in all and per client connection
+	 * (0 = none; ours, Gazette has none). */
+	int64_t max_read_streams, max_read_streams_per_conn;
 	int64_t watch_delay_ns;
 	char *etcd_address, *etcd_prefix;
 	int64_t etcd_lease_ns;

@@ -70,6 +70,8 @@ static const struct gaz_flag flag_table[] = {
 	BROKER_FLAG("peer-cert-file", "PEER_CERT_FILE", GAZ_FLAG_STRING, "", "Path to the client TLS certificate for peer-to-peer requests", &broker.cfg.peer_cert_file),
 	BROKER_FLAG("peer-cert-key-file", "PEER_CERT_KEY_FILE", GAZ_FLAG_STRING, "", "Path to the client TLS private key for peer-to-peer requests", &broker.cfg.peer_cert_key_file),
 	BROKER_FLAG("peer-ca-file", "PEER_CA_FILE", GAZ_FLAG_STRING, "", "Path to the trusted CA for client verification of peer server certificates. When absent, the system CA pool is used instead.", &broker.cfg.peer_ca_file),
+	BROKER_FLAG("max-read-streams", "MAX_READ_STREAMS", GAZ_FLAG_INT64, "200000", "Maximum concurrent Read streams the broker serves; a Read past it is answered RESOURCE_EXHAUSTED at once, and Append, Replicate and control calls are never counted (0 = no limit; gazette-c)", &broker.cfg.max_read_streams),
+	BROKER_FLAG("max-read-streams-per-conn", "MAX_READ_STREAMS_PER_CONN", GAZ_FLAG_INT64, "100000", "Maximum concurrent Read streams of one client connection; past it, as --broker.max-read-streams (0 = no limit; gazette-c)", &broker.cfg.max_read_streams_per_conn),
 	BROKER_FLAG("exit-timeout", "EXIT_TIMEOUT", GAZ_FLAG_DURATION, "2m", "Bound on a graceful exit's hand-off before spools are persisted and journals released (gazette-c)", &broker.cfg.exit_timeout_ns),
 	{.name = "etcd.address", .env = "ETCD_ADDRESS", .type = GAZ_FLAG_STRING, .def = "http://localhost:2379", .help = "Etcd service address endpoint", .ptr = &broker.cfg.etcd_address, .group = "Etcd"},
 	{.name = "etcd.prefix", .env = "ETCD_PREFIX", .type = GAZ_FLAG_STRING, .def = "/gazette/cluster", .help = "Etcd base prefix for broker state and coordination", .ptr = &broker.cfg.etcd_prefix, .group = "Etcd"},
@@ -140,6 +142,14 @@ static int configure(struct gaz_broker *b, struct gaz_status *st)
 	if (b->cfg.limit < 0 || b->cfg.limit > 131072)
 		return gaz_status_set(st, GAZ_EINVAL, "--broker.limit %lld out of range [0, 131072]",
 				      (long long)b->cfg.limit);
+	if (b->cfg.max_read_streams < 0 || b->cfg.max_read_streams > INT32_MAX)
+		return gaz_status_set(st, GAZ_EINVAL,
+				      "--broker.max-read-streams %lld out of range [0, %d]",
+				      (long long)b->cfg.max_read_streams, INT32_MAX);
+	if (b->cfg.max_read_streams_per_conn < 0 || b->cfg.max_read_streams_per_conn > INT32_MAX)
+		return gaz_status_set(st, GAZ_EINVAL,
+				      "--broker.max-read-streams-per-conn %lld out of range [0, %d]",
+				      (long long)b->cfg.max_read_streams_per_conn, INT32_MAX);
 	if (b->cfg.etcd_prefix[0] != '/' || b->cfg.etcd_prefix[strlen(b->cfg.etcd_prefix) - 1] == '/')
 		return gaz_status_set(st, GAZ_EINVAL, "--etcd.prefix %s must be absolute, without a trailing '/'",
 				      b->cfg.etcd_prefix);
@@ -196,7 +206,10 @@ struct counted {
 static struct counted counted_methods[] = {
 	{"List", gaz_handle_list, GAZ_RPC_SERVER_STREAMS, .cap = GAZ_CAP_LIST},
 	{"Apply", gaz_handle_apply, .cap = GAZ_CAP_APPLY},
-	{"Read", gaz_handle_read, GAZ_RPC_SERVER_STREAMS, .cap = GAZ_CAP_READ},
+	/* Reads are what a client may hold open by the thousands while they
+	 * wait at the write head: the one method bounded by
+	 * --broker.max-read-streams[-per-conn]. */
+	{"Read", gaz_handle_read, GAZ_RPC_SERVER_STREAMS | GAZ_RPC_LIMITED, .cap = GAZ_CAP_READ},
 	{"Append", gaz_handle_append, GAZ_RPC_DISPATCH_READ | GAZ_RPC_CLIENT_STREAMS, true, true, GAZ_CAP_APPEND},
 	{"ListFragments", gaz_handle_list_fragments, .cap = GAZ_CAP_READ},
 	{"FragmentStoreHealth", gaz_handle_store_health, .cap = GAZ_CAP_READ},
@@ -250,7 +263,11 @@ static bool counted_fast(struct gaz_rpc_call *call, void *arg)
 
 static int start_serving(struct gaz_broker *b, struct gaz_status *st)
 {
-	struct gaz_rpc_server_opts o = {.max_recv_bytes = (int)b->cfg.max_grpc_recv_size};
+	struct gaz_rpc_server_opts o = {
+		.max_recv_bytes = (int)b->cfg.max_grpc_recv_size,
+		.max_streams = (int)b->cfg.max_read_streams,
+		.max_streams_per_conn = (int)b->cfg.max_read_streams_per_conn,
+	};
 	char addr[300], path[64];
 	int port = 0;
 

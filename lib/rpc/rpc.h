@@ -90,6 +90,17 @@ struct gaz_rpc_server_opts {
 	 * GAZ_RPC_IDLE_THREAD_MS, else 30000 (tests shorten it to watch a
 	 * pool shrink back after a burst). */
 	int64_t idle_thread_ms;
+	/* Bounds on the open calls of methods registered GAZ_RPC_LIMITED (a
+	 * broker's Reads): in all (max_streams), and on one client connection
+	 * (max_streams_per_conn; a connection is its peer address). 0 = none.
+	 * A call past either is answered RESOURCE_EXHAUSTED at once, on the
+	 * poller, with a message naming the bound; its handler never runs
+	 * and the finish observer does not see it. A call counts from its
+	 * accept until it is freed (parked, it still counts). Calls of other
+	 * methods are neither counted nor refused, so a crowd of the limited
+	 * ones cannot keep them out. */
+	int max_streams;
+	int max_streams_per_conn;
 };
 
 /* gaz_rpc_server_new creates a server (not started). `opts` may be NULL.
@@ -113,6 +124,9 @@ enum {
 	 * metrics: neither is "unary", both "bidi_stream". */
 	GAZ_RPC_CLIENT_STREAMS = 1 << 1,
 	GAZ_RPC_SERVER_STREAMS = 1 << 2,
+	/* The method's calls count against the server's max_streams and
+	 * max_streams_per_conn (struct gaz_rpc_server_opts). */
+	GAZ_RPC_LIMITED = 1 << 3,
 };
 
 /* gaz_rpc_server_register_flags is gaz_rpc_server_register with `flags`. */

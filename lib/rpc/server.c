@@ -11,7 +11,9 @@
  *        gaz_rpc_recv/send/finish: each starts one batch, then waits on the
  *        call's condvar, which the op's completion (on a poller) signals.
  *   Unknown methods come through one generic request and are answered
- *   UNIMPLEMENTED right there on the poller (pitfall P1).
+ *   UNIMPLEMENTED right there on the poller (pitfall P1); so is a call of
+ *   a GAZ_RPC_LIMITED method past the bounds on open streams, with
+ *   RESOURCE_EXHAUSTED (opts.max_streams, max_streams_per_conn).
  *   A handler that would wait long (a Read at the write head) parks
  *   instead (gaz_rpc_park): it returns with the call unfinished, and the
  *   call's next event (a wake, its cancellation, a due time, room to
@@ -61,6 +63,7 @@
 #define TIMER_TICK_NS (5 * GAZ_NS_PER_MS)     /* ...plus this */
 #define POOL_STALL_NS (5 * GAZ_NS_PER_MS) /* past core_handlers: one more thread per this, while
 					    * the oldest queued call has waited as long */
+#define CONN_BUCKETS 1024 /* hash buckets of the per-connection stream counts */
 
 /* A method's go-grpc-prometheus series, made on first use. */
 struct method_metrics {
@@ -92,6 +95,13 @@ struct req {
 
 enum srv_state { SRV_NEW, SRV_STARTED, SRV_STOPPING, SRV_STOPPED };
 
+/* The open GAZ_RPC_LIMITED calls of one client connection (srv->mu). */
+struct conn_streams {
+	struct conn_streams *next; /* in its hash bucket */
+	int n;
+	char peer[];
+};
+
 struct gaz_rpc_server {
 	grpc_server *gs;                  /* NULL once destroyed */
 	grpc_server_credentials *fd_creds; /* insecure, reused by add_fd (R4) */
@@ -109,6 +119,10 @@ struct gaz_rpc_server {
 	int live;           /* calls accepted and not yet destroyed */
 	char **peers;       /* peer of each handed-over fd, by fd number */
 	int npeers;
+	/* GAZ_RPC_LIMITED calls alive, in all and per connection (a table
+	 * made on first use when max_streams_per_conn is set). */
+	int streams;
+	struct conn_streams **conns;
 
 	/* Handler pool: FIFO of accepted calls, threads reused. */
 	pthread_cond_t work_cv; /* stopping (idle workers wait on their own cv) */
@@ -195,6 +209,7 @@ struct gaz_rpc_call {
 	void *user;                 /* gaz_rpc_set_user, freed by user_free */
 	void (*user_free)(void *);
 	char *peer;
+	bool limited;              /* counted in srv->streams and its connection's */
 	struct gaz_rpc_call *next; /* pool queue link */
 	int64_t queued_ns;          /* monotonic; when pool_push queued it */
 	struct gaz_rpc_call *tnext; /* dispatch timer link */
@@ -368,11 +383,67 @@ static void srv_unlock_signal(struct gaz_rpc_server *srv)
 	pthread_mutex_unlock(&srv->mu);
 }
 
+/* ---- the bounds on open streams (opts.max_streams*) -------------------- */
+
+static struct conn_streams **conn_slot(struct gaz_rpc_server *srv, const char *peer)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (const char *p = peer; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	struct conn_streams **pp = &srv->conns[h % CONN_BUCKETS];
+	while (*pp && strcmp((*pp)->peer, peer))
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* limit_take_locked counts a new GAZ_RPC_LIMITED call of `peer` (srv->mu
+ * held). Returns NULL when counted, else the refusal's text (static). */
+static const char *limit_take_locked(struct gaz_rpc_server *srv, const char *peer)
+{
+	int per_conn = srv->opts.max_streams_per_conn;
+	struct conn_streams **pp = NULL;
+
+	if (srv->opts.max_streams > 0 && srv->streams >= srv->opts.max_streams)
+		return "the server has its limit of concurrent streams open";
+	if (per_conn > 0) {
+		if (!srv->conns && !(srv->conns = calloc(CONN_BUCKETS, sizeof(*srv->conns))))
+			return "the server is out of memory";
+		pp = conn_slot(srv, peer);
+		if (*pp && (*pp)->n >= per_conn)
+			return "this connection has its limit of concurrent streams open";
+		if (!*pp) {
+			size_t len = strlen(peer) + 1;
+			if (!(*pp = calloc(1, sizeof(**pp) + len)))
+				return "the server is out of memory";
+			memcpy((*pp)->peer, peer, len);
+		}
+		(*pp)->n++;
+	}
+	srv->streams++;
+	return NULL;
+}
+
+/* limit_give_locked uncounts a call limit_take_locked counted (srv->mu). */
+static void limit_give_locked(struct gaz_rpc_server *srv, const char *peer)
+{
+	srv->streams--;
+	if (!srv->conns)
+		return;
+	struct conn_streams **pp = conn_slot(srv, peer), *e = *pp;
+	if (e && --e->n == 0) {
+		*pp = e->next;
+		free(e);
+	}
+}
+
 /* ---- calls ------------------------------------------------------------ */
 
 static void call_destroy(struct gaz_rpc_call *c)
 {
 	struct gaz_rpc_server *srv = c->srv;
+	char *peer = c->peer;
+	bool limited = c->limited;
 
 	while (c->mdvals) {
 		struct mdval *v = c->mdvals;
@@ -397,11 +468,13 @@ static void call_destroy(struct gaz_rpc_call *c)
 	grpc_call_unref(c->gc);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
-	free(c->peer);
 	free(c);
 	srv_lock(srv);
+	if (limited)
+		limit_give_locked(srv, peer);
 	srv->live--;
 	srv_unlock_signal(srv);
+	free(peer);
 }
 
 /* call_unref drops a reference, waking the handler if `wake`; call with
@@ -823,11 +896,12 @@ static void optag_init(struct optag *o, struct gaz_rpc_call *c)
 	o->call = c;
 }
 
-/* call_new takes the accepted call out of `r`. NULL on allocation failure
- * (r keeps the call). */
-static struct gaz_rpc_call *call_new(struct req *r)
+/* call_new takes the accepted call out of `r`, and `peer` (its address,
+ * from peer_of). NULL on allocation failure (r keeps the call, the caller
+ * `peer`). */
+static struct gaz_rpc_call *call_new(struct req *r, char *peer)
 {
-	struct gaz_rpc_call *c = calloc(1, sizeof(*c));
+	struct gaz_rpc_call *c = peer ? calloc(1, sizeof(*c)) : NULL;
 
 	if (!c)
 		return NULL;
@@ -839,7 +913,7 @@ static struct gaz_rpc_call *call_new(struct req *r)
 	r->gc = NULL;
 	c->deadline_ns = gaz__rpc_from_gpr(r->deadline);
 	c->expire_ns = GAZ_DEADLINE_NEVER;
-	c->peer = peer_of(r->srv, c->gc);
+	c->peer = peer;
 	c->details = grpc_empty_slice();
 	c->refs = 1; /* the handler's */
 	pthread_mutex_init(&c->mu, NULL);
@@ -1132,6 +1206,10 @@ static void req_issue(struct req *r)
 	}
 }
 
+struct answered;
+static void answer_now(struct answered *u, int status, const char *text);
+static struct answered *answered_new(struct req *r);
+
 /* reject drops an accepted call we cannot serve (allocation failure). */
 static void reject(grpc_call *gc, grpc_metadata_array *md)
 {
@@ -1142,14 +1220,65 @@ static void reject(grpc_call *gc, grpc_metadata_array *md)
 	grpc_call_unref(gc);
 }
 
+/* refuse_limited answers a GAZ_RPC_LIMITED call past the server's bounds
+ * RESOURCE_EXHAUSTED on this poller, counted in the server metrics as a
+ * call started and handled; `why` names the bound. */
+static void refuse_limited(struct req *r, const char *why)
+{
+	struct method *m = r->m;
+	struct gaz_rpc_server *srv = r->srv;
+	int bound = strstr(why, "connection") ? srv->opts.max_streams_per_conn
+					      : srv->opts.max_streams;
+	struct answered *u = answered_new(r);
+	char text[200];
+
+	if (!u)
+		return;
+	snprintf(text, sizeof(text), "%s (%d): retry later, or through another connection or server",
+		 why, bound);
+	if (m->mm) {
+		const char *v[4] = {m->mm->labels[0], m->mm->labels[1], m->mm->labels[2],
+				    code_names[GAZ_GRPC_RESOURCE_EXHAUSTED]};
+		gaz_metric_inc(gaz_metric_withv(f_started, m->mm->labels));
+		gaz_metric_inc(gaz_metric_withv(f_handled, v));
+		gaz_metric_observe(gaz_metric_withv(f_seconds, m->mm->labels), 0);
+	}
+	answer_now(u, GRPC_STATUS_RESOURCE_EXHAUSTED, text);
+}
+
 static void accept_registered(struct req *r)
 {
-	struct gaz_rpc_call *c = call_new(r);
+	struct gaz_rpc_server *srv = r->srv;
+	bool limited = r->m->flags & GAZ_RPC_LIMITED;
+	char *peer = peer_of(srv, r->gc);
 	grpc_op op = {.op = GRPC_OP_RECV_CLOSE_ON_SERVER};
+	struct gaz_rpc_call *c;
 	bool dispatch;
 
-	if (!c)
+	if (limited) {
+		const char *refused;
+		srv_lock(srv);
+		refused = peer ? limit_take_locked(srv, peer) : "the server is out of memory";
+		pthread_mutex_unlock(&srv->mu);
+		if (refused) {
+			free(peer);
+			refuse_limited(r, refused);
+			req_issue(r);
+			return;
+		}
+	}
+	/* `r` goes back to grpc below: nothing of it is read after. */
+	if ((c = call_new(r, peer)) != NULL) {
+		c->limited = limited;
+	} else {
+		if (limited) {
+			srv_lock(srv);
+			limit_give_locked(srv, peer);
+			pthread_mutex_unlock(&srv->mu);
+		}
+		free(peer);
 		reject(r->gc, &r->md);
+	}
 	req_issue(r);
 	if (!c)
 		return;
@@ -1190,8 +1319,11 @@ static void accept_registered(struct req *r)
 	}
 }
 
-/* An unknown method's call, answered UNIMPLEMENTED in one batch. */
-struct unknown {
+/* A call answered on the poller in one batch, never seen by a handler:
+ * an unknown method's (UNIMPLEMENTED) or one past the bounds on open
+ * streams (RESOURCE_EXHAUSTED). Counted in srv->live until its batch
+ * completes. */
+struct answered {
 	struct gaz__tag tag;
 	struct gaz_rpc_server *srv;
 	grpc_call *gc;
@@ -1201,9 +1333,9 @@ struct unknown {
 	int cancelled;
 };
 
-static void unknown_cb(void *tag, int ok)
+static void answered_cb(void *tag, int ok)
 {
-	struct unknown *u = tag;
+	struct answered *u = tag;
 	struct gaz_rpc_server *srv = u->srv;
 
 	(void)ok;
@@ -1217,44 +1349,58 @@ static void unknown_cb(void *tag, int ok)
 	srv_unlock_signal(srv);
 }
 
-static void unknown_answer(struct unknown *u)
+/* answer_now ends `u`'s call with `status` and `text` (copied). */
+static void answer_now(struct answered *u, int status, const char *text)
 {
 	grpc_op ops[3] = {{.op = GRPC_OP_SEND_INITIAL_METADATA},
 			  {.op = GRPC_OP_SEND_STATUS_FROM_SERVER},
 			  {.op = GRPC_OP_RECV_CLOSE_ON_SERVER}};
-	char *method = grpc_slice_to_c_string(u->details.method), text[300];
 
-	snprintf(text, sizeof(text), "unknown method %.256s", method);
-	gpr_free(method);
 	u->msg = grpc_slice_from_copied_string(text);
-	ops[1].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
+	ops[1].data.send_status_from_server.status = (grpc_status_code)status;
 	ops[1].data.send_status_from_server.status_details = &u->msg;
 	ops[2].data.recv_close_on_server.cancelled = &u->cancelled;
 	if (gaz__rpc_start_batch(u->gc, ops, 3, u) != GRPC_CALL_OK)
-		unknown_cb(u, 0);
+		answered_cb(u, 0);
 }
 
-static void accept_unknown(struct req *r)
+/* answered_new takes the accepted call out of `r` (before it is issued
+ * again). NULL when out of memory: the call is dropped (reject). */
+static struct answered *answered_new(struct req *r)
 {
-	struct unknown *u = calloc(1, sizeof(*u));
+	struct answered *u = calloc(1, sizeof(*u));
 
 	if (!u) {
 		reject(r->gc, &r->md);
-		req_issue(r);
-		return;
+		return NULL;
 	}
-	u->tag.cb = unknown_cb;
+	u->tag.cb = answered_cb;
 	u->srv = r->srv;
 	u->gc = r->gc;
 	u->md = r->md;
 	u->details = r->details;
+	r->gc = NULL;
 	grpc_metadata_array_init(&r->md);
 	grpc_call_details_init(&r->details);
 	srv_lock(u->srv);
 	u->srv->live++;
 	pthread_mutex_unlock(&u->srv->mu);
+	u->msg = grpc_empty_slice();
+	return u;
+}
+
+static void accept_unknown(struct req *r)
+{
+	struct answered *u = answered_new(r);
+	char *method, text[300];
+
 	req_issue(r);
-	unknown_answer(u);
+	if (!u)
+		return;
+	method = grpc_slice_to_c_string(u->details.method);
+	snprintf(text, sizeof(text), "unknown method %.256s", method);
+	gpr_free(method);
+	answer_now(u, GRPC_STATUS_UNIMPLEMENTED, text);
 }
 
 /* accept_cb runs on a poller when a request tag completes: a new call, or
@@ -1528,6 +1674,8 @@ void gaz_rpc_server_free(struct gaz_rpc_server *srv)
 	for (int i = 0; i < srv->npeers; i++)
 		free(srv->peers[i]);
 	free(srv->peers);
+	/* Every call is freed by now, so every count is gone too. */
+	free(srv->conns);
 	grpc_server_credentials_release(srv->fd_creds);
 	pthread_cond_destroy(&srv->work_cv);
 	pthread_cond_destroy(&srv->timer_cv);

@@ -2,12 +2,15 @@
 Read holds no handler thread, so appends and control calls are answered
 at once beside them, and one commit wakes every reader."""
 import os
+import subprocess
 import threading
 import time
+import urllib.request
 
 import grpc
 
 import protocol_pb2 as pb
+from conftest import GAZETTE
 from gazpb import Client, spec, wait_assigned
 
 READERS = int(os.environ.get("GAZ_TEST_READERS", "5000"))
@@ -96,3 +99,83 @@ def test_thousands_of_blocking_reads_leave_appends_and_control_calls_answered(cl
     # Cancelled readers end: the broker serves on.
     assert c.append("many/other", b"y\n").status == pb.OK
     assert b.proc.poll() is None
+
+
+def own_connection(address):
+    """A channel on a connection of its own (grpc shares one per target
+    between channels otherwise)."""
+    return grpc.insecure_channel(address.replace("http://", ""),
+                                 options=[("grpc.use_local_subchannel_pool", 1)])
+
+
+def open_read(ch, journal):
+    read = ch.unary_stream("/protocol.Journal/Read", pb.ReadRequest.SerializeToString,
+                           pb.ReadResponse.FromString)
+    return read(pb.ReadRequest(journal=journal, offset=0, block=True), timeout=120)
+
+
+def refused(call, bound):
+    """The Read `call` is answered RESOURCE_EXHAUSTED within a second,
+    naming `bound`."""
+    t0 = time.monotonic()
+    try:
+        for _ in call:
+            raise AssertionError("a Read past the bounds was served")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, (e.code(), e.details())
+        assert bound in e.details(), e.details()
+    assert time.monotonic() - t0 < 1.0
+
+
+def test_reads_past_the_bounds_are_refused_at_once_and_the_rest_served(cluster):
+    # Bad bounds are refused at start, naming the flag.
+    r = subprocess.run([GAZETTE, "serve", "--broker.max-read-streams", "-1"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "--broker.max-read-streams -1 out of range" in r.stderr, r.stderr
+    b = cluster.start(extra=["--broker.max-read-streams", "12",
+                             "--broker.max-read-streams-per-conn", "8"])
+    c = Client(b.address)
+    c.apply(spec("bounded/readers"), spec("bounded/other"))
+    wait_assigned(c, "bounded/readers")
+    wait_assigned(c, "bounded/other")
+    assert c.append("bounded/readers", b"first\n").status == pb.OK
+    one, two, three = (own_connection(b.address) for _ in range(3))
+    # Eight on one connection fill its bound; a ninth there is refused.
+    mine = [open_read(one, "bounded/readers") for _ in range(8)]
+    assert next_records(mine) == [b"first\n"] * 8
+    refused(open_read(one, "bounded/readers"),
+            "this connection has its limit of concurrent streams open (8)")
+    # Four more on another connection fill the broker's; a Read on a
+    # third is refused.
+    theirs = [open_read(two, "bounded/readers") for _ in range(4)]
+    assert next_records(theirs) == [b"first\n"] * 4
+    refused(open_read(three, "bounded/readers"),
+            "the server has its limit of concurrent streams open (12)")
+    # Appends and control calls are not counted: answered at once.
+    for what, fn in (("append", lambda: c.append("bounded/other", b"x\n", timeout=5)),
+                     ("list", lambda: c.list(timeout=5)),
+                     ("apply", lambda: c.apply(spec("bounded/third"), timeout=5))):
+        t0 = time.monotonic()
+        fn()
+        assert time.monotonic() - t0 < 1.0, what
+    # The twelve admitted read on: each gets the next commit.
+    assert c.append("bounded/readers", b"second\n").status == pb.OK
+    assert next_records(mine + theirs) == [b"second\n"] * 12
+    # A reader that ends makes room on its connection, and in all.
+    mine.pop().cancel()
+    deadline = time.monotonic() + 10
+    while True:
+        again = open_read(one, "bounded/readers")
+        got = next_records([again])[0]
+        if got == b"first\n":
+            break
+        assert "RESOURCE_EXHAUSTED" in str(got) and time.monotonic() < deadline, got
+        time.sleep(0.1)
+    m = urllib.request.urlopen(b.address + "/debug/metrics", timeout=5).read().decode()
+    exhausted = [ln for ln in m.splitlines() if ln.startswith("grpc_server_handled_total{")
+                 and 'grpc_method="Read"' in ln and 'grpc_code="ResourceExhausted"' in ln]
+    assert exhausted and float(exhausted[0].split()[-1]) >= 2, exhausted
+    for call in mine + theirs + [again]:
+        call.cancel()
+    for ch in (one, two, three):
+        ch.close()

@@ -2277,6 +2277,101 @@ static void test_parked_calls(void **state)
 	gaz_rpc_server_free(srv);
 }
 
+/* refused_open opens a stream to h_parked on `ch` and expects it refused
+ * RESOURCE_EXHAUSTED at once, naming `bound`. */
+static void refused_open(struct gaz_rpc_channel *ch, const char *bound)
+{
+	int64_t t0 = gaz_mono_ns();
+	struct gaz_rpc_stream *s = park_open(ch, PARKERS - 1, 0);
+	struct gaz_status st = {0};
+	Protocol__ReadResponse *r = NULL;
+
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
+	assert_null(r);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), GAZ_ERPC);
+	assert_int_equal(st.grpc, GAZ_GRPC_RESOURCE_EXHAUSTED);
+	assert_non_null(strstr(st.msg, bound));
+	assert_true(ms_since(t0) < 3000);
+	gaz_rpc_stream_free(s);
+}
+
+/* The bounds on open streams (max_streams 3, max_streams_per_conn 2)
+ * count the calls of a GAZ_RPC_LIMITED method from accept to free,
+ * parked ones included: past either bound a new one is refused
+ * RESOURCE_EXHAUSTED at once, naming it, and never reaches its handler;
+ * unlimited methods are still served; a stream that ends makes room on
+ * its connection and in all. */
+static void test_stream_limits(void **state)
+{
+	struct gaz_rpc_server_opts o = {.max_streams = 3, .max_streams_per_conn = 2};
+	struct gaz_rpc_server *srv = gaz_rpc_server_new(&o);
+	struct gaz_rpc_channel *a, *b, *c;
+	struct gaz_rpc_stream *s[4];
+	Protocol__ReadResponse *r;
+	struct gaz_status st;
+	char target[64];
+	int port = 0;
+
+	(void)state;
+	s_reset();
+	pthread_mutex_lock(&S.mu);
+	memset(&PK, 0, sizeof(PK));
+	pthread_mutex_unlock(&S.mu);
+	assert_int_equal(gaz_rpc_server_register_flags(srv, P("Parked"), h_parked, NULL,
+						       GAZ_RPC_SERVER_STREAMS | GAZ_RPC_LIMITED),
+			 0);
+	assert_int_equal(gaz_rpc_server_register(srv, P("Echo"), h_echo, NULL), 0);
+	assert_int_equal(gaz_rpc_server_start(srv, "127.0.0.1:0", &port), 0);
+	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+	a = gaz_rpc_channel_new(target, NULL); /* a connection each */
+	b = gaz_rpc_channel_new(target, NULL);
+	c = gaz_rpc_channel_new(target, NULL);
+
+	s[0] = park_open(a, 0, 0);
+	s[1] = park_open(a, 1, 0);
+	assert_true(s_await(&S.waiting, 2));
+	refused_open(a, "this connection has its limit of concurrent streams open (2)");
+	s[2] = park_open(b, 2, 0);
+	assert_true(s_await(&S.waiting, 3));
+	refused_open(c, "the server has its limit of concurrent streams open (3)");
+	assert_int_equal(s_int(&S.waiting), 3); /* no refused one reached h_parked */
+	assert_int_equal(unary(c, P("Echo"), "x", 0, &r, gaz_deadline_in(5000), NULL, &st), 0);
+	free_resp(r);
+
+	/* One of a's ends: room on a, and in all (once its call is freed,
+	 * just after its status). */
+	pthread_mutex_lock(&S.mu);
+	gaz_rpc_wake(PK.calls[0]);
+	pthread_mutex_unlock(&S.mu);
+	recv_parked(s[0], 1);
+	for (int i = 0;; i++) {
+		s[3] = park_open(a, 3, 0);
+		if (stream_recv_resp(s[3], &r, gaz_deadline_in(200)) == GAZ_ETIMEDOUT)
+			break; /* parked */
+		assert_null(r);
+		memset(&st, 0, sizeof(st));
+		assert_int_equal(gaz_rpc_stream_finish(s[3], &st), GAZ_ERPC);
+		assert_int_equal(st.grpc, GAZ_GRPC_RESOURCE_EXHAUSTED);
+		gaz_rpc_stream_free(s[3]);
+		assert_true(i < 25);
+	}
+	assert_true(s_await(&S.waiting, 4));
+	refused_open(c, "the server has its limit of concurrent streams open (3)");
+
+	gaz_rpc_server_shutdown(srv, 0); /* resumes and ends the parked ones */
+	for (int i = 1; i < 4; i++) {
+		memset(&st, 0, sizeof(st));
+		while (stream_recv_resp(s[i], &r, gaz_deadline_in(10000)) == 0)
+			free_resp(r);
+		gaz_rpc_stream_finish(s[i], &st);
+		gaz_rpc_stream_free(s[i]);
+	}
+	gaz_rpc_channel_free(a);
+	gaz_rpc_channel_free(b);
+	gaz_rpc_channel_free(c);
+	gaz_rpc_server_free(srv);
+}
+
 /* Streams parked while they receive (gaz_rpc_park_each), more than the
  * pool's two threads: every message is answered in order from the pollers
  * while unary calls still find a thread; a wake resumes a stream, which
@@ -2435,6 +2530,7 @@ int main(void)
 		cmocka_unit_test(test_fast_path_end),
 		cmocka_unit_test(test_parked_calls),
 		cmocka_unit_test(test_parked_each),
+		cmocka_unit_test(test_stream_limits),
 		cmocka_unit_test(test_wake_and_deadline),
 		cmocka_unit_test(test_stream_recv_timeout),
 		cmocka_unit_test(test_malformed_request),
