@@ -72,8 +72,12 @@ static const struct row rows[] = {
 	{"rf3_1k.rate_done", "  achieved", "/s", 0},
 	{"idle_5k.cpu_cores", "5,000 idle journals: broker CPU", "cores", -1.0},
 	{"idle_5k.rss_kib_per_journal", "  RSS per idle journal", "KiB", -1.0},
+	{"idle_5k.ready_s", "  all created and appendable in", "s", -1.0},
+	{"idle_5k.threads_max", "  OS threads of the busiest broker", "threads", 0},
 	{"idle_10k.cpu_cores", "10,000 idle journals: broker CPU", "cores", -1.0},
 	{"idle_10k.rss_kib_per_journal", "  RSS per idle journal", "KiB", -1.0},
+	{"idle_10k.ready_s", "  all created and appendable in", "s", -1.0},
+	{"idle_10k.threads_max", "  OS threads of the busiest broker", "threads", 0},
 	/* gazbench backfill (S3 store); its goals are within one broker */
 	{"backfill.history_mb", "backfill: S3 history read back", "MB", 0},
 	{"backfill.raw_get_mbps", "backfill (a) raw GETs of the objects", "MB/s", 0},

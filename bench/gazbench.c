@@ -850,7 +850,7 @@ static int run_idle(struct run *r, const char *key, size_t count)
 {
 	struct gaz_status st = {0};
 	struct bench_cpu a, b;
-	int64_t rss0 = proc_rss_kib(r), rss1;
+	int64_t rss0 = proc_rss_kib(r), rss1, t_apply = gaz_mono_ns();
 	char *names[IDLE_BATCH];
 	int rc = 0;
 
@@ -877,6 +877,9 @@ static int run_idle(struct run *r, const char *key, size_t count)
 		free_names(names, 1);
 	}
 	if (!rc) {
+		/* From the first Apply to the last journal answering its append:
+		 * how soon a broker serves that many new journals. */
+		put(r, key, "ready_s", (double)(gaz_mono_ns() - t_apply) / 1e9);
 		bench_sleep_until(gaz_deadline_in(IDLE_SETTLE_S * 1000));
 		rss1 = proc_rss_kib(r);
 		int64_t t0 = gaz_mono_ns(), s0 = bench_sched_ns(r->broker_pids, r->npids);
@@ -890,6 +893,14 @@ static int run_idle(struct run *r, const char *key, size_t count)
 							: (double)(s1 - s0) / (double)(t1 - t0));
 		put(r, key, "rss_kib_per_journal",
 		    rss0 < 0 || rss1 < 0 ? -1 : (double)(rss1 - rss0) / count);
+		/* The most OS threads of any one broker, holding them all
+		 * (/proc's "Threads:" line, read by the kB-line parser). */
+		int64_t most = -1;
+		for (int i = 0; i < r->npids; i++) {
+			int64_t t = bench_proc_status_kib(r->broker_pids[i], "Threads");
+			most = t > most ? t : most;
+		}
+		put(r, key, "threads_max", (double)most);
 	}
 	for (size_t lo = 0; lo < count; lo += IDLE_BATCH) {
 		size_t n = count - lo < IDLE_BATCH ? count - lo : IDLE_BATCH;

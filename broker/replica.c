@@ -285,6 +285,42 @@ int gaz_replica_acquire(struct gaz_replica *r, struct gaz_rpc_call *call)
 	return acquire(r, call, NULL);
 }
 
+int gaz_replica_token_queue(struct gaz_replica *r, struct gaz_token_waiter *w)
+{
+	struct gaz_token_waiter **tail;
+	int rc = 1;
+
+	pthread_mutex_lock(&r->mu);
+	if (r->dead) {
+		rc = GAZ_ESTOPPED;
+	} else if (!r->token_held && !r->token_queue) {
+		r->token_held = true;
+		rc = 0;
+	} else {
+		w->granted = false;
+		w->next = NULL;
+		for (tail = &r->token_queue; *tail; tail = &(*tail)->next)
+			;
+		*tail = w;
+	}
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}
+
+int gaz_replica_token_settle(struct gaz_replica *r, struct gaz_token_waiter *w, bool give_up)
+{
+	int rc;
+
+	pthread_mutex_lock(&r->mu);
+	rc = give_up ? GAZ_ECANCELLED : r->dead ? GAZ_ESTOPPED : w->granted ? 0 : 1;
+	if (rc < 0 && !w->granted)
+		queue_remove(r, w);
+	pthread_mutex_unlock(&r->mu);
+	if (rc < 0 && w->granted)
+		gaz_replica_release(r); /* pass it on */
+	return rc;
+}
+
 int gaz_replica_acquire_queued(struct gaz_replica *r, struct gaz_rpc_call *call,
 			       struct gaz_batch_link *l)
 {
@@ -572,6 +608,10 @@ void gaz_replica_teardown(struct gaz_replica *r)
 	parked = unpark_all(r);
 	if (r->token_stream) /* a Replicate stream parked between proposals */
 		gaz_rpc_wake(r->token_stream);
+	/* Waiters for the token, parked or on a thread, learn it at once. */
+	for (struct gaz_token_waiter *w = r->token_queue; w; w = w->next)
+		if (w->call)
+			gaz_rpc_wake(w->call);
 	pthread_mutex_unlock(&r->mu);
 	unpark_list(parked);
 	gaz_notifier_broadcast(&r->notifier);

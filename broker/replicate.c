@@ -49,6 +49,10 @@ struct repl_ctx {
 	 * here. */
 	bool spool_confirmed;
 	struct gaz_status st;       /* why the stream failed */
+	/* REPL_TOKEN: the stream's place in the token queue, and its first
+	 * message, applied once the token is ours. */
+	struct gaz_token_waiter waiter;
+	Protocol__ReplicateRequest *first;
 };
 
 /* Sends a ReplicateResponse; the first one carries our header (as
@@ -236,15 +240,17 @@ static void repl_resume(struct gaz_rpc_call *call, void *arg)
 	repl_end(c, rc);
 }
 
-/* repl_start (REPL_TOKEN) takes the replica's append token for the
- * stream's life and applies its first message. The token holder's call is
- * on record (token_stream) so that teardown wakes the parked stream to let
- * go. */
-static void repl_start(struct repl_ctx *c, Protocol__ReplicateRequest *first)
+/* repl_took ends REPL_TOKEN: with the token (rc 0) the stream applies its
+ * first message and goes on to REPL_STREAM; without (cancelled, or the
+ * replica torn down), it ends OK as the primary closing it would. The
+ * token holder's call is on record (token_stream) so that teardown wakes
+ * the parked stream to let go. */
+static void repl_took(struct repl_ctx *c, int rc)
 {
-	int rc;
+	Protocol__ReplicateRequest *first = c->first;
 
-	if (gaz_replica_acquire(c->r, c->call)) {
+	c->first = NULL;
+	if (rc) {
 		protobuf_c_message_free_unpacked(&first->base, NULL);
 		gaz_rpc_finish(c->call, NULL, GAZ_GRPC_OK, NULL);
 		gaz_resolution_release(&c->res);
@@ -266,11 +272,52 @@ static void repl_start(struct repl_ctx *c, Protocol__ReplicateRequest *first)
 		repl_wait(c);
 }
 
+/* repl_token_resume runs when a stream parked for the token wakes: granted
+ * (release hands the token straight to the queue's head and wakes it),
+ * cancelled, or the replica torn down; else it parks again. */
+static void repl_token_resume(struct gaz_rpc_call *call, void *arg)
+{
+	struct repl_ctx *c = arg;
+	bool gone = gaz_rpc_poll(call) == GAZ_ECANCELLED;
+	int rc = gaz_replica_token_settle(c->r, &c->waiter, gone);
+
+	if (rc == 1 && gaz_rpc_park(call, repl_token_resume, c, GAZ_DEADLINE_NEVER, 0) == 0)
+		return;
+	if (rc == 1) /* cannot park (not for a remote call): give up the place */
+		rc = gaz_replica_token_settle(c->r, &c->waiter, true);
+	repl_took(c, rc);
+}
+
+/* repl_start (REPL_TOKEN) takes the replica's append token for the
+ * stream's life. While another holds it (the stream of the journal's
+ * previous primary, or an append of our own time as primary), the stream
+ * waits parked in the token queue, holding no thread; a local call waits
+ * on its runner's thread. */
+static void repl_start(struct repl_ctx *c, Protocol__ReplicateRequest *first)
+{
+	int rc;
+
+	c->first = first;
+	if (gaz_rpc_is_local(c->call)) {
+		repl_took(c, gaz_replica_acquire(c->r, c->call));
+		return;
+	}
+	c->waiter.call = c->call;
+	rc = gaz_replica_token_queue(c->r, &c->waiter);
+	if (rc == 1 && gaz_rpc_park(c->call, repl_token_resume, c, GAZ_DEADLINE_NEVER, 0) == 0)
+		return;
+	if (rc == 1)
+		rc = gaz_replica_token_settle(c->r, &c->waiter, true);
+	repl_took(c, rc);
+}
+
 /* The stream's states, in order: REPL_RESOLVE (the first message names the
- * journal and the route it was sent under), REPL_TOKEN (repl_start),
- * REPL_STREAM (parked; messages applied on the pollers, repl_wait and
- * repl_resume) and REPL_DONE (repl_end). A stream holds no thread while it
- * waits for the primary's next message. */
+ * journal and the route it was sent under), REPL_TOKEN (repl_start, parked
+ * in the token queue while another holds it: repl_token_resume, then
+ * repl_took), REPL_STREAM (parked; messages applied on the pollers,
+ * repl_wait and repl_resume) and REPL_DONE (repl_end). A stream holds no
+ * thread while it waits for the token or for the primary's next
+ * message. */
 void gaz_handle_replicate(struct gaz_rpc_call *call, void *arg)
 {
 	struct repl_ctx *c;

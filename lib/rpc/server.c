@@ -1234,8 +1234,11 @@ static void refuse_limited(struct req *r, const char *why)
 
 	if (!u)
 		return;
-	snprintf(text, sizeof(text), "%s (%d): retry later, or through another connection or server",
-		 why, bound);
+	if (strstr(why, "memory"))
+		snprintf(text, sizeof(text), "%s", why);
+	else
+		snprintf(text, sizeof(text),
+			 "%s (%d): retry later, or through another connection or server", why, bound);
 	if (m->mm) {
 		const char *v[4] = {m->mm->labels[0], m->mm->labels[1], m->mm->labels[2],
 				    code_names[GAZ_GRPC_RESOURCE_EXHAUSTED]};

@@ -4,12 +4,14 @@ messages (each is applied on the poller that received it), so a broker's
 threads stay few however many journals it replicates, and appends are
 answered beside them; a replica's teardown ends its stream."""
 import os
+import queue
+import threading
 import time
 import urllib.request
 
 import protocol_pb2 as pb
 from gazpb import Client, spec
-from test_many_readers import thread_names, threads_of
+from test_many_readers import own_connection, thread_names, threads_of
 
 JOURNALS = int(os.environ.get("GAZ_TEST_REPLICATED_JOURNALS", "300"))
 APPLY_BATCH = 100  # etcd's default limit is 128 operations per transaction
@@ -86,3 +88,101 @@ def test_replicated_journals_hold_no_thread_per_stream(cluster):
         c.apply(deletes=[(n, revs[n]) for n in names[i:i + APPLY_BATCH]], timeout=60)
     wait_for("every Replicate stream ended",
              lambda: all(open_replicate_streams(b) == 0 for b in brokers), 60)
+
+
+
+class WaitingStream:
+    """A Replicate stream to broker `b` for journal `j` (a ListResponse
+    journal), sent as its primary would send one. While another stream
+    holds b's append token for the journal (the primary's own pipeline
+    does, for its life), this one waits for it."""
+
+    def __init__(self, b, j, etcd_header):
+        self.q = queue.Queue()
+        self.ch = own_connection(b.address)
+        rep = self.ch.stream_stream("/protocol.Journal/Replicate", pb.ReplicateRequest.SerializeToString,
+                                    pb.ReplicateResponse.FromString)
+        self.q.put(pb.ReplicateRequest(
+            header=pb.Header(process_id=pb.ProcessSpec.ID(zone=b.zone, suffix=b.id), route=j.route,
+                             etcd=etcd_header),
+            proposal=pb.Fragment(journal=j.spec.name, begin=0, end=0, compression_codec=pb.NONE),
+            registers=pb.LabelSet(), acknowledge=True))
+        self.call = rep(iter(self.q.get, None), timeout=120)
+        self.got = None
+        # Its first response comes once the token is the stream's.
+        self.t = threading.Thread(target=self._first, daemon=True)
+        self.t.start()
+
+    def _first(self):
+        try:
+            self.got = next(self.call)
+        except Exception as e:  # reported by the test's assertions
+            self.got = e
+
+    def close(self):
+        self.q.put(None)  # half-close: the replica lets go of the token
+        self.call.cancel()
+        self.t.join(10)
+        self.ch.close()
+
+
+def test_streams_waiting_for_a_replicas_token_hold_no_thread(cluster):
+    """A new primary's Replicate stream waits for the replica's append
+    token while the previous primary's stream holds it. Here about a
+    hundred wait at once on one broker, behind the pipelines of the
+    journals' primaries: they hold no thread there; one cancelled leaves
+    the queue; and when a primary dies, its streams end and the waiters
+    behind them get the token."""
+    env = {"GAZ_RPC_IDLE_THREAD_MS": "1000"}
+    brokers = [cluster.start(env=env) for _ in range(3)]
+    a, b = brokers[0], brokers[1]
+    c = Client(brokers[2].address)
+    names = ["many/tok-%04d" % i for i in range(150)]
+    for i in range(0, len(names), APPLY_BATCH):
+        c.apply(*[spec(n, replication=3) for n in names[i:i + APPLY_BATCH]], timeout=60)
+    for n in names:  # every primary's pipeline is open: it holds its peers' tokens
+        assert c.append(n, b"x\n", timeout=60).status == pb.OK
+
+    def routed():
+        resp = list(c._list(pb.ListRequest(), timeout=60))
+        js = [j for r in resp for j in r.journals
+              if j.route.primary >= 0 and len(j.route.members) == 3]
+        return (resp[0].header.etcd, js) if len(js) == len(names) else (False, len(js))
+    etcd_header, journals = wait_for("every journal routed over three brokers", routed, 120)
+    bid = pb.ProcessSpec.ID(zone=b.zone, suffix=b.id)
+    aid = pb.ProcessSpec.ID(zone=a.zone, suffix=a.id)
+    behind_a = [j for j in journals if j.route.members[j.route.primary] == aid]
+    behind_other = [j for j in journals if j.route.members[j.route.primary] not in (aid, bid)]
+    assert len(behind_a) >= 25 and len(behind_other) >= 25, (len(behind_a), len(behind_other))
+    before = open_replicate_streams(b)
+    waiting = [WaitingStream(b, j, etcd_header) for j in behind_a + behind_other]
+    wait_for("%d Replicate streams waiting for a token on %s" % (len(waiting), b.address),
+             lambda: open_replicate_streams(b) >= before + len(waiting) or
+             (False, open_replicate_streams(b) - before, [w.got for w in waiting[:2]]), 30)
+    wait_for("%s at 64 threads or fewer beside %d streams waiting for a token" % (b.address, len(waiting)),
+             lambda: threads_of(b.proc.pid) <= 64 or (False, thread_names(b.proc.pid)[:6]), 15)
+    assert all(w.got is None for w in waiting), [w.got for w in waiting if w.got is not None][:3]
+    # The pipelines that hold the tokens serve on: appends are answered.
+    for j in journals[:10]:
+        r = c.append(j.spec.name, b"y\n", timeout=5, retry=False)
+        assert r.status == pb.OK, pb.Status.Name(r.status)
+    # Cancelled waiters leave the queue and end.
+    for w in waiting[len(behind_a):]:
+        w.close()
+    wait_for("the cancelled waiters' streams ended on %s" % b.address,
+             lambda: open_replicate_streams(b) <= before + len(behind_a) or
+             (False, open_replicate_streams(b) - before), 30)
+    # The primary of the rest dies: its streams to b end, and each waiter
+    # behind one gets the token and its first response.
+    a.proc.kill()
+    wait_for("every waiter behind the dead primary's streams answered",
+             lambda: all(w.got is not None for w in waiting[:len(behind_a)]) or
+             (False, sum(w.got is None for w in waiting[:len(behind_a)])), 30)
+    bad = [w.got for w in waiting[:len(behind_a)] if not isinstance(w.got, pb.ReplicateResponse)]
+    assert not bad, bad[:3]
+    for w in waiting[:len(behind_a)]:
+        w.close()
+    wait_for("every waiter's stream ended on %s" % b.address,
+             lambda: open_replicate_streams(b) <= before or
+             (False, open_replicate_streams(b) - before), 30)
+    assert b.proc.poll() is None
