@@ -176,6 +176,123 @@ static void relay_finish(struct gaz_rpc_call *call, struct gaz_rpc_stream *s,
 		gaz_rpc_finish(call, resp, GAZ_GRPC_OK, NULL);
 }
 
+/* A proxied Read, from the member we forward to back to our client.
+ * States: PROXY_OPEN (gaz_proxy_read: the upstream stream opened and the
+ * request sent), PROXY_WAIT (parked: the upstream's next message is
+ * awaited by a receive notify, which wakes the call; or, with a full
+ * response queue, room to send), PROXY_RELAY (proxy_resume: every
+ * message received is sent on), PROXY_DONE (proxy_end). A proxied reader
+ * at the write head holds no thread here, as it holds none upstream. */
+struct proxy_read {
+	struct gaz_rpc_call *call;
+	struct gaz_rpc_stream *s;
+	char *journal, *upstream; /* for the log */
+	ProtobufCMessage *held;   /* received, waiting for room in our queue */
+};
+
+static void proxy_resume(struct gaz_rpc_call *call, void *arg);
+
+/* proxy_end (PROXY_DONE): relays the upstream's end (rc GAZ_EOF) or
+ * abandons it (the client went away, a send failed), then finishes the
+ * call. The upstream is freed first: its receive notify may still be
+ * running (it wakes our call, which must be alive then). */
+static void proxy_end(struct proxy_read *p, int rc)
+{
+	struct gaz_status st = {0};
+	int frc = 0;
+
+	gaz_debug("proxied read ended", "journal=%s upstream=%s rc=%s", p->journal, p->upstream,
+		  gaz_err_str(rc));
+	if (rc == GAZ_EOF)
+		frc = gaz_rpc_stream_finish(p->s, &st);
+	else
+		gaz_rpc_stream_cancel(p->s);
+	gaz_rpc_stream_free(p->s);
+	if (p->held)
+		protobuf_c_message_free_unpacked(p->held, NULL);
+	if (rc != GAZ_EOF)
+		gaz_rpc_finish(p->call, NULL, GAZ_GRPC_CANCELLED, "proxied read ended");
+	else if (frc)
+		gaz_rpc_finish(p->call, NULL, st.grpc ? st.grpc : GAZ_GRPC_UNAVAILABLE, st.msg);
+	else
+		gaz_rpc_finish(p->call, NULL, GAZ_GRPC_OK, NULL);
+	free(p->journal);
+	free(p->upstream);
+	free(p);
+}
+
+/* upstream_ready runs on a poller (or at once) when the upstream's next
+ * receive completed: the parked call resumes to relay it. */
+static void upstream_ready(void *arg)
+{
+	gaz_rpc_wake(((struct proxy_read *)arg)->call);
+}
+
+/* proxy_park (PROXY_WAIT): parks until the upstream's next message, or
+ * with `for_room` until our response queue has room for p->held. */
+static void proxy_park(struct proxy_read *p, bool for_room)
+{
+	if (!for_room)
+		gaz_rpc_stream_recv_notify(p->s, upstream_ready, p);
+	gaz_rpc_park(p->call, proxy_resume, p, GAZ_DEADLINE_NEVER, for_room ? GAZ_RPC_PARK_SEND : 0);
+}
+
+/* proxy_resume (PROXY_RELAY): sends on what was held and every message
+ * already received, without waiting on either side, then parks again. */
+static void proxy_resume(struct gaz_rpc_call *call, void *arg)
+{
+	struct proxy_read *p = arg;
+	int rc = 0;
+
+	if (gaz_rpc_poll(call) == GAZ_ECANCELLED) {
+		proxy_end(p, GAZ_ECANCELLED);
+		return;
+	}
+	for (;;) {
+		if (!p->held) {
+			rc = gaz_rpc_stream_recv(p->s, &protocol__read_response__descriptor, &p->held, 0);
+			if (rc == GAZ_ETIMEDOUT) { /* not in yet: its notify wakes us */
+				proxy_park(p, false);
+				return;
+			}
+			if (rc)
+				break;
+		}
+		if (!gaz_rpc_send_room(call)) {
+			proxy_park(p, true);
+			return;
+		}
+		rc = gaz_rpc_send(call, p->held);
+		protobuf_c_message_free_unpacked(p->held, NULL);
+		p->held = NULL;
+		if (rc)
+			break;
+	}
+	proxy_end(p, rc);
+}
+
+/* The blocking relay of a local call (which cannot park), on its runner's
+ * thread. */
+static void proxy_relay_blocking(struct proxy_read *p)
+{
+	int rc = 0;
+
+	while (!rc) {
+		ProtobufCMessage *m = NULL;
+		rc = gaz_rpc_stream_recv(p->s, &protocol__read_response__descriptor, &m,
+					 gaz_deadline_in(500));
+		if (rc == GAZ_ETIMEDOUT) {
+			rc = gaz_rpc_cancelled(p->call) ? GAZ_ECANCELLED : 0;
+			continue;
+		}
+		if (rc)
+			break;
+		rc = gaz_rpc_send(p->call, m);
+		protobuf_c_message_free_unpacked(m, NULL);
+	}
+	proxy_end(p, rc);
+}
+
 void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__ReadRequest *req,
 		    const struct gaz_resolution *res)
 {
@@ -183,20 +300,29 @@ void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__R
 	struct gaz_rpc_stream *s = NULL;
 	struct gaz_rpc_channel *ch;
 	Protocol__Header *h = gaz_header_build(b, res), *orig;
+	struct proxy_read *p = calloc(1, sizeof(*p));
 	int idx, rc = 0;
 	const char *ep = gaz_proxy_pick(b, res, &idx);
 	/* Signed by us for the client we verified (Gazette re-signs too). */
 	char *auth = gaz_broker_sign(b, GAZ_CAP_READ, req->journal);
 
-	if (!ep || !h || !(ch = gaz_peer_channel(b, ep)) ||
+	if (!p || !ep || !h || !(ch = gaz_peer_channel(b, ep)) ||
 	    !(s = gaz_rpc_stream_open(ch, "/protocol.Journal/Read", GAZ_DEADLINE_NEVER, false, auth,
-				      &st))) {
+				      &st)) ||
+	    !(p->journal = strdup(req->journal)) || !(p->upstream = strdup(ep))) {
 		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAVAILABLE, "no route member to proxy to");
+		gaz_rpc_stream_free(s);
 		gaz_header_free(h);
 		free(auth);
+		if (p) {
+			free(p->journal);
+			free(p);
+		}
 		return;
 	}
 	free(auth);
+	p->call = call;
+	p->s = s;
 	/* Name the member we forward to: it checks that it is that member, so
 	 * a stale route (say, a dead member's lease still holding the
 	 * assignment at our own address) fails instead of looping. */
@@ -210,28 +336,13 @@ void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__R
 	req->header = orig;
 	gaz_header_free(h);
 	if (!rc)
-		gaz_rpc_stream_close_send(s);
-	while (!rc) {
-		ProtobufCMessage *m = NULL;
-		rc = gaz_rpc_stream_recv(s, &protocol__read_response__descriptor, &m,
-					 gaz_deadline_in(500));
-		if (rc == GAZ_ETIMEDOUT) {
-			rc = gaz_rpc_cancelled(call) ? GAZ_ECANCELLED : 0;
-			continue;
-		}
-		if (rc)
-			break;
-		rc = gaz_rpc_send(call, m);
-		protobuf_c_message_free_unpacked(m, NULL);
-	}
-	gaz_debug("proxied read ended", "journal=%s upstream=%s rc=%s", req->journal, ep, gaz_err_str(rc));
-	if (rc == GAZ_EOF) {
-		relay_finish(call, s, NULL, false);
-	} else {
-		gaz_rpc_stream_cancel(s);
-		gaz_rpc_finish(call, NULL, GAZ_GRPC_CANCELLED, "proxied read ended");
-	}
-	gaz_rpc_stream_free(s);
+		rc = gaz_rpc_stream_close_send(s);
+	if (rc)
+		proxy_end(p, rc);
+	else if (gaz_rpc_is_local(call))
+		proxy_relay_blocking(p);
+	else
+		proxy_park(p, false);
 }
 
 /* Relays every further client message to the upstream append. On an

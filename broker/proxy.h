@@ -11,7 +11,10 @@
  * (borrowed from res) or NULL when none has an endpoint. */
 const char *gaz_proxy_pick(struct gaz_broker *b, const struct gaz_resolution *res, int *index);
 
-/* Forwards a Read and relays every response; ends the call. */
+/* Forwards a Read and relays every response, then ends the call. The
+ * call may be parked when this returns (it waits for the upstream without
+ * a thread): the caller must not touch it after. `req` and `res` stay the
+ * caller's. */
 void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__ReadRequest *req,
 		    const struct gaz_resolution *res);
 

@@ -179,3 +179,35 @@ def test_reads_past_the_bounds_are_refused_at_once_and_the_rest_served(cluster):
         call.cancel()
     for ch in (one, two, three):
         ch.close()
+
+
+def test_proxied_blocking_reads_hold_no_thread_on_the_proxy(cluster):
+    """A Read sent to a broker that does not serve the journal is proxied
+    to one that does; at the write head the proxy waits for the upstream
+    parked, holding no thread of its own."""
+    env = {"GAZ_RPC_IDLE_THREAD_MS": "1000"}
+    brokers = [cluster.start(env=env) for _ in range(2)]
+    c = Client(brokers[0].address)
+    c.apply(spec("many/proxied"))
+    j = wait_assigned(c, "many/proxied")
+    serving = j.route.members[j.route.primary].suffix
+    proxy = next(b for b in brokers if b.id != serving)
+    pc = Client(proxy.address)
+    assert pc.append("many/proxied", b"first\n").status == pb.OK
+    n = READERS // 5
+    calls = [pc._read(pb.ReadRequest(journal="many/proxied", offset=0, block=True), timeout=300)
+             for _ in range(n)]
+    first = next_records(calls)
+    assert first.count(b"first\n") == n, sorted(set(map(repr, first)))[:5]
+    deadline = time.monotonic() + 30
+    while threads_of(proxy.proc.pid) > 64:
+        assert time.monotonic() < deadline, "%d threads on the proxy beside %d proxied readers: %s" % (
+            threads_of(proxy.proc.pid), n, thread_names(proxy.proc.pid))
+        time.sleep(0.2)
+    assert c.append("many/proxied", b"second\n").status == pb.OK
+    second = next_records(calls)
+    assert second.count(b"second\n") == n, sorted(set(map(repr, second)))[:5]
+    for call in calls:
+        call.cancel()
+    assert pc.append("many/proxied", b"third\n").status == pb.OK
+    assert all(b.proc.poll() is None for b in brokers)
