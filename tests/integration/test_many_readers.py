@@ -33,6 +33,16 @@ def threads_of(pid):
         return int(next(ln.split()[1] for ln in f if ln.startswith("Threads:")))
 
 
+def threads_fall_to(b, limit, where, timeout=30):
+    """Waits until broker `b` runs at most `limit` OS threads (the idle
+    ones a burst started exit after GAZ_RPC_IDLE_THREAD_MS)."""
+    deadline = time.monotonic() + timeout
+    while threads_of(b.proc.pid) > limit:
+        assert time.monotonic() < deadline, "%d threads %s: %s" % (
+            threads_of(b.proc.pid), where, thread_names(b.proc.pid))
+        time.sleep(0.2)
+
+
 def next_records(calls, per_thread=500):
     """The next content response of each Read call (None if its stream
     ended first, the error's text if it failed), taken by threads that each drain per_thread calls in
@@ -84,11 +94,7 @@ def test_thousands_of_blocking_reads_leave_appends_and_control_calls_answered(cl
         assert took < 1.0, "%s took %.2f s beside %d waiting readers" % (what, took, READERS)
     # Waiting readers hold no threads: once the handler threads their
     # arrival started have idled out, the broker runs a few dozen.
-    deadline = time.monotonic() + 30
-    while threads_of(b.proc.pid) > 64:
-        assert time.monotonic() < deadline, "%d threads beside %d waiting readers: %s" % (
-            threads_of(b.proc.pid), READERS, thread_names(b.proc.pid))
-        time.sleep(0.2)
+    threads_fall_to(b, 64, "beside %d waiting readers" % READERS)
     # One commit wakes them all: each gets the new record.
     assert c.append("many/readers", b"second\n").status == pb.OK
     second = next_records(calls)
@@ -199,11 +205,7 @@ def test_proxied_blocking_reads_hold_no_thread_on_the_proxy(cluster):
              for _ in range(n)]
     first = next_records(calls)
     assert first.count(b"first\n") == n, sorted(set(map(repr, first)))[:5]
-    deadline = time.monotonic() + 30
-    while threads_of(proxy.proc.pid) > 64:
-        assert time.monotonic() < deadline, "%d threads on the proxy beside %d proxied readers: %s" % (
-            threads_of(proxy.proc.pid), n, thread_names(proxy.proc.pid))
-        time.sleep(0.2)
+    threads_fall_to(proxy, 64, "on the proxy beside %d proxied readers" % n)
     assert c.append("many/proxied", b"second\n").status == pb.OK
     second = next_records(calls)
     assert second.count(b"second\n") == n, sorted(set(map(repr, second)))[:5]

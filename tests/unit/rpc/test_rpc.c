@@ -2192,6 +2192,19 @@ static int64_t recv_parked(struct gaz_rpc_stream *s, int64_t why)
 	return ms;
 }
 
+/* drain_free reads what is left of `s` to its end, whatever its status
+ * (a shutdown ended it), and frees it. */
+static void drain_free(struct gaz_rpc_stream *s)
+{
+	struct gaz_status st = {0};
+	Protocol__ReadResponse *r;
+
+	while (stream_recv_resp(s, &r, gaz_deadline_in(10000)) == 0)
+		free_resp(r);
+	gaz_rpc_stream_finish(s, &st);
+	gaz_rpc_stream_free(s);
+}
+
 /* pool_of_two starts a server with every handler registered and two
  * handler threads at most, and returns a channel to it in *ch. */
 static struct gaz_rpc_server *pool_of_two(struct gaz_rpc_channel **ch)
@@ -2264,15 +2277,9 @@ static void test_parked_calls(void **state)
 		assert_true(ms_since(t0) < 5000);
 	}
 	assert_int_equal(s_int(&PK.resumed), n + 2);
-	for (int i = n / 2 + 1; i < n + 2; i++) {
-		if (i == n)
-			continue;
-		memset(&st, 0, sizeof(st));
-		while (stream_recv_resp(s[i], &r, gaz_deadline_in(10000)) == 0)
-			free_resp(r);
-		gaz_rpc_stream_finish(s[i], &st);
-		gaz_rpc_stream_free(s[i]);
-	}
+	for (int i = n / 2 + 1; i < n + 2; i++)
+		if (i != n)
+			drain_free(s[i]);
 	gaz_rpc_channel_free(ch);
 	gaz_rpc_server_free(srv);
 }
@@ -2359,13 +2366,8 @@ static void test_stream_limits(void **state)
 	refused_open(c, "the server has its limit of concurrent streams open (3)");
 
 	gaz_rpc_server_shutdown(srv, 0); /* resumes and ends the parked ones */
-	for (int i = 1; i < 4; i++) {
-		memset(&st, 0, sizeof(st));
-		while (stream_recv_resp(s[i], &r, gaz_deadline_in(10000)) == 0)
-			free_resp(r);
-		gaz_rpc_stream_finish(s[i], &st);
-		gaz_rpc_stream_free(s[i]);
-	}
+	for (int i = 1; i < 4; i++)
+		drain_free(s[i]);
 	gaz_rpc_channel_free(a);
 	gaz_rpc_channel_free(b);
 	gaz_rpc_channel_free(c);
