@@ -127,6 +127,32 @@ int bench_read(struct gaz_rpc_channel *ch, const char *journal, int64_t offset,
  * Protocol__Status) is one Gazette's client.Append retries. */
 bool bench_retryable_status(int status);
 
+/* ---- many blocking readers of one journal (bench_fanout.c) -------------- */
+
+struct bench_fanout;
+
+/* bench_fanout_open opens `n` blocking Reads of `journal` from `offset`,
+ * spread over the `nch` channels `chs` (borrowed, outliving the fanout),
+ * each ending by `deadline_ns`. No thread per reader: lib/rpc's pollers
+ * count what each receives. Returns the fanout (free with
+ * bench_fanout_close), or NULL with *st set when a stream cannot be
+ * opened. */
+struct bench_fanout *bench_fanout_open(struct gaz_rpc_channel *const *chs, int nch,
+				       const char *journal, int64_t offset, int n,
+				       int64_t deadline_ns, struct gaz_status *st);
+
+/* bench_fanout_count: how many readers have received at least `bytes`
+ * content bytes; *ended (if not NULL) how many streams ended (they should
+ * not while the workload runs). */
+int bench_fanout_count(struct bench_fanout *f, int64_t bytes, int *ended);
+
+/* bench_fanout_bytes: content bytes received by all readers together. */
+int64_t bench_fanout_bytes(struct bench_fanout *f);
+
+/* bench_fanout_close cancels every stream and frees the fanout (NULL is
+ * ignored). */
+void bench_fanout_close(struct bench_fanout *f);
+
 /* ---- closed-loop appenders on completion queues (bench_loops.c) --------- */
 
 struct bench_samples;

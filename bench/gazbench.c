@@ -26,6 +26,11 @@
  *                       rate, appends of 1 MiB / 64 KiB / 1 KiB sent to the
  *                       journal's primary; p50/p99 latency from the
  *                       scheduled send time
+ *   fanout_1k, fanout_10k  1,000 (10,000) blocking readers at the head of
+ *                       one journal while 1 KiB records are appended at a
+ *                       fixed rate: append p99 against the same schedule
+ *                       with no reader, records missed, the broker's RSS
+ *                       per reader, CPU per delivery, threads
  *   idle_5k, idle_10k   5,000 (10,000) journals made ready, then left
  *                       alone: the broker's CPU cores over 20 s and its
  *                       RSS growth per journal (run last)
@@ -913,6 +918,150 @@ static int run_idle(struct run *r, const char *key, size_t count)
 	return rc;
 }
 
+/* ---- blocking readers at the write head --------------------------------------- */
+
+struct fanout_def {
+	const char *key;
+	int readers;  /* blocking Reads of the one journal, all at its head */
+	int rate;     /* REC_LEN appends per second while they read */
+	double secs;
+};
+
+static const struct fanout_def fanout_defs[] = {
+	{"fanout_1k", 1000, 50, 4},
+	{"fanout_10k", 10000, 10, 5},
+};
+
+#define FANOUT_CHANNELS 4      /* connections the readers share */
+#define FANOUT_WAIT_MS 60000   /* for every reader to have every record */
+
+/* fanout_appends sends rate x secs records to L->journal on run_lat's
+ * schedule and senders, and keeps the latency of each acknowledged one
+ * in *ack (initialised here). */
+static void fanout_appends(struct lat_run *L, int rate, double secs, struct bench_samples *ack)
+{
+	pthread_t w[LAT_WORKERS];
+
+	L->period_ns = GAZ_NS_PER_S / rate;
+	L->size = REC_LEN;
+	L->skip = 0;
+	L->total = (size_t)(rate * secs);
+	atomic_store(&L->next, 0);
+	L->ack_lat = bench_xcalloc(L->total, sizeof(int64_t));
+	L->lag = bench_xcalloc(L->total, sizeof(int64_t));
+	L->t0_ns = gaz_mono_ns() + 50 * GAZ_NS_PER_MS;
+	for (int i = 0; i < LAT_WORKERS; i++)
+		pthread_create(&w[i], NULL, lat_worker, L);
+	for (int i = 0; i < LAT_WORKERS; i++)
+		pthread_join(w[i], NULL);
+	bench_samples_init(ack, L->total);
+	for (size_t i = 0; i < L->total; i++)
+		if (L->ack_lat[i] >= 0)
+			bench_samples_add(ack, L->ack_lat[i]);
+	free(L->ack_lat);
+	free(L->lag);
+}
+
+/* fanout_wait waits up to FANOUT_WAIT_MS for every reader to hold `bytes`;
+ * returns how many do. */
+static int fanout_wait(struct bench_fanout *f, int readers, int64_t bytes)
+{
+	int64_t deadline = gaz_deadline_in(FANOUT_WAIT_MS);
+	int have, ended;
+
+	while ((have = bench_fanout_count(f, bytes, &ended)) < readers && ended == 0 &&
+	       gaz_mono_ns() < deadline)
+		bench_sleep_until(gaz_deadline_in(20));
+	return have;
+}
+
+/* run_fanout (fanout_1k, fanout_10k): `readers` blocking Reads wait at
+ * the head of one journal while records are appended to it at a fixed
+ * rate; the same schedule runs first with no reader. Figures: the append
+ * p99 with the readers and without (and their ratio: issue 39 asks at
+ * most 2), readers that missed a record, the broker's RSS per waiting
+ * reader, its CPU per record delivered to one reader, and its threads. */
+static int run_fanout(struct run *r, const struct fanout_def *d)
+{
+	struct gaz_rpc_channel *chs[FANOUT_CHANNELS] = {0};
+	struct lat_run L = {.r = r, .ch = r->ch};
+	struct bench_append_result first[1], mark;
+	struct bench_samples base, with;
+	struct bench_fanout *f = NULL;
+	struct gaz_status st = {0};
+	uint8_t rec[REC_LEN];
+	char *names[1];
+	int rc;
+
+	printf("%s: %d blocking readers at the head, %d records/s for %.0f s\n", d->key,
+	       d->readers, d->rate, d->secs);
+	if ((rc = make_journals(r, d->key, 1, names, first)))
+		return rc;
+	L.journal = names[0];
+	fanout_appends(&L, d->rate, d->secs, &base);
+	int64_t rss0 = proc_rss_kib(r);
+	fill_record(rec, r->payload, 0);
+	for (int i = 0; i < FANOUT_CHANNELS; i++)
+		if (!(chs[i] = bench_channel(r->broker)))
+			rc = GAZ_EUNAVAIL;
+	/* Readers from the write head; a first record reaches them all
+	 * before the measured appends start. */
+	if (!rc && !(rc = bench_append(r->ch, names[0], rec, REC_LEN, REC_LEN,
+				       gaz_deadline_in(OP_TIMEOUT_MS), &mark, &st)) &&
+	    !(f = bench_fanout_open(chs, FANOUT_CHANNELS, names[0], mark.commit_end, d->readers,
+				    gaz_deadline_in(300000), &st)))
+		rc = GAZ_ERPC;
+	if (!rc && (rc = bench_append(r->ch, names[0], rec, REC_LEN, REC_LEN,
+				      gaz_deadline_in(OP_TIMEOUT_MS), &mark, &st)) == 0 &&
+	    fanout_wait(f, d->readers, REC_LEN) < d->readers) {
+		gaz_status_set(&st, GAZ_ETIMEDOUT, "the first record did not reach every reader");
+		rc = GAZ_ETIMEDOUT;
+	}
+	if (!rc) {
+		int64_t rss1 = proc_rss_kib(r), most = -1;
+		for (int i = 0; i < r->npids; i++) {
+			int64_t t = bench_proc_status_kib(r->broker_pids[i], "Threads");
+			most = t > most ? t : most;
+		}
+		int64_t s0 = bench_sched_ns(r->broker_pids, r->npids), t0 = gaz_mono_ns();
+		fanout_appends(&L, d->rate, d->secs, &with);
+		int have = fanout_wait(f, d->readers, REC_LEN * (int64_t)(1 + L.total)), ended = 0;
+		int64_t s1 = bench_sched_ns(r->broker_pids, r->npids), t1 = gaz_mono_ns();
+		double delivered = (double)(bench_fanout_bytes(f) / REC_LEN) - d->readers;
+
+		bench_fanout_count(f, 0, &ended);
+		put(r, d->key, "p99_us", (double)bench_samples_pct(&with, 0.99) / 1e3);
+		put(r, d->key, "base_p99_us", (double)bench_samples_pct(&base, 0.99) / 1e3);
+		put(r, d->key, "p99_ratio", (double)bench_samples_pct(&with, 0.99) /
+					      (double)(bench_samples_pct(&base, 0.99) ? bench_samples_pct(&base, 0.99) : 1));
+		put(r, d->key, "readers_missing", (double)(d->readers - have));
+		put(r, d->key, "streams_ended", (double)ended);
+		put(r, d->key, "rss_kib_per_reader",
+		    rss0 < 0 || rss1 < 0 ? -1 : (double)(rss1 - rss0) / d->readers);
+		put(r, d->key, "cpu_us_per_record", s0 < 0 || s1 < 0 || delivered <= 0 ? -1
+						    : (double)(s1 - s0) / 1e3 / delivered);
+		put(r, d->key, "deliver_s", (double)(t1 - t0) / 1e9);
+		put(r, d->key, "threads_max", (double)most);
+		put(r, d->key, "errors", (double)atomic_load(&L.errors));
+		printf("  p99 %.0f us with readers, %.0f us without; %d of %d readers got every "
+		       "record in %.1f s; %.1f KiB RSS per reader; %.2f us CPU per delivery; %lld threads\n",
+		       (double)bench_samples_pct(&with, 0.99) / 1e3,
+		       (double)bench_samples_pct(&base, 0.99) / 1e3, have, d->readers,
+		       (double)(t1 - t0) / 1e9, rss0 < 0 || rss1 < 0 ? -1.0 : (double)(rss1 - rss0) / d->readers,
+		       s0 < 0 || s1 < 0 || delivered <= 0 ? -1.0 : (double)(s1 - s0) / 1e3 / delivered,
+		       (long long)most);
+		bench_samples_release(&with);
+	} else {
+		fprintf(stderr, "gazbench: %s: %s\n", d->key, st.msg);
+	}
+	bench_samples_release(&base);
+	bench_fanout_close(f);
+	for (int i = 0; i < FANOUT_CHANNELS; i++)
+		gaz_rpc_channel_free(chs[i]);
+	free_names(names, 1);
+	return rc;
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 /* run_all runs every selected workload in a fixed order; a failed
@@ -940,6 +1089,9 @@ static int run_all(struct run *r)
 			rc = one;
 	if (!r->fatal && (one = run_reads(r)))
 		rc = one;
+	for (size_t i = 0; i < sizeof(fanout_defs) / sizeof(fanout_defs[0]) && !r->fatal; i++)
+		if (selected(r, fanout_defs[i].key) && (one = run_fanout(r, &fanout_defs[i])))
+			rc = one;
 done:
 	if (!r->fatal && selected(r, "idle_5k") && (one = run_idle(r, "idle_5k", 5000)))
 		rc = one;
