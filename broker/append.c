@@ -277,17 +277,54 @@ void gaz__append_respond_commit(struct append_ctx *a)
 
 /* ---- the state machine ---------------------------------------------------- */
 
-/* Primary path once resolved and holding the token. Returns 1 to resolve
- * again, 0 when the call was answered. */
+/* as_primary and after_resolve return this when the append waits parked
+ * for the token: append_token_resume carries on. */
+#define APPEND_PARKED 2
+
+static void append_token_resume(struct gaz_rpc_call *call, void *arg);
+
+/* ACQUIRE: takes the replica's append token, the outcome as
+ * gaz__append_acquire's. An append that streams its content (not
+ * batchable: its request was not read whole ahead) waits parked in the
+ * token queue, holding no thread, while another append holds the token;
+ * then APPEND_PARKED. Batchable ones wait in the group-commit queue
+ * (append_batch.c), and a local call (a pulse) on its thread. */
+static int acquire(struct append_ctx *a)
+{
+	struct gaz_replica *r = a->res.replica;
+	int rc;
+
+	if (a->batchable || gaz_rpc_is_local(a->call))
+		return gaz__append_acquire(a);
+	a->waiter.call = a->call;
+	if ((rc = gaz_replica_token_queue(r, &a->waiter)) != 1)
+		return rc;
+	if (gaz_rpc_park(a->call, append_token_resume, a, GAZ_DEADLINE_NEVER, 0) == 0)
+		return APPEND_PARKED;
+	return gaz_replica_token_settle(r, &a->waiter, true);
+}
+
+static int with_token(struct append_ctx *a, int rc);
+
+/* Primary path once resolved: ACQUIRE, then with_token. Returns 1 to
+ * resolve again, 0 when the call was answered, APPEND_PARKED. */
 static int as_primary(struct append_ctx *a)
+{
+	gaz__append_prefetch(a);
+	return with_token(a, acquire(a));
+}
+
+/* The primary path after ACQUIRE ended with `rc`: 0 with the token held.
+ * Returns as as_primary. */
+static int with_token(struct append_ctx *a, int rc)
 {
 	struct gaz_replica *r = a->res.replica;
 	int64_t d = desired_replication(a);
 	bool wrote;
-	int rc;
 
-	gaz__append_prefetch(a);
-	if ((rc = gaz__append_acquire(a))) {
+	if (rc == APPEND_PARKED)
+		return rc;
+	if (rc) {
 		if (rc == 1) /* committed by another append's group commit */
 			return 0;
 		if (rc == GAZ_ESTOPPED)
@@ -373,31 +410,81 @@ static int after_resolve(struct append_ctx *a)
 	return as_primary(a);
 }
 
+/* The end of every append: lets go of the token, answers an append left
+ * unanswered, frees `a`. */
+static void append_end(struct append_ctx *a)
+{
+	if (a->token)
+		gaz_replica_release(a->token);
+	if (!a->finished)
+		gaz_rpc_finish(a->call, NULL, GAZ_GRPC_CANCELLED, "append abandoned");
+	gaz__append_prefetch_release(a);
+	gaz_labelset_free(a->registers);
+	gaz_resolution_release(&a->res);
+	protobuf_c_message_free_unpacked(&a->req->base, NULL);
+	free(a);
+}
+
+/* RESOLVE and what follows, over again while a state asks to resolve at a
+ * newer revision, until the append is answered (append_end) or waits
+ * parked (it is then append_token_resume's). */
+static void append_run(struct append_ctx *a)
+{
+	int rc = 1;
+
+	while (!a->finished && rc == 1 && resolve(a) == 0)
+		rc = after_resolve(a);
+	if (rc != APPEND_PARKED)
+		append_end(a);
+}
+
+/* append_token_resume runs when an append parked in the token queue
+ * wakes: granted, cancelled, or the replica torn down; else it parks
+ * again. */
+static void append_token_resume(struct gaz_rpc_call *call, void *arg)
+{
+	struct append_ctx *a = arg;
+	bool gone = gaz_rpc_poll(call) == GAZ_ECANCELLED;
+	int rc = gaz_replica_token_settle(a->res.replica, &a->waiter, gone);
+
+	if (rc == 1 && gaz_rpc_park(call, append_token_resume, a, GAZ_DEADLINE_NEVER, 0) == 0)
+		return;
+	if (rc == 1)
+		rc = gaz_replica_token_settle(a->res.replica, &a->waiter, true);
+	rc = with_token(a, rc);
+	if (rc == APPEND_PARKED)
+		return;
+	if (rc == 1)
+		append_run(a);
+	else
+		append_end(a);
+}
+
 void gaz_handle_append(struct gaz_rpc_call *call, void *arg)
 {
-	struct append_ctx a = {.b = arg, .call = call};
+	struct append_ctx *a = calloc(1, sizeof(*a));
 	struct gaz_status st = {0};
 
-	a.res.route.primary = -1;
-	if (gaz_rpc_recv_request(call, &protocol__append_request__descriptor, (ProtobufCMessage **)&a.req, "AppendRequest"))
+	if (!a) {
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
-	if (!a.req->journal[0])
+	}
+	a->b = arg;
+	a->call = call;
+	a->res.route.primary = -1;
+	if (gaz_rpc_recv_request(call, &protocol__append_request__descriptor, (ProtobufCMessage **)&a->req, "AppendRequest")) {
+		free(a);
+		return;
+	}
+	if (!a->req->journal[0])
 		gaz_status_set(&st, GAZ_EINVAL, "expected first AppendRequest to have a Journal");
 	else
-		gaz_validate_append_request(a.req, &st);
+		gaz_validate_append_request(a->req, &st);
 	if (st.code) {
-		gaz__append_respond_error(&a, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
-	} else {
-		a.read_through_rev = a.req->min_etcd_revision;
-		while (!a.finished && resolve(&a) == 0 && after_resolve(&a) == 1)
-			;
+		gaz__append_respond_error(a, GAZ_GRPC_INVALID_ARGUMENT, st.msg);
+		append_end(a);
+		return;
 	}
-	if (a.token)
-		gaz_replica_release(a.token);
-	if (!a.finished)
-		gaz_rpc_finish(call, NULL, GAZ_GRPC_CANCELLED, "append abandoned");
-	gaz__append_prefetch_release(&a);
-	gaz_labelset_free(a.registers);
-	gaz_resolution_release(&a.res);
-	protobuf_c_message_free_unpacked(&a.req->base, NULL);
+	a->read_through_rev = a->req->min_etcd_revision;
+	append_run(a);
 }

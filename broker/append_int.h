@@ -61,6 +61,9 @@ struct append_ctx {
 	char fail_why[1024];
 	bool spool_failed;
 	struct gaz_commit_pending *poller_pc; /* a poller commit's, until gathered */
+	/* ACQUIRE of an append that streams its content (not batchable):
+	 * its place in the token queue while it waits parked. */
+	struct gaz_token_waiter waiter;
 };
 
 /* append_batch.c: group commit. An append whose whole content is small

@@ -213,3 +213,44 @@ def test_proxied_blocking_reads_hold_no_thread_on_the_proxy(cluster):
         call.cancel()
     assert pc.append("many/proxied", b"third\n").status == pb.OK
     assert all(b.proc.poll() is None for b in brokers)
+
+
+def test_streaming_appends_waiting_for_the_token_hold_no_thread(cluster):
+    """Appends that stream their content (not read whole ahead) queue for
+    the journal's append token: one streams, and the rest wait parked,
+    holding no thread, then commit in turn once their clients finish."""
+    env = {"GAZ_RPC_IDLE_THREAD_MS": "1000"}
+    # No minimum rate: the token holder's client pauses mid-append.
+    b = cluster.start(env=env, extra=["--broker.min-append-rate", "0"])
+    c = Client(b.address)
+    c.apply(spec("many/appends"))
+    wait_assigned(c, "many/appends")
+    go = threading.Event()
+    n = 200
+
+    def chunks(i):
+        yield pb.AppendRequest(journal="many/appends")
+        yield pb.AppendRequest(content=b"part-%03d " % i)
+        go.wait(120)
+        yield pb.AppendRequest(content=b"rest-%03d\n" % i)
+        yield pb.AppendRequest()
+    results = [None] * n
+
+    def append(i):
+        try:
+            results[i] = c._append(chunks(i), timeout=120)
+        except grpc.RpcError as e:  # reported by the assertion below
+            results[i] = e
+    threads = [threading.Thread(target=append, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    threads_fall_to(b, 64, "beside %d appends waiting for the token" % n)
+    assert not any(results), [r for r in results if r][:3]
+    go.set()
+    for t in threads:
+        t.join(120)
+    bad = [r for r in results if not isinstance(r, pb.AppendResponse) or r.status != pb.OK]
+    assert not bad, bad[:3]
+    data, _ = c.read_bytes("many/appends")
+    lines = data.decode().splitlines()
+    assert sorted(lines) == sorted("part-%03d rest-%03d" % (i, i) for i in range(n)), lines[:5]
