@@ -11,9 +11,14 @@
  *   VALIDATE_PRECONDITIONS (registers, offsets, suspension, rolls) ─▶
  *   STREAM_CONTENT ─▶ commit or roll back ─▶ response
  *
- * Any state may loop back to RESOLVE at a newer etcd revision. With more
- * than one route member, every spool change also goes through the
- * replication pipeline (append_repl.c).
+ * Any state may loop back to RESOLVE at a newer etcd revision (append_run).
+ * With more than one route member, every spool change also goes through
+ * the replication pipeline (append_repl.c). An append that streams its
+ * content waits for the token in ACQUIRE parked, holding no thread
+ * (append_token_resume carries on); the other states still run on the
+ * handler's thread (issue 39's next steps: STREAM_CONTENT and the
+ * pipeline's round trips). The append's state (struct append_ctx) is on
+ * the heap, freed by append_end.
  */
 #include "broker/broker.h"
 
