@@ -296,17 +296,12 @@ static void append_token_resume(struct gaz_rpc_call *call, void *arg);
  * (append_batch.c), and a local call (a pulse) on its thread. */
 static int acquire(struct append_ctx *a)
 {
-	struct gaz_replica *r = a->res.replica;
 	int rc;
 
 	if (a->batchable || gaz_rpc_is_local(a->call))
 		return gaz__append_acquire(a);
-	a->waiter.call = a->call;
-	if ((rc = gaz_replica_token_queue(r, &a->waiter)) != 1)
-		return rc;
-	if (gaz_rpc_park(a->call, append_token_resume, a, GAZ_DEADLINE_NEVER, 0) == 0)
-		return APPEND_PARKED;
-	return gaz_replica_token_settle(r, &a->waiter, true);
+	rc = gaz_replica_token_park(a->res.replica, &a->waiter, a->call, append_token_resume, a);
+	return rc == 1 ? APPEND_PARKED : rc;
 }
 
 static int with_token(struct append_ctx *a, int rc);
@@ -449,13 +444,10 @@ static void append_run(struct append_ctx *a)
 static void append_token_resume(struct gaz_rpc_call *call, void *arg)
 {
 	struct append_ctx *a = arg;
-	bool gone = gaz_rpc_poll(call) == GAZ_ECANCELLED;
-	int rc = gaz_replica_token_settle(a->res.replica, &a->waiter, gone);
+	int rc = gaz_replica_token_resumed(a->res.replica, &a->waiter, call, append_token_resume, a);
 
-	if (rc == 1 && gaz_rpc_park(call, append_token_resume, a, GAZ_DEADLINE_NEVER, 0) == 0)
-		return;
 	if (rc == 1)
-		rc = gaz_replica_token_settle(a->res.replica, &a->waiter, true);
+		return;
 	rc = with_token(a, rc);
 	if (rc == APPEND_PARKED)
 		return;

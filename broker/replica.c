@@ -285,7 +285,9 @@ int gaz_replica_acquire(struct gaz_replica *r, struct gaz_rpc_call *call)
 	return acquire(r, call, NULL);
 }
 
-int gaz_replica_token_queue(struct gaz_replica *r, struct gaz_token_waiter *w)
+/* token_queue (gaz_replica_token_park): 0 with the token, 1 with `w`
+ * queued, GAZ_ESTOPPED. */
+static int token_queue(struct gaz_replica *r, struct gaz_token_waiter *w)
 {
 	struct gaz_token_waiter **tail;
 	int rc = 1;
@@ -307,7 +309,9 @@ int gaz_replica_token_queue(struct gaz_replica *r, struct gaz_token_waiter *w)
 	return rc;
 }
 
-int gaz_replica_token_settle(struct gaz_replica *r, struct gaz_token_waiter *w, bool give_up)
+/* token_settle: a queued waiter's outcome (gaz_replica_token_resumed's
+ * returns); with `give_up`, or torn down, `w` leaves the queue. */
+static int token_settle(struct gaz_replica *r, struct gaz_token_waiter *w, bool give_up)
 {
 	int rc;
 
@@ -318,6 +322,28 @@ int gaz_replica_token_settle(struct gaz_replica *r, struct gaz_token_waiter *w, 
 	pthread_mutex_unlock(&r->mu);
 	if (rc < 0 && w->granted)
 		gaz_replica_release(r); /* pass it on */
+	return rc;
+}
+
+int gaz_replica_token_park(struct gaz_replica *r, struct gaz_token_waiter *w,
+			   struct gaz_rpc_call *call, gaz_rpc_handler_fn resume, void *arg)
+{
+	int rc;
+
+	w->call = call;
+	rc = token_queue(r, w);
+	if (rc == 1 && gaz_rpc_park(call, resume, arg, GAZ_DEADLINE_NEVER, 0) != 0)
+		rc = token_settle(r, w, true);
+	return rc;
+}
+
+int gaz_replica_token_resumed(struct gaz_replica *r, struct gaz_token_waiter *w,
+			      struct gaz_rpc_call *call, gaz_rpc_handler_fn resume, void *arg)
+{
+	int rc = token_settle(r, w, gaz_rpc_poll(call) == GAZ_ECANCELLED);
+
+	if (rc == 1 && gaz_rpc_park(call, resume, arg, GAZ_DEADLINE_NEVER, 0) != 0)
+		rc = token_settle(r, w, true);
 	return rc;
 }
 

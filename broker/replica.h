@@ -171,20 +171,25 @@ struct gaz_replica *gaz_replica_archive(struct gaz_replica *dead);
 int gaz_replica_acquire(struct gaz_replica *r, struct gaz_rpc_call *call);
 void gaz_replica_release(struct gaz_replica *r);
 
-/* gaz_replica_token_queue takes the append token for a holder that waits
- * without a thread (a parked Replicate stream): 0 when it was free and is
- * now held; 1 when `w` (w->call set, owned by the caller) joined the token
- * queue, and release will grant it (w->granted) and wake w->call, as will
- * teardown; GAZ_ESTOPPED when the replica is torn down. A queued `w` must
- * be settled with gaz_replica_token_settle before its call ends. */
-int gaz_replica_token_queue(struct gaz_replica *r, struct gaz_token_waiter *w);
+/* gaz_replica_token_park takes the append token for `call`, a remote call
+ * (not local) that waits for it without a thread: 0 when it was free and
+ * is now held; 1 when `w` (the caller's, alive until resume has settled
+ * it) joined the token queue and the call parked (gaz_rpc_park with
+ * resume(call, arg)); GAZ_ESTOPPED when the replica is torn down, or
+ * GAZ_ECANCELLED when the call could not park. The release that grants
+ * the token wakes the call, and so does teardown; resume then calls
+ * gaz_replica_token_resumed. (A parked Replicate stream or streaming
+ * Append; Gazette's wait on the replica's spool channel.) */
+int gaz_replica_token_park(struct gaz_replica *r, struct gaz_token_waiter *w,
+			   struct gaz_rpc_call *call, gaz_rpc_handler_fn resume, void *arg);
 
-/* gaz_replica_token_settle settles a queued waiter after its call woke:
- * 0 when the token was granted (held from here); 1 while it still waits
- * (a spurious wake: park again); or, when `give_up` (the call is gone) or
- * the replica is torn down, GAZ_ECANCELLED or GAZ_ESTOPPED with `w` out
- * of the queue and a token granted meanwhile passed on. */
-int gaz_replica_token_settle(struct gaz_replica *r, struct gaz_token_waiter *w, bool give_up);
+/* gaz_replica_token_resumed settles, in `resume`, a wait that
+ * gaz_replica_token_park parked: 0 with the token held; 1 when parked
+ * again (a spurious wake; resume runs later); GAZ_ECANCELLED (the call is
+ * gone) or GAZ_ESTOPPED (torn down), with `w` out of the queue and a
+ * token granted meanwhile passed on. */
+int gaz_replica_token_resumed(struct gaz_replica *r, struct gaz_token_waiter *w,
+			      struct gaz_rpc_call *call, gaz_rpc_handler_fn resume, void *arg);
 
 /* gaz_replica_acquire_queued is gaz_replica_acquire for an append whose
  * content is complete: `link` joins the group-commit queue in the same

@@ -278,14 +278,10 @@ static void repl_took(struct repl_ctx *c, int rc)
 static void repl_token_resume(struct gaz_rpc_call *call, void *arg)
 {
 	struct repl_ctx *c = arg;
-	bool gone = gaz_rpc_poll(call) == GAZ_ECANCELLED;
-	int rc = gaz_replica_token_settle(c->r, &c->waiter, gone);
+	int rc = gaz_replica_token_resumed(c->r, &c->waiter, call, repl_token_resume, c);
 
-	if (rc == 1 && gaz_rpc_park(call, repl_token_resume, c, GAZ_DEADLINE_NEVER, 0) == 0)
-		return;
-	if (rc == 1) /* cannot park (not for a remote call): give up the place */
-		rc = gaz_replica_token_settle(c->r, &c->waiter, true);
-	repl_took(c, rc);
+	if (rc != 1)
+		repl_took(c, rc);
 }
 
 /* repl_start (REPL_TOKEN) takes the replica's append token for the
@@ -302,13 +298,9 @@ static void repl_start(struct repl_ctx *c, Protocol__ReplicateRequest *first)
 		repl_took(c, gaz_replica_acquire(c->r, c->call));
 		return;
 	}
-	c->waiter.call = c->call;
-	rc = gaz_replica_token_queue(c->r, &c->waiter);
-	if (rc == 1 && gaz_rpc_park(c->call, repl_token_resume, c, GAZ_DEADLINE_NEVER, 0) == 0)
-		return;
-	if (rc == 1)
-		rc = gaz_replica_token_settle(c->r, &c->waiter, true);
-	repl_took(c, rc);
+	rc = gaz_replica_token_park(c->r, &c->waiter, c->call, repl_token_resume, c);
+	if (rc != 1)
+		repl_took(c, rc);
 }
 
 /* The stream's states, in order: REPL_RESOLVE (the first message names the

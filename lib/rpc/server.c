@@ -397,31 +397,37 @@ static struct conn_streams **conn_slot(struct gaz_rpc_server *srv, const char *p
 	return pp;
 }
 
+/* Why limit_take_locked refused a call. */
+enum limit_refusal { LIMIT_OK, LIMIT_SERVER, LIMIT_CONN, LIMIT_NOMEM };
+
 /* limit_take_locked counts a new GAZ_RPC_LIMITED call of `peer` (srv->mu
- * held). Returns NULL when counted, else the refusal's text (static). */
-static const char *limit_take_locked(struct gaz_rpc_server *srv, const char *peer)
+ * held; NULL peer: out of memory). Returns LIMIT_OK when counted, else
+ * which bound refused it. */
+static enum limit_refusal limit_take_locked(struct gaz_rpc_server *srv, const char *peer)
 {
 	int per_conn = srv->opts.max_streams_per_conn;
 	struct conn_streams **pp = NULL;
 
+	if (!peer)
+		return LIMIT_NOMEM;
 	if (srv->opts.max_streams > 0 && srv->streams >= srv->opts.max_streams)
-		return "the server has its limit of concurrent streams open";
+		return LIMIT_SERVER;
 	if (per_conn > 0) {
 		if (!srv->conns && !(srv->conns = calloc(CONN_BUCKETS, sizeof(*srv->conns))))
-			return "the server is out of memory";
+			return LIMIT_NOMEM;
 		pp = conn_slot(srv, peer);
 		if (*pp && (*pp)->n >= per_conn)
-			return "this connection has its limit of concurrent streams open";
+			return LIMIT_CONN;
 		if (!*pp) {
 			size_t len = strlen(peer) + 1;
 			if (!(*pp = calloc(1, sizeof(**pp) + len)))
-				return "the server is out of memory";
+				return LIMIT_NOMEM;
 			memcpy((*pp)->peer, peer, len);
 		}
 		(*pp)->n++;
 	}
 	srv->streams++;
-	return NULL;
+	return LIMIT_OK;
 }
 
 /* limit_give_locked uncounts a call limit_take_locked counted (srv->mu). */
@@ -1222,23 +1228,24 @@ static void reject(grpc_call *gc, grpc_metadata_array *md)
 
 /* refuse_limited answers a GAZ_RPC_LIMITED call past the server's bounds
  * RESOURCE_EXHAUSTED on this poller, counted in the server metrics as a
- * call started and handled; `why` names the bound. */
-static void refuse_limited(struct req *r, const char *why)
+ * call started and handled; the text names the bound that refused it. */
+static void refuse_limited(struct req *r, enum limit_refusal why)
 {
 	struct method *m = r->m;
 	struct gaz_rpc_server *srv = r->srv;
-	int bound = strstr(why, "connection") ? srv->opts.max_streams_per_conn
-					      : srv->opts.max_streams;
 	struct answered *u = answered_new(r);
 	char text[200];
 
 	if (!u)
 		return;
-	if (strstr(why, "memory"))
-		snprintf(text, sizeof(text), "%s", why);
+	if (why == LIMIT_NOMEM)
+		snprintf(text, sizeof(text), "the server is out of memory");
 	else
 		snprintf(text, sizeof(text),
-			 "%s (%d): retry later, or through another connection or server", why, bound);
+			 "%s has its limit of concurrent streams open (%d): retry later, or through "
+			 "another connection or server",
+			 why == LIMIT_CONN ? "this connection" : "the server",
+			 why == LIMIT_CONN ? srv->opts.max_streams_per_conn : srv->opts.max_streams);
 	if (m->mm) {
 		const char *v[4] = {m->mm->labels[0], m->mm->labels[1], m->mm->labels[2],
 				    code_names[GAZ_GRPC_RESOURCE_EXHAUSTED]};
@@ -1259,11 +1266,11 @@ static void accept_registered(struct req *r)
 	bool dispatch;
 
 	if (limited) {
-		const char *refused;
+		enum limit_refusal refused;
 		srv_lock(srv);
-		refused = peer ? limit_take_locked(srv, peer) : "the server is out of memory";
+		refused = limit_take_locked(srv, peer);
 		pthread_mutex_unlock(&srv->mu);
-		if (refused) {
+		if (refused != LIMIT_OK) {
 			free(peer);
 			refuse_limited(r, refused);
 			req_issue(r);
