@@ -929,7 +929,7 @@ struct fanout_def {
 
 static const struct fanout_def fanout_defs[] = {
 	{"fanout_1k", 1000, 50, 4},
-	{"fanout_10k", 10000, 10, 5},
+	{"fanout_10k", 10000, 2, 10},
 };
 
 #define FANOUT_CHANNELS 4      /* connections the readers share */

@@ -31,6 +31,7 @@
 
 #include "broker/broker.h"
 #include "broker/metrics.h"
+#include "broker/read_fanout.h"
 #include "broker/persister.h"
 #include "broker/release.h"
 #include "broker/replica.h"
@@ -583,6 +584,7 @@ static void shutdown_all(struct gaz_broker *b)
 		gaz_rpc_listener_close(b->listener);
 	if (b->srv)
 		gaz_rpc_server_shutdown(b->srv, 1000); /* replicas are gone: only watches remain */
+	gaz_read_fanout_stop(); /* every Read is over */
 	if (b->keepalive)
 		gaz_etcd_keepalive_stop(b->keepalive);
 	if (b->lease_id && gaz_etcd_lease_revoke(b->etcd, b->lease_id, &st))

@@ -23,7 +23,7 @@ static struct gaz_metric *exit_held, *exit_held_primary, *exit_unpersisted, *exi
 static struct gaz_metric *spool_write_failures, *spool_write_failing;
 /* What Read RPCs served (ours): content bytes by where they came from,
  * and signed fragment URLs handed out for readers to fetch themselves. */
-static struct gaz_metric *read_served, *read_urls;
+static struct gaz_metric *read_served, *read_urls, *read_head;
 
 /* Gazette's allocator families, unlabelled, so present (at 0) from the
  * start as promauto's are. */
@@ -117,6 +117,13 @@ int gaz_broker_metrics_init(void)
 	read_urls = gaz_metrics_counter(r, "gazette_read_fragment_urls_total",
 					"Signed fragment URLs sent to readers, which fetch those "
 					"fragments from the store themselves.", NULL);
+	read_head = gaz_metrics_counter(r, "gazette_read_head_deliveries_total",
+					"Deliveries to blocking Reads parked at a write head, by "
+					"outcome: shared (one read and packing per commit, sent to "
+					"every waiting reader) or returned (the reader was slow or "
+					"gone, and reads on its own).", "outcome");
+	(void)gaz_metric_with(read_head, "shared");
+	(void)gaz_metric_with(read_head, "returned");
 	(void)gaz_metric_with(read_served, "spool");
 	(void)gaz_metric_with(read_served, "store");
 	(void)gaz_metric_with(read_urls);
@@ -240,6 +247,14 @@ void gaz_metric_append_bytes(const char *journal, int64_t n)
 void gaz_metric_read_served(bool from_store, int64_t n)
 {
 	gaz_metric_add(gaz_metric_with(read_served, from_store ? "store" : "spool"), n);
+}
+
+void gaz_metric_read_head(int64_t shared, int64_t returned)
+{
+	if (shared)
+		gaz_metric_add(gaz_metric_with(read_head, "shared"), shared);
+	if (returned)
+		gaz_metric_add(gaz_metric_with(read_head, "returned"), returned);
 }
 
 void gaz_metric_read_fragment_url(void)

@@ -71,6 +71,10 @@ void gaz_metric_read_bytes(const char *journal, int64_t n);
  * reads the bucket directly shows as URLs with few store bytes. */
 void gaz_metric_read_served(bool from_store, int64_t n);
 void gaz_metric_read_fragment_url(void);
+/* Ours: a head group's round (read_fanout.c) reached `shared` waiting
+ * readers and returned `returned` to their own reads
+ * (gazette_read_head_deliveries_total{outcome}). */
+void gaz_metric_read_head(int64_t shared, int64_t returned);
 /* The counter of uncompressed bytes of persisted fragments of `journal`
  * with Protocol__CompressionCodec `codec` read (or, `discarded`, skipped
  * to reach the offset): gazette_{read,discard}_fragment_bytes_total. A

@@ -31,6 +31,7 @@
 
 #include "broker/metrics.h"
 #include "broker/proxy.h"
+#include "broker/read_fanout.h"
 #include "broker/replica.h"
 #include "broker/stores.h"
 #include "common/clock.h"
@@ -221,12 +222,14 @@ static int stream_remote(struct read_ctx *c, const struct read_target *t, int64_
 	return j.rc;
 }
 
-static void wake_call(void *arg) { gaz_rpc_wake(arg); }
-
 /* The states of a local read, one step at a time (read_step):
  *   READ_QUERY  find the fragment at `offset`; at the write head a
  *               blocking read parks until a commit, an index change or
- *               teardown wakes it; in a hole, until HOLE_WAIT_MS passes;
+ *               teardown wakes it; in a hole, until HOLE_WAIT_MS passes.
+ *               One that sent its first response parks in the replica's
+ *               head group instead (read_fanout.c): commits reach it as
+ *               responses the group sends for it, and it runs again only
+ *               when the group sends it back, or on its cancellation;
  *   READ_STREAM send the target's metadata, then its bytes [from, to),
  *               parking whenever the response queue is full;
  *   READ_DONE   finish the call with `rc`.
@@ -238,12 +241,34 @@ struct local_read {
 	struct read_ctx c;
 	enum read_state state;
 	struct gaz_waiter w;
+	struct gaz_head_reader hr; /* while `joined`, the head group's */
+	bool joined;
 	int64_t offset, hole_deadline;
 	struct read_target t;   /* READ_STREAM: the fragment being sent */
 	bool meta_sent;
 	int64_t from, to;
 	int rc;
 };
+
+/* The read's notifier wake: a read in its head group is the group's to
+ * serve, and is not woken for each commit. */
+static void wake_read(void *arg)
+{
+	struct local_read *l = arg;
+
+	if (!atomic_load(&l->hr.member))
+		gaz_rpc_wake(l->c.call);
+}
+
+/* head_leave takes the read back from its head group, at the offset the
+ * group's deliveries took it to. */
+static void head_leave(struct local_read *l)
+{
+	if (l->joined) {
+		l->offset = gaz_head_leave(&l->c.res.replica->head, &l->hr);
+		l->joined = false;
+	}
+}
 
 /* Parks the read until `deadline_ns` or an event (see read_step). */
 static void read_resume(struct gaz_rpc_call *call, void *arg);
@@ -341,9 +366,17 @@ static bool query_step(struct local_read *l)
 	struct read_target *t = &l->t;
 	bool dead;
 
+	head_leave(l);
 	pthread_mutex_lock(&r->mu);
 	query(r, l->offset, q->begin_mod_time, t);
 	dead = r->dead;
+	/* At the write head, with its header sent: wait in the head group.
+	 * The query and the join are one step under mu, so no commit falls
+	 * between them. A read with an end offset waits on its own, to end
+	 * exactly there. */
+	if (!t->found && !dead && q->block && t->offset >= t->write_head && c->header_sent &&
+	    !q->metadata_only && !q->end_offset && !gaz_rpc_is_local(c->call))
+		l->joined = gaz_head_join(&r->head, &l->hr, t->offset);
 	pthread_mutex_unlock(&r->mu);
 	if (t->found) {
 		l->hole_deadline = 0;
@@ -380,6 +413,7 @@ static void local_read_end(struct local_read *l)
 	struct read_ctx *c = &l->c;
 	struct gaz_replica *r = c->res.replica;
 
+	head_leave(l);
 	gaz_notifier_remove(&r->notifier, &l->w);
 	gaz_debug("read ended", "journal=%s offset=%lld rc=%s dead=%d", c->res.journal,
 		  (long long)l->offset, gaz_err_str(l->rc), (int)atomic_load(&r->dead));
@@ -423,7 +457,9 @@ static void serve_local(struct read_ctx *c)
 	}
 	l->c = *c;
 	l->offset = c->req->offset;
-	l->w = (struct gaz_waiter){.wake = wake_call, .arg = c->call};
+	l->w = (struct gaz_waiter){.wake = wake_read, .arg = l};
+	l->hr.call = c->call;
+	atomic_init(&l->hr.member, false);
 	/* Like appends, reads answer only from an index that has seen the
 	 * store once: a fresh replica would otherwise report its history as
 	 * not yet available. */

@@ -58,6 +58,7 @@ void gaz_replica_unref(struct gaz_replica *r)
 	gaz_coverset_release(&r->index);
 	gaz_coverset_release(&r->persisted_during);
 	gaz_labelset_free(r->registers);
+	gaz_head_group_release(&r->head);
 	gaz_notifier_release(&r->notifier);
 	pthread_mutex_destroy(&r->mu);
 	free(r->route_primary);
@@ -104,6 +105,7 @@ static struct gaz_replica *replica_alloc(struct gaz_broker *b, const char *journ
 	atomic_init(&r->refs, 1);
 	pthread_mutex_init(&r->mu, NULL);
 	gaz_notifier_init(&r->notifier);
+	gaz_head_group_init(&r->head, r);
 	gaz_coverset_init(&r->index);
 	gaz_coverset_init(&r->persisted_during);
 	return r;

@@ -15,6 +15,7 @@
 #define GAZ_BROKER_REPLICA_H
 
 #include "broker/broker.h"
+#include "broker/read_fanout.h"
 #include "fragment/coverset.h"
 #include "fragment/spool.h"
 
@@ -93,6 +94,9 @@ struct gaz_replica {
 	int64_t fc_balance;            /* append flow-control balance, bytes */
 	int64_t last_pulse_ns;
 	struct gaz_notifier notifier;
+	/* Blocking Reads parked at the write head, served one delivery per
+	 * commit (read_fanout.c; its own lock, taken after mu). */
+	struct gaz_head_group head;
 	struct gaz_pipeline *pipeline; /* primary only; owned by the token holder */
 	/* Whether `pipeline` is set: written by the token holder as it sets
 	 * or clears it, read by maintenance, which tears down a replica whose

@@ -758,10 +758,6 @@ static bool send_settle(struct gaz_rpc_stream *s)
 	return ok;
 }
 
-struct gaz_rpc_packed {
-	grpc_slice slice;
-};
-
 struct gaz_rpc_packed *gaz_rpc_pack_msg(const ProtobufCMessage *msg)
 {
 	struct gaz_rpc_packed *p = malloc(sizeof(*p));

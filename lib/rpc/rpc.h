@@ -337,6 +337,30 @@ int gaz_rpc_poll(struct gaz_rpc_call *call);
  * without waiting (or fail at once: the call is gone). */
 bool gaz_rpc_send_room(struct gaz_rpc_call *call);
 
+/* gaz_rpc_send_packed_now queues the `n` messages of `msgs` (packed once
+ * with gaz_rpc_pack_msg; each send holds its own reference, the caller
+ * keeps `msgs`) on the call's response stream, in order, only if its
+ * response queue has room for all of them now: it never waits. All but
+ * the last carry grpc's GRPC_WRITE_BUFFER_HINT, so they go out in one
+ * write with the last. This is
+ * how one commit's bytes, read and packed once, go to every reader parked
+ * at a journal's write head (issue 39). Any thread may call it for a
+ * parked call, provided no other thread sends on it meanwhile (the caller
+ * excludes the call's own resume by a lock of its own). Returns 0,
+ * GAZ_ERANGE (not enough room: nothing was queued) or GAZ_ECANCELLED (the
+ * call is gone or its sending failed; nothing was queued). */
+struct gaz_rpc_packed;
+int gaz_rpc_send_packed_now(struct gaz_rpc_call *call, struct gaz_rpc_packed *const *msgs,
+			    size_t n);
+
+/* gaz_rpc_server_packed_in_flight: of the messages gaz_rpc_send_packed_now
+ * started at once (on calls with nothing else queued), how many have not
+ * yet completed, over all the calls of `srv`. A sender of many calls
+ * paces itself on it, so that grpc's completion queue holds few of its
+ * completions ahead of other calls' (an append behind a commit's fan-out
+ * to 10,000 readers). Thread-safe. */
+long gaz_rpc_server_packed_in_flight(struct gaz_rpc_server *srv);
+
 /* gaz_rpc_metadata returns the value of request metadata `key`
  * ("authorization") borrowed until the call ends, or NULL. */
 const char *gaz_rpc_metadata(struct gaz_rpc_call *call, const char *key);

@@ -81,6 +81,12 @@ grpc_completion_queue *gaz__rpc_cq(void);
  * must never wait for a completion (they deliver them). */
 bool gaz__rpc_on_poller(void);
 
+/* A message packed once (rpc.h's gaz_rpc_pack_msg): each send makes a
+ * byte buffer holding its own reference to the slice. */
+struct gaz_rpc_packed {
+	grpc_slice slice;
+};
+
 /* gaz__rpc_pack serializes `msg` into a new byte buffer (caller destroys it
  * with grpc_byte_buffer_destroy once the SEND_MESSAGE op completed). */
 grpc_byte_buffer *gaz__rpc_pack(const ProtobufCMessage *msg);

@@ -145,6 +145,11 @@ struct gaz_rpc_server {
 	bool grow_watched;
 	bool stopping;
 
+	/* Messages gaz_rpc_send_packed_now started on calls that had nothing
+	 * else to send, not yet completed: how far grpc and the pollers are
+	 * behind a fan-out (gaz_rpc_packed_in_flight). */
+	atomic_long packed_in_flight;
+
 	/* GAZ_RPC_DISPATCH_READ calls by dispatch deadline (FIFO: all wait
 	 * the same), each holding a reference; one timer thread, started on
 	 * first use, hands to the pool those whose request is still open. */
@@ -229,9 +234,11 @@ struct gaz_rpc_call {
 	 * as one completes, so a streaming handler (a Read) waits only when
 	 * the queue is full, not once per message. */
 	grpc_byte_buffer *sendq[SEND_QUEUE];
+	uint32_t sendq_flags[SEND_QUEUE]; /* each one's write flags */
 	int sendq_n;
 	int send_wait_len;         /* the handler waits for sendq_n <= this (-1: idle) */
 	bool send_failed;          /* a streamed send failed: the call is gone */
+	bool send_counted;         /* send_bb is counted in srv->packed_in_flight */
 
 	/* Read-ahead: pollers keep one RECV_MESSAGE in flight and queue what
 	 * arrives (at most RECV_AHEAD messages), so a handler busy elsewhere
@@ -805,6 +812,9 @@ static void send_completed(struct gaz_rpc_call *c, int ok)
 	if (c->send_bb)
 		grpc_byte_buffer_destroy(c->send_bb);
 	c->send_bb = NULL;
+	if (c->send_counted)
+		atomic_fetch_sub(&c->srv->packed_in_flight, 1);
+	c->send_counted = false;
 	if (!ok)
 		c->send_failed = true;
 	if (c->send_failed || c->cancelled) {
@@ -814,7 +824,9 @@ static void send_completed(struct gaz_rpc_call *c, int ok)
 	}
 	if (c->sendq_n && !c->send_op.pending) {
 		c->send_bb = c->sendq[0];
+		op.flags = c->sendq_flags[0];
 		memmove(c->sendq, c->sendq + 1, (size_t)--c->sendq_n * sizeof(*c->sendq));
+		memmove(c->sendq_flags, c->sendq_flags + 1, (size_t)c->sendq_n * sizeof(*c->sendq_flags));
 		op.data.send_message.send_message = c->send_bb;
 		if (call_start(c, &c->send_op, &op, 1) != 0)
 			c->send_failed = true;
@@ -1953,6 +1965,7 @@ int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
 			goto out;
 		}
 		if (call->send_op.pending || call->sendq_n) {
+			call->sendq_flags[call->sendq_n] = 0;
 			call->sendq[call->sendq_n++] = bb;
 			bb = NULL;
 			ok = 1;
@@ -1983,6 +1996,69 @@ out:
 	if (ok && call->gc)
 		gaz_metric_inc(MM(call, sent));
 	return ok ? 0 : GAZ_ECANCELLED;
+}
+
+int gaz_rpc_send_packed_now(struct gaz_rpc_call *call, struct gaz_rpc_packed *const *msgs,
+			    size_t n)
+{
+	grpc_op ops[2] = {{.op = GRPC_OP_SEND_INITIAL_METADATA}, {.op = GRPC_OP_SEND_MESSAGE}};
+	size_t room, i, start_first;
+	int k = 0, rc = 0;
+
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&call->mu);
+	if (!call->gc || call->finished || call->cancelled || call->send_failed) {
+		rc = GAZ_ECANCELLED;
+		goto out;
+	}
+	room = (size_t)(SEND_QUEUE - call->sendq_n) + (call->send_op.pending || call->sendq_n ? 0 : 1);
+	if (n > room) {
+		rc = GAZ_ERANGE;
+		goto out;
+	}
+	/* Each byte buffer takes its own reference to the packed slice. */
+	start_first = call->send_op.pending || call->sendq_n ? 0 : 1;
+	for (i = start_first; i < n; i++) {
+		grpc_slice slice = msgs[i]->slice;
+		call->sendq_flags[call->sendq_n] = i + 1 < n ? GRPC_WRITE_BUFFER_HINT : 0;
+		call->sendq[call->sendq_n++] = grpc_raw_byte_buffer_create(&slice, 1);
+	}
+	if (start_first) {
+		/* Nothing in flight: the first goes out now, the rest follow it
+		 * from its completion (send_completed). They are queued before
+		 * the start, which releases mu. */
+		grpc_slice slice = msgs[0]->slice;
+		grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&slice, 1);
+		if (!call->md_sent)
+			k = 1;
+		call->md_sent = true;
+		ops[1].data.send_message.send_message = bb;
+		ops[1].flags = n > 1 ? GRPC_WRITE_BUFFER_HINT : 0;
+		call->send_bb = bb;
+		call->send_counted = true;
+		atomic_fetch_add(&call->srv->packed_in_flight, 1);
+		if (call_start(call, &call->send_op, ops + 1 - k, (size_t)k + 1) != 0) {
+			call->send_bb = NULL;
+			call->send_counted = false;
+			atomic_fetch_sub(&call->srv->packed_in_flight, 1);
+			grpc_byte_buffer_destroy(bb);
+			for (i = 1; i < n; i++) /* no op started: nothing else took them */
+				grpc_byte_buffer_destroy(call->sendq[--call->sendq_n]);
+			call->send_failed = true;
+			rc = GAZ_ECANCELLED;
+		}
+	}
+out:
+	pthread_mutex_unlock(&call->mu);
+	for (i = 0; !rc && i < n; i++)
+		gaz_metric_inc(MM(call, sent));
+	return rc;
+}
+
+long gaz_rpc_server_packed_in_flight(struct gaz_rpc_server *srv)
+{
+	return atomic_load(&srv->packed_in_flight);
 }
 
 static grpc_status_code status_code_of(int code)

@@ -254,3 +254,87 @@ def test_streaming_appends_waiting_for_the_token_hold_no_thread(cluster):
     data, _ = c.read_bytes("many/appends")
     lines = data.decode().splitlines()
     assert sorted(lines) == sorted("part-%03d rest-%03d" % (i, i) for i in range(n)), lines[:5]
+
+
+def head_deliveries(b):
+    """gazette_read_head_deliveries_total by outcome: (shared, returned)."""
+    body = urllib.request.urlopen(b.address + "/debug/metrics", timeout=10).read().decode()
+    out = {}
+    for ln in body.splitlines():
+        if ln.startswith("gazette_read_head_deliveries_total{"):
+            out[ln.split('outcome="')[1].split('"')[0]] = float(ln.rsplit(" ", 1)[1])
+    return out.get("shared", 0.0), out.get("returned", 0.0)
+
+
+def read_through(call, base, want):
+    """The content of Read `call` from offset `base` until it holds `want`
+    bytes, every response checked as a Gazette client reads them: a metadata
+    response (status OK, a fragment covering its offset) starts each run
+    of content chunks of at most 32736 bytes at consecutive offsets."""
+    data, meta = bytearray(), None
+    for r in call:
+        if r.content:
+            assert meta is not None, "content before any metadata"
+            assert r.offset == base + len(data), "chunk at %d, expected %d" % (r.offset, base + len(data))
+            assert len(r.content) <= 32736, len(r.content)
+            assert meta.fragment.begin <= r.offset < meta.fragment.end, (r.offset, meta.fragment)
+            data += r.content
+            if len(data) >= want:
+                break
+        else:
+            assert r.status == pb.OK and r.HasField("fragment"), r
+            assert r.offset == base + len(data), "metadata at %d, expected %d" % (r.offset, base + len(data))
+            assert r.write_head >= r.fragment.end >= r.offset, r
+            meta = r
+    return bytes(data)
+
+
+def test_readers_at_the_head_share_each_commit_and_a_slow_one_loses_nothing(cluster):
+    """A commit is read and packed once for every Read waiting at the
+    write head, and each reader gets the responses its own read would
+    send (read_fanout.c): metadata, then chunks of at most 32736 bytes at
+    consecutive offsets, also for records larger than one round. A reader
+    that stops reading is returned to its own read, and gets every byte
+    once it reads again."""
+    b = cluster.start()
+    c = Client(b.address)
+    c.apply(spec("many/shared"))
+    wait_assigned(c, "many/shared")
+    assert c.append("many/shared", b"first\n").status == pb.OK
+    n = 100
+    calls = [c._read(pb.ReadRequest(journal="many/shared", offset=0, block=True), timeout=120,
+                     metadata=c._md("Read", "many/shared")) for _ in range(n + 1)]
+    slow = calls.pop()
+    first = next_records(calls)
+    assert first.count(b"first\n") == n, sorted(set(map(repr, first)))[:5]
+    shared0, _ = head_deliveries(b)
+    # Each reader sent its first response (its header) itself and waits in
+    # the head group now: the next commit reaches all of them shared.
+    assert c.append("many/shared", b"second\n").status == pb.OK
+    second = next_records(calls)
+    assert second.count(b"second\n") == n, sorted(set(map(repr, second)))[:5]
+    shared1, _ = head_deliveries(b)
+    assert shared1 - shared0 >= n, (shared0, shared1)
+    # Records of several chunks and rounds (256 KiB: 9 chunks), while
+    # `slow` reads nothing: its response queue fills and it is returned.
+    records = [os.urandom(256 << 10) for _ in range(4)]
+    for rec in records:
+        assert c.append("many/shared", rec).status == pb.OK
+    want = b"first\nsecond\n" + b"".join(records)
+    got = [None] * n
+
+    def drain(lo, hi):
+        for i in range(lo, hi):
+            got[i] = read_through(calls[i], len(b"first\nsecond\n"), len(want) - len(b"first\nsecond\n"))
+    threads = [threading.Thread(target=drain, args=(i, min(i + 10, n)), daemon=True)
+               for i in range(0, n, 10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert all(g == b"".join(records) for g in got), [i for i, g in enumerate(got) if g != b"".join(records)][:5]
+    assert read_through(slow, 0, len(want)) == want
+    _, returned = head_deliveries(b)
+    assert returned >= 1, "the slow reader was never returned to its own read"
+    for call in calls + [slow]:
+        call.cancel()
