@@ -1,6 +1,10 @@
-/* append_int.h - state shared by append.c, append_local.c and proxy.c. */
+/* append_int.h - state shared by the append machine (append_fsm.c) and
+ * the modules it calls down into: append_local.c, append_batch.c,
+ * append_repl.c, proxy.c. */
 #ifndef GAZ_BROKER_APPEND_INT_H
 #define GAZ_BROKER_APPEND_INT_H
+
+#include <openssl/evp.h>
 
 #include "broker/broker.h"
 #include "broker/replica.h"
@@ -64,6 +68,8 @@ struct append_ctx {
 	/* ACQUIRE of an append that streams its content (not batchable):
 	 * its place in the token queue while it waits parked. */
 	struct gaz_token_waiter waiter;
+	unsigned state;                    /* enum append_state (append_fsm.c) */
+	EVP_MD_CTX *sha;                   /* STREAM_CONTENT's SHA-1 of the content */
 };
 
 /* append_batch.c: group commit. An append whose whole content is small
@@ -100,16 +106,30 @@ int gaz__append_batch_commit(struct append_ctx *a);
 size_t gaz__append_batch_take(struct append_ctx *a, struct gaz_batch_link **out, size_t max,
 			      size_t max_bytes);
 
-/* append_local.c: preconditions, content streaming, commit. The token is
- * held. Returns 1 to resolve again, 0 once answered. */
-int gaz__append_local(struct append_ctx *a);
+/* append_local.c: VALIDATE_PRECONDITIONS (registers, offsets, store
+ * health, suspension, §2.1) and the roll they call for (maybeRoll, §6.3).
+ * The token is held. Returns 1 to resolve again, 0 once answered, -1 to
+ * go on to the content. */
+int gaz__append_validate(struct append_ctx *a);
+
+/* append_local.c: STREAM_CONTENT: the client's chunks to the spool (and
+ * the peers), under the min and max rates (§2.1.1), until the commit
+ * intent and EOF; a->sha takes their SHA-1. The token is held. Returns
+ * 0 to commit, else an error after which the spool's delta is rolled
+ * back and the append answered. */
+int gaz__append_stream(struct append_ctx *a);
+
+/* append_local.c: COMMIT of a streamed append: the spool's delta
+ * everywhere, the registers, then the response; on failure rolls back
+ * and answers UNAVAILABLE (a peer failed) or INTERNAL. */
+void gaz__append_commit(struct append_ctx *a);
 
 /* append_local.c: rolls the spool (and, through the pipeline, every
  * peer's) to an empty fragment at `to`. The token is held. Returns 0 or
  * an error (the pipeline is closed on failure). */
 int gaz__append_roll(struct append_ctx *a, int64_t to);
 
-/* append.c: the journal's replication the route must have (§4.7). */
+/* append_fsm.c: the journal's replication the route must have (§4.7). */
 int64_t gaz__append_desired_replication(const struct gaz_broker *b, const Protocol__JournalSpec *s);
 
 /* append_batch.c: answers a taken parked entry (leader's context `a` for
@@ -117,7 +137,14 @@ int64_t gaz__append_desired_replication(const struct gaz_broker *b, const Protoc
  * struct gaz_batch_entry. */
 void gaz__append_answer_parked(struct append_ctx *a, struct gaz_batch_entry *e);
 
-/* append.c: suspension write (UPDATE_SUSPEND). */
+/* append_etcd.c: UPDATE_ASSIGNMENTS, the route consistency write
+ * (§4.6): compares every assignment's mod revision and puts the route
+ * into each inconsistent one. *wrote tells whether it wrote; either way
+ * a->read_through_rev is where to resolve next. Returns 0 or an error. */
+int gaz__append_update_assignments(struct append_ctx *a, bool *wrote);
+
+/* append_etcd.c: suspension write (UPDATE_SUSPEND), guarded by the
+ * item's and every assignment's mod revision. Returns 0 or an error. */
 int gaz__append_update_suspend(struct append_ctx *a, int level, int64_t offset);
 
 /* append_repl.c: the replicated steps, used while the route has more
@@ -179,12 +206,12 @@ bool gaz__append_poller_may_commit(struct gaz_replica *r, const struct gaz_batch
 void gaz__append_poller_done(struct append_ctx *a);
 void gaz__append_pipeline_fail(struct append_ctx *a, const char *why);
 
-/* append.c: answer with a Gazette status (registers or the store error
+/* append_fsm.c: answer with a Gazette status (registers or the store error
  * attached as the status needs), or with a gRPC error. */
 void gaz__append_respond_status(struct append_ctx *a, int status);
 void gaz__append_respond_error(struct append_ctx *a, int code, const char *msg);
 
-/* append.c: the OK response with the commit. */
+/* append_fsm.c: the OK response with the commit. */
 void gaz__append_respond_commit(struct append_ctx *a);
 
 /* proxy.c: forwards the append to the primary and relays its response. */

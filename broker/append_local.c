@@ -771,59 +771,68 @@ int gaz__append_batch_commit(struct append_ctx *a)
 	}
 }
 
-int gaz__append_local(struct append_ctx *a)
+int gaz__append_validate(struct append_ctx *a)
 {
-	struct gaz_replica *r = a->res.replica;
-	EVP_MD_CTX *sha = EVP_MD_CTX_new();
 	int64_t roll_to = 0;
-	bool replicated;
 	int rc;
 
 	if (!a->registers)
 		a->registers = gaz_labelset_new();
-	if (!sha || !a->registers) {
-		EVP_MD_CTX_free(sha);
+	if (!a->registers) {
 		gaz__append_respond_error(a, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return 0;
 	}
-	rc = preconditions(a, &roll_to);
-	if (rc >= 0) {
-		EVP_MD_CTX_free(sha);
+	if ((rc = preconditions(a, &roll_to)) >= 0)
 		return rc;
-	}
-	EVP_DigestInit_ex(sha, gaz_sha1_md(), NULL);
 	if (maybe_roll(a, roll_to)) {
-		EVP_MD_CTX_free(sha);
 		gaz__append_respond_error(a, GAZ_GRPC_INTERNAL, "rolling the spool failed");
 		return 0;
 	}
-	if (a->batch) {
-		EVP_MD_CTX_free(sha);
-		return gaz__append_batch_commit(a);
+	return -1;
+}
+
+int gaz__append_stream(struct append_ctx *a)
+{
+	struct gaz_replica *r = a->res.replica;
+	int rc;
+
+	if (!(a->sha = EVP_MD_CTX_new())) {
+		gaz__append_respond_error(a, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+		return GAZ_ENOMEM;
 	}
-	rc = stream_content(a, sha);
-	if (!rc && r->spool.delta == 0 &&
-	    (a->req->union_registers || a->req->subtract_registers)) {
+	EVP_DigestInit_ex(a->sha, gaz_sha1_md(), NULL);
+	rc = stream_content(a, a->sha);
+	if (!rc && r->spool.delta == 0 && (a->req->union_registers || a->req->subtract_registers)) {
 		gaz__append_respond_error(a, GAZ_GRPC_UNKNOWN, "register modification requires non-empty Append");
 		rc = GAZ_EINVAL;
 	}
-	replicated = r->pipeline != NULL; /* read while the token is held */
-	if (!rc)
-		rc = commit(a, sha);
-	if (rc) /* without the token: committed locally, a peer failed after */
-		roll_back(a, "append rolled back");
 	if (rc) {
+		bool replicated = r->pipeline != NULL; /* before the roll-back closes it */
 		char why[1100];
+		roll_back(a, "append rolled back");
 		if (!a->finished && replicated)
 			gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE,
 						  peer_failure(a, why, sizeof(why), true));
 		else if (!a->finished)
 			gaz__append_respond_error(a, GAZ_GRPC_INTERNAL, "commit failed");
-	} else {
-		gaz__append_respond_commit(a);
 	}
-	EVP_MD_CTX_free(sha);
-	return 0;
+	return rc;
+}
+
+void gaz__append_commit(struct append_ctx *a)
+{
+	bool replicated = a->res.replica->pipeline != NULL; /* read while the token is held */
+	char why[1100];
+
+	if (!commit(a, a->sha)) {
+		gaz__append_respond_commit(a);
+		return;
+	}
+	roll_back(a, "append rolled back"); /* without the token: committed locally, a peer failed after */
+	if (!a->finished && replicated)
+		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, peer_failure(a, why, sizeof(why), true));
+	else if (!a->finished)
+		gaz__append_respond_error(a, GAZ_GRPC_INTERNAL, "commit failed");
 }
 
 /* ---- a lone append committed by the poller that read it ----------------- */

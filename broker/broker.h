@@ -11,7 +11,7 @@
  *   pulse.c       pulses: an empty append per primary journal that syncs
  *                 new peers, writes consistent routes, closes idle fragments
  *   persister.c   completed spools to the fragment store
- *   append.c      the Append RPC      read.c  the Read RPC
+ *   append_fsm.c  the Append RPC      read.c  the Read RPC
  *   list_apply.c  List and Apply      fragments_api.c  ListFragments,
  *                                     FragmentStoreHealth
  *   proxy.c       channels to peers   http.c  debug endpoints, gateway

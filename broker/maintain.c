@@ -424,7 +424,7 @@ static void reconcile_journal(struct gaz_broker *b, struct maintain_state *ms, c
 		} else {
 			if (a->primary && !r->primary) {
 				/* Promoted: the previous primary persisted what only it
-				 * held before letting go (append.c), so list the store now
+				 * held before letting go (append_fsm.c), so list the store now
 				 * rather than at the next refresh interval. */
 				r->primary = true;
 				r->next_refresh_ns = 0;

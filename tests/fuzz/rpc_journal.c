@@ -7,7 +7,7 @@
  *
  * Input: byte 0 picks the message (modulo the table), the rest is its wire
  * encoding. Requests repeat the handler's own checks in its order:
- * broker/append.c (first message names a journal), replicate.c (header and
+ * broker/append_fsm.c (first message names a journal), replicate.c (header and
  * proposal present), list_apply.c (each change, "Changes[i]." context).
  */
 #include "fuzz.h"
