@@ -221,11 +221,19 @@ void bench_cpu_take(struct bench_cpu *c, const int *pids, int npids);
  * (e.g. "VmRSS"), in KiB; -1 when the process or the field is missing. */
 int64_t bench_proc_status_kib(int pid, const char *field);
 
-/* bench_sched_ns: nanoseconds on a CPU of every thread of the `npids`
- * processes, from /proc/<pid>/task/<tid>/schedstat (nanosecond
- * resolution, where /proc/<pid>/stat counts 10 ms ticks); -1 when a
- * process is gone. Threads that ended are not counted. */
-int64_t bench_sched_ns(const int *pids, int npids);
+/* bench_sched_take snapshots the nanoseconds on a CPU of every thread of
+ * the `npids` processes, from /proc/<pid>/task/<tid>/schedstat
+ * (nanosecond resolution, where /proc/<pid>/stat counts 10 ms ticks);
+ * NULL when a process is gone. bench_sched_delta gives the time spent
+ * between two snapshots (-1 if either is NULL): each thread's growth, a
+ * thread born since counted whole. A thread that ended between them is
+ * left out, not subtracted: a pool thread ends after an idle time, so
+ * what it ran in the window is all but nothing (summing the threads
+ * alive at each end made the window's CPU negative when one ended). */
+struct bench_sched;
+struct bench_sched *bench_sched_take(const int *pids, int npids);
+int64_t bench_sched_delta(const struct bench_sched *before, const struct bench_sched *after);
+void bench_sched_free(struct bench_sched *s);
 
 /* bench_cpu_cores: CPU cores used between two samples (self or broker). */
 double bench_cpu_cores(const struct bench_cpu *a, const struct bench_cpu *b, bool broker);

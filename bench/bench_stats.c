@@ -147,33 +147,85 @@ void bench_out_put(struct bench_out *o, const char *key, double value)
 	}
 }
 
-int64_t bench_sched_ns(const int *pids, int npids)
-{
-	int64_t sum = 0;
+/* One thread's time on a CPU at a snapshot. */
+struct sched_entry {
+	int pid, tid;
+	int64_t ns;
+};
 
-	for (int p = 0; p < npids; p++) {
+struct bench_sched {
+	struct sched_entry *v;
+	size_t n, cap;
+};
+
+struct bench_sched *bench_sched_take(const int *pids, int npids)
+{
+	struct bench_sched *s = calloc(1, sizeof(*s));
+
+	for (int p = 0; s && p < npids; p++) {
 		char path[64];
 		struct dirent *e;
 		DIR *d;
 
 		snprintf(path, sizeof(path), "/proc/%d/task", pids[p]);
-		if (!(d = opendir(path)))
-			return -1;
+		if (!(d = opendir(path))) {
+			bench_sched_free(s);
+			return NULL;
+		}
 		while ((e = readdir(d))) {
 			long long run = 0;
 			FILE *f;
 			if (e->d_name[0] == '.')
 				continue;
 			snprintf(path, sizeof(path), "/proc/%d/task/%.16s/schedstat", pids[p], e->d_name);
-			if ((f = fopen(path, "r"))) {
-				if (fscanf(f, "%lld", &run) == 1)
-					sum += run;
-				fclose(f);
+			if (!(f = fopen(path, "r")))
+				continue; /* ended meanwhile */
+			if (fscanf(f, "%lld", &run) == 1) {
+				if (s->n == s->cap) {
+					size_t cap = s->cap ? 2 * s->cap : 256;
+					struct sched_entry *nv = realloc(s->v, cap * sizeof(*nv));
+					if (!nv) {
+						fclose(f);
+						closedir(d);
+						bench_sched_free(s);
+						return NULL;
+					}
+					s->v = nv;
+					s->cap = cap;
+				}
+				s->v[s->n++] = (struct sched_entry){.pid = pids[p], .tid = atoi(e->d_name), .ns = run};
 			}
+			fclose(f);
 		}
 		closedir(d);
 	}
+	return s;
+}
+
+int64_t bench_sched_delta(const struct bench_sched *before, const struct bench_sched *after)
+{
+	int64_t sum = 0;
+
+	if (!before || !after)
+		return -1;
+	for (size_t i = 0; i < after->n; i++) {
+		const struct sched_entry *e = &after->v[i];
+		int64_t was = 0;
+		for (size_t k = 0; k < before->n; k++)
+			if (before->v[k].pid == e->pid && before->v[k].tid == e->tid) {
+				was = before->v[k].ns;
+				break;
+			}
+		sum += e->ns - was;
+	}
 	return sum;
+}
+
+void bench_sched_free(struct bench_sched *s)
+{
+	if (s)
+		free(s->v);
+	free(s);
 }
 
 int64_t bench_proc_status_kib(int pid, const char *field)

@@ -887,15 +887,19 @@ static int run_idle(struct run *r, const char *key, size_t count)
 		put(r, key, "ready_s", (double)(gaz_mono_ns() - t_apply) / 1e9);
 		bench_sleep_until(gaz_deadline_in(IDLE_SETTLE_S * 1000));
 		rss1 = proc_rss_kib(r);
-		int64_t t0 = gaz_mono_ns(), s0 = bench_sched_ns(r->broker_pids, r->npids);
+		int64_t t0 = gaz_mono_ns();
+		struct bench_sched *s0 = bench_sched_take(r->broker_pids, r->npids);
 		bench_cpu_take(&a, r->broker_pids, r->npids);
 		bench_sleep_until(gaz_deadline_in(IDLE_MEASURE_S * 1000));
 		bench_cpu_take(&b, r->broker_pids, r->npids);
-		int64_t s1 = bench_sched_ns(r->broker_pids, r->npids), t1 = gaz_mono_ns();
+		struct bench_sched *s1 = bench_sched_take(r->broker_pids, r->npids);
+		int64_t t1 = gaz_mono_ns(), ran = bench_sched_delta(s0, s1);
+		bench_sched_free(s0);
+		bench_sched_free(s1);
 		/* schedstat's nanoseconds: at these figures /proc's 10 ms ticks
 		 * count one or two in the window. */
-		put(r, key, "cpu_cores", s0 < 0 || s1 < 0 ? bench_cpu_cores(&a, &b, true)
-							: (double)(s1 - s0) / (double)(t1 - t0));
+		put(r, key, "cpu_cores", ran < 0 ? bench_cpu_cores(&a, &b, true)
+						 : (double)ran / (double)(t1 - t0));
 		put(r, key, "rss_kib_per_journal",
 		    rss0 < 0 || rss1 < 0 ? -1 : (double)(rss1 - rss0) / count);
 		/* The most OS threads of any one broker, holding them all
@@ -1023,10 +1027,14 @@ static int run_fanout(struct run *r, const struct fanout_def *d)
 			int64_t t = bench_proc_status_kib(r->broker_pids[i], "Threads");
 			most = t > most ? t : most;
 		}
-		int64_t s0 = bench_sched_ns(r->broker_pids, r->npids), t0 = gaz_mono_ns();
+		struct bench_sched *s0 = bench_sched_take(r->broker_pids, r->npids);
+		int64_t t0 = gaz_mono_ns();
 		fanout_appends(&L, d->rate, d->secs, &with);
 		int have = fanout_wait(f, d->readers, REC_LEN * (int64_t)(1 + L.total)), ended = 0;
-		int64_t s1 = bench_sched_ns(r->broker_pids, r->npids), t1 = gaz_mono_ns();
+		struct bench_sched *s1 = bench_sched_take(r->broker_pids, r->npids);
+		int64_t t1 = gaz_mono_ns(), ran = bench_sched_delta(s0, s1);
+		bench_sched_free(s0);
+		bench_sched_free(s1);
 		double delivered = (double)(bench_fanout_bytes(f) / REC_LEN) - d->readers;
 
 		bench_fanout_count(f, 0, &ended);
@@ -1038,8 +1046,8 @@ static int run_fanout(struct run *r, const struct fanout_def *d)
 		put(r, d->key, "streams_ended", (double)ended);
 		put(r, d->key, "rss_kib_per_reader",
 		    rss0 < 0 || rss1 < 0 ? -1 : (double)(rss1 - rss0) / d->readers);
-		put(r, d->key, "cpu_us_per_record", s0 < 0 || s1 < 0 || delivered <= 0 ? -1
-						    : (double)(s1 - s0) / 1e3 / delivered);
+		put(r, d->key, "cpu_us_per_record", ran < 0 || delivered <= 0 ? -1
+						    : (double)ran / 1e3 / delivered);
 		put(r, d->key, "deliver_s", (double)(t1 - t0) / 1e9);
 		put(r, d->key, "threads_max", (double)most);
 		put(r, d->key, "errors", (double)atomic_load(&L.errors));
@@ -1048,7 +1056,7 @@ static int run_fanout(struct run *r, const struct fanout_def *d)
 		       (double)bench_samples_pct(&with, 0.99) / 1e3,
 		       (double)bench_samples_pct(&base, 0.99) / 1e3, have, d->readers,
 		       (double)(t1 - t0) / 1e9, rss0 < 0 || rss1 < 0 ? -1.0 : (double)(rss1 - rss0) / d->readers,
-		       s0 < 0 || s1 < 0 || delivered <= 0 ? -1.0 : (double)(s1 - s0) / 1e3 / delivered,
+		       ran < 0 || delivered <= 0 ? -1.0 : (double)ran / 1e3 / delivered,
 		       (long long)most);
 		bench_samples_release(&with);
 	} else {

@@ -550,6 +550,7 @@ void *gaz_maintain_thread(void *arg)
 	struct gaz_broker *b = arg;
 	struct maintain_state ms = {.reconciled_rev = -1};
 
+	pthread_setname_np(pthread_self(), "gaz-maintain");
 	while (!atomic_load(&b->stopping)) {
 		int64_t until = tick(b, &ms);
 		if (until > gaz_deadline_in(MAINTAIN_IDLE_MS))

@@ -361,6 +361,7 @@ static void *worker(void *arg)
 	struct gaz_persister *p = arg;
 	struct job *j;
 
+	pthread_setname_np(pthread_self(), "gaz-persist");
 	while ((j = next_job(p))) {
 		struct gaz_status st = {0};
 		char failed_store[JOB_STORE_MAX] = "";

@@ -292,6 +292,7 @@ void *gaz_pulse_thread(void *arg)
 	struct gaz_dueq q = {0};
 	int64_t scanned_rev = -1, next_full_ns = 0;
 
+	pthread_setname_np(pthread_self(), "gaz-pulse");
 	while (!atomic_load(&b->stopping)) {
 		int64_t now = gaz_mono_ns();
 		size_t n_kicked = 0;

@@ -189,6 +189,7 @@ static void *checker_main(void *arg)
 {
 	struct gaz_broker *b = arg;
 
+	pthread_setname_np(pthread_self(), "gaz-store-check");
 	pthread_mutex_lock(&stores_mu);
 	while (!checker_stop) {
 		int64_t now = gaz_mono_ns(), wake;

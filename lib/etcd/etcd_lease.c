@@ -134,6 +134,7 @@ static void *ka_thread(void *p)
 	int64_t lost_ns, wake_ns;
 	char why[600] = "";
 
+	pthread_setname_np(pthread_self(), "gaz-etcd-lease");
 	ka->last_ok_ns = gaz_mono_ns();
 	for (;;) {
 		end = ka_stream(ka, &attempt, why, sizeof(why));

@@ -168,6 +168,7 @@ static void *watch_thread(void *p)
 {
 	struct gaz_etcd_watch *w = p;
 
+	pthread_setname_np(pthread_self(), "gaz-etcd-watch");
 	w->end_code = GAZ_ECANCELLED;
 	for (;;) {
 		if (watch_stream(w) == W_END || gaz__etcd_worker_stopping(&w->w))

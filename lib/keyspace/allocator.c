@@ -1178,6 +1178,7 @@ static void *allocator_thread(void *arg)
 	struct alloc_index ix = {0};
 	int64_t converged_rev = 0, idle_rev = -1;
 
+	pthread_setname_np(pthread_self(), "gaz-allocator");
 	pthread_mutex_lock(&a->mu);
 	while (!a->stop) {
 		struct timespec ts = gaz_abstime_of(gaz_deadline_in(1000));
