@@ -18,6 +18,7 @@ BENCH_SS_STREAMS (300 per worker), BENCH_SS_CHUNKS (50 per stream),
 BENCH_DIR (a new dir under /dev/shm)."""
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -127,6 +128,7 @@ def main():
     for exe in (CHUNKER, C_SUMMER, GO_SUMMER):
         if not os.access(exe, os.X_OK):
             sys.exit("bench stream-sum: %s is missing (make; scripts/deps.sh --examples)" % exe)
+    own = not os.environ.get("BENCH_DIR")  # a directory of our own is removed at the end
     base = os.environ.get("BENCH_DIR") or tempfile.mkdtemp(prefix="gaz-bench-ss-",
                                                           dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     etcd = cf.Etcd()
@@ -140,6 +142,8 @@ def main():
     finally:
         subprocess.call([os.path.join(ROOT, "scripts/pg-test.sh"), "stop", pgdir], stdout=subprocess.DEVNULL)
         etcd.stop()
+        if own:  # spools and fragments of every round: gigabytes of /dev/shm
+            shutil.rmtree(base, ignore_errors=True)
 
     def mean(kind, key):
         v = [r[key] for r in rows if r["kind"] == kind]
