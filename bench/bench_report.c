@@ -94,6 +94,10 @@ static const struct row rows[] = {
 	{"idle_10k.rss_kib_per_journal", "  RSS per idle journal (1st run)", "KiB", -1.0, true},
 	{"idle_10k.ready_s", "  all created and appendable in", "s", -1.0},
 	{"idle_10k.threads_max", "  OS threads of the busiest broker", "threads", 0},
+	{"idle_30k.cpu_cores", "30,000 idle journals: broker CPU", "cores", -1.0},
+	{"idle_30k.rss_kib_per_journal", "  RSS per idle journal (1st run)", "KiB", -1.0, true},
+	{"idle_30k.ready_s", "  all created and appendable in", "s", -1.0},
+	{"idle_30k.threads_max", "  OS threads of the busiest broker", "threads", 0},
 	/* gazbench backfill (S3 store); its goals are within one broker */
 	{"backfill.history_mb", "backfill: S3 history read back", "MB", 0},
 	{"backfill.raw_get_mbps", "backfill (a) raw GETs of the objects", "MB/s", 0},

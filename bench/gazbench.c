@@ -33,7 +33,8 @@
  *                       per reader, CPU per delivery, threads
  *   idle_5k, idle_10k   5,000 (10,000) journals made ready, then left
  *                       alone: the broker's CPU cores over 20 s and its
- *                       RSS growth per journal (run last)
+ *                       RSS growth per journal (run last); idle_30k the
+ *                       same with 30,000, only when BENCH_ONLY names it
  *
  * Invariants: every RPC has a deadline; every phase ends by its wall-clock
  * bound; every journal a run creates is named under --prefix and deleted
@@ -1104,6 +1105,9 @@ done:
 	if (!r->fatal && selected(r, "idle_5k") && (one = run_idle(r, "idle_5k", 5000)))
 		rc = one;
 	if (!r->fatal && selected(r, "idle_10k") && (one = run_idle(r, "idle_10k", 10000)))
+		rc = one;
+	/* Only when named: at replication 3, 90,000 replicas to create. */
+	if (!r->fatal && r->only && selected(r, "idle_30k") && (one = run_idle(r, "idle_30k", 30000)))
 		rc = one;
 	bench_cpu_take(&c, r->broker_pids, r->npids);
 	bench_out_put(&r->out, "run.broker_cpu_s", c.broker_ns < 0 ? -1 : (double)c.broker_ns / 1e9);

@@ -174,7 +174,7 @@ start_broker() {
 		--broker.id "bench-$kind-$n" --broker.zone local \
 		--broker.file-root "$d/fragments" \
 		--etcd.address "$etcd" --etcd.prefix "/gazbench/$kind" \
-		--broker.limit 20000 \
+		--broker.limit 40000 \
 		--log.level warn ${ours_args[$kind]:-} ${tls_flags[$kind]:-} >"$d/broker$n.log" 2>&1 </dev/null &
 	pid[$key]=$!
 	for _ in $(seq 300); do
