@@ -199,20 +199,28 @@ enum append_state {
 
 static void append_token_resume(struct gaz_rpc_call *call, void *arg);
 
-/* again lets go of the token, if held, so that this append's next ACQUIRE
- * (or another append's) can take it, and resolves again. */
-static enum append_state again(struct append_ctx *a)
+/* let_go releases the token, if held, so that another append (or this
+ * one's next ACQUIRE) can take it. */
+static void let_go(struct append_ctx *a)
 {
 	if (a->token) {
 		gaz_replica_release(a->token);
 		a->token = NULL;
 	}
+}
+
+/* again resolves once more, without the token. */
+static enum append_state again(struct append_ctx *a)
+{
+	let_go(a);
 	return APPEND_RESOLVE;
 }
 
-/* fail answers the append with a gRPC error and ends it. */
+/* fail answers the append with a gRPC error, the token let go first, and
+ * ends it. */
 static enum append_state fail(struct append_ctx *a, int code, const char *msg)
 {
+	let_go(a);
 	gaz__append_respond_error(a, code, msg);
 	return APPEND_DONE;
 }
@@ -284,19 +292,15 @@ static enum append_state step_start_pipeline(struct append_ctx *a)
 
 	if (rc > 0)
 		return again(a);
-	if (rc < 0) {
-		again(a);
+	if (rc < 0)
 		return fail(a, GAZ_GRPC_UNAVAILABLE, "replication to the journal's peers failed");
-	}
 	return APPEND_PERSIST_HAND_OFF;
 }
 
 static enum append_state step_persist_hand_off(struct append_ctx *a)
 {
-	if (persist_before_hand_off(a)) {
-		again(a);
+	if (persist_before_hand_off(a))
 		return fail(a, GAZ_GRPC_UNAVAILABLE, "persisting the spool before hand-off failed");
-	}
 	return APPEND_UPDATE_ASSIGNMENTS;
 }
 
@@ -305,10 +309,8 @@ static enum append_state step_update_assignments(struct append_ctx *a)
 	bool wrote;
 	int rc = gaz__append_update_assignments(a, &wrote);
 
-	if (rc) {
-		again(a);
+	if (rc)
 		return fail(a, GAZ_GRPC_UNAVAILABLE, "updating assignments in etcd failed");
-	}
 	return wrote ? again(a) : APPEND_AWAIT_DESIRED_REPLICAS;
 }
 

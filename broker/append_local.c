@@ -791,6 +791,20 @@ int gaz__append_validate(struct append_ctx *a)
 	return -1;
 }
 
+/* transaction_failed rolls back a failed transaction and answers the
+ * append, unless answered already: UNAVAILABLE when `replicated` (a peer
+ * failed; the append may have committed), else INTERNAL. */
+static void transaction_failed(struct append_ctx *a, bool replicated)
+{
+	char why[1100];
+
+	roll_back(a, "append rolled back");
+	if (!a->finished && replicated)
+		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, peer_failure(a, why, sizeof(why), true));
+	else if (!a->finished)
+		gaz__append_respond_error(a, GAZ_GRPC_INTERNAL, "commit failed");
+}
+
 int gaz__append_stream(struct append_ctx *a)
 {
 	struct gaz_replica *r = a->res.replica;
@@ -806,33 +820,19 @@ int gaz__append_stream(struct append_ctx *a)
 		gaz__append_respond_error(a, GAZ_GRPC_UNKNOWN, "register modification requires non-empty Append");
 		rc = GAZ_EINVAL;
 	}
-	if (rc) {
-		bool replicated = r->pipeline != NULL; /* before the roll-back closes it */
-		char why[1100];
-		roll_back(a, "append rolled back");
-		if (!a->finished && replicated)
-			gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE,
-						  peer_failure(a, why, sizeof(why), true));
-		else if (!a->finished)
-			gaz__append_respond_error(a, GAZ_GRPC_INTERNAL, "commit failed");
-	}
+	if (rc)
+		transaction_failed(a, r->pipeline != NULL); /* before the roll-back closes it */
 	return rc;
 }
 
 void gaz__append_commit(struct append_ctx *a)
 {
 	bool replicated = a->res.replica->pipeline != NULL; /* read while the token is held */
-	char why[1100];
 
-	if (!commit(a, a->sha)) {
+	if (!commit(a, a->sha))
 		gaz__append_respond_commit(a);
-		return;
-	}
-	roll_back(a, "append rolled back"); /* without the token: committed locally, a peer failed after */
-	if (!a->finished && replicated)
-		gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE, peer_failure(a, why, sizeof(why), true));
-	else if (!a->finished)
-		gaz__append_respond_error(a, GAZ_GRPC_INTERNAL, "commit failed");
+	else /* roll_back does nothing without the token: committed locally, a peer failed after */
+		transaction_failed(a, replicated);
 }
 
 /* ---- a lone append committed by the poller that read it ----------------- */

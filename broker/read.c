@@ -38,7 +38,6 @@
 #include "common/log.h"
 #include "protocol/validate.h"
 
-#define READ_CHUNK 32736           /* 32 KiB - 32, as Gazette */
 #define OFFSET_JUMP_AGE_S (6 * 3600)
 #define SIGNED_URL_TTL_S 60
 #define HOLE_WAIT_MS 5000
@@ -156,7 +155,7 @@ static int stream_store(struct read_ctx *c, const struct read_target *t, int64_t
 {
 	struct gaz_fragment_reader *fr = NULL;
 	struct gaz_status *st = &c->err;
-	uint8_t *buf = malloc(READ_CHUNK);
+	uint8_t *buf = malloc(GAZ_READ_CHUNK);
 	int rc = 0;
 
 	if (!buf)
@@ -165,7 +164,7 @@ static int stream_store(struct read_ctx *c, const struct read_target *t, int64_t
 		gaz_error("opening persisted fragment failed", "journal=%s err=%s", c->res.journal,
 			  st->msg);
 	while (!rc && from < to) {
-		size_t want = to - from < READ_CHUNK ? (size_t)(to - from) : READ_CHUNK, n = 0;
+		size_t want = to - from < GAZ_READ_CHUNK ? (size_t)(to - from) : GAZ_READ_CHUNK, n = 0;
 		if ((rc = gaz_fragment_reader_read(fr, buf, want, &n, st)))
 			break;
 		rc = send_chunk(c, from, buf, n);
@@ -250,23 +249,19 @@ struct local_read {
 	int rc;
 };
 
-/* The read's notifier wake: a read in its head group is the group's to
- * serve, and is not woken for each commit. */
-static void wake_read(void *arg)
-{
-	struct local_read *l = arg;
-
-	if (!atomic_load(&l->hr.member))
-		gaz_rpc_wake(l->c.call);
-}
+static void wake_call(void *arg) { gaz_rpc_wake(arg); }
 
 /* head_leave takes the read back from its head group, at the offset the
- * group's deliveries took it to. */
+ * group's deliveries took it to, and into the replica's notifier again:
+ * from here a commit wakes it, and its next query sees any before. */
 static void head_leave(struct local_read *l)
 {
+	struct gaz_replica *r = l->c.res.replica;
+
 	if (l->joined) {
-		l->offset = gaz_head_leave(&l->c.res.replica->head, &l->hr);
+		l->offset = gaz_head_leave(&r->head, &l->hr);
 		l->joined = false;
+		gaz_notifier_add(&r->notifier, &l->w);
 	}
 }
 
@@ -306,13 +301,13 @@ static bool stream_step(struct local_read *l)
 		l->from = l->to;
 	}
 	while (!l->rc && l->from < l->to) {
-		int64_t want = l->to - l->from < READ_CHUNK ? l->to - l->from : READ_CHUNK;
+		int64_t want = l->to - l->from < GAZ_READ_CHUNK ? l->to - l->from : GAZ_READ_CHUNK;
 		ssize_t got;
 		if (!gaz_rpc_send_room(c->call) && read_park(l, GAZ_DEADLINE_NEVER, GAZ_RPC_PARK_SEND)) {
 			free(buf);
 			return true;
 		}
-		if (!buf && !(buf = malloc(READ_CHUNK))) {
+		if (!buf && !(buf = malloc(GAZ_READ_CHUNK))) {
 			l->rc = gaz_status_set(&c->err, GAZ_ENOMEM, "out of memory");
 			break;
 		}
@@ -375,8 +370,9 @@ static bool query_step(struct local_read *l)
 	 * between them. A read with an end offset waits on its own, to end
 	 * exactly there. */
 	if (!t->found && !dead && q->block && t->offset >= t->write_head && c->header_sent &&
-	    !q->metadata_only && !q->end_offset && !gaz_rpc_is_local(c->call))
-		l->joined = gaz_head_join(&r->head, &l->hr, t->offset);
+	    !q->metadata_only && !q->end_offset && !gaz_rpc_is_local(c->call) &&
+	    (l->joined = gaz_head_join(&r->head, &l->hr, t->offset)))
+		gaz_notifier_remove(&r->notifier, &l->w);
 	pthread_mutex_unlock(&r->mu);
 	if (t->found) {
 		l->hole_deadline = 0;
@@ -457,9 +453,8 @@ static void serve_local(struct read_ctx *c)
 	}
 	l->c = *c;
 	l->offset = c->req->offset;
-	l->w = (struct gaz_waiter){.wake = wake_read, .arg = l};
+	l->w = (struct gaz_waiter){.wake = wake_call, .arg = c->call};
 	l->hr.call = c->call;
-	atomic_init(&l->hr.member, false);
 	/* Like appends, reads answer only from an index that has seen the
 	 * store once: a fresh replica would otherwise report its history as
 	 * not yet available. */

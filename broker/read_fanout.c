@@ -29,8 +29,8 @@
  * and goes on as any read does. Nothing here waits on a client.
  *
  * Locks: a replica's mu, then its group's mu, then a call's (sending,
- * waking). A member's `offset` and `call` are the group's while `member`
- * is set, and are touched under the group's mu only. The fan-out queue's
+ * waking). A member's fields are touched under the group's mu only; `n`
+ * is also read without it, by the group's notifier wake. The fan-out queue's
  * lock (fq.mu) is a leaf; it guards the queue, the threads and each
  * group's queued/running/again. A scheduled group holds a reference on
  * its replica until its delivery ran.
@@ -49,7 +49,6 @@
 #include "common/log.h"
 #include "rpc/rpc.h"
 
-#define READ_CHUNK 32736 /* as read.c: 32 KiB - 32, as Gazette */
 #define ROUND_CHUNKS 4   /* chunks per round: with its metadata, fits a
 			  * response queue that holds nothing else */
 #define MAX_THREADS 4
@@ -98,7 +97,7 @@ static void unlink_locked(struct gaz_head_group *g, struct gaz_head_reader *m)
 	if (m->next)
 		m->next->prev = m->prev;
 	m->prev = m->next = NULL;
-	atomic_store(&m->member, false);
+	m->member = false;
 	atomic_fetch_sub(&g->n, 1);
 }
 
@@ -156,8 +155,8 @@ static enum round_plan plan_round(struct gaz_head_group *g, struct round *rd)
 	}
 	rd->file = gaz_fragment_file_ref(e->file);
 	rd->to = e->frag.end < rd->write_head ? e->frag.end : rd->write_head;
-	if (rd->to - rd->from > (int64_t)ROUND_CHUNKS * READ_CHUNK)
-		rd->to = rd->from + (int64_t)ROUND_CHUNKS * READ_CHUNK;
+	if (rd->to - rd->from > (int64_t)ROUND_CHUNKS * GAZ_READ_CHUNK)
+		rd->to = rd->from + (int64_t)ROUND_CHUNKS * GAZ_READ_CHUNK;
 	plan = ROUND_SEND;
 out:
 	pthread_mutex_unlock(&g->mu);
@@ -173,7 +172,7 @@ static int pack_round(struct round *rd)
 	Protocol__ReadResponse resp = PROTOCOL__READ_RESPONSE__INIT;
 	Protocol__Fragment frag = PROTOCOL__FRAGMENT__INIT;
 	Protocol__SHA1Sum sum = PROTOCOL__SHA1_SUM__INIT;
-	uint8_t *buf = malloc(READ_CHUNK);
+	uint8_t *buf = malloc(GAZ_READ_CHUNK);
 	int rc = 0;
 
 	resp.status = PROTOCOL__STATUS__OK;
@@ -187,7 +186,7 @@ static int pack_round(struct round *rd)
 	}
 	for (int64_t off = rd->from; off < rd->to;) {
 		Protocol__ReadResponse chunk = PROTOCOL__READ_RESPONSE__INIT;
-		size_t want = rd->to - off < READ_CHUNK ? (size_t)(rd->to - off) : READ_CHUNK;
+		size_t want = rd->to - off < GAZ_READ_CHUNK ? (size_t)(rd->to - off) : GAZ_READ_CHUNK;
 		ssize_t got = pread(rd->file->fd, buf, want, off - rd->frag.begin);
 		if (got <= 0) {
 			rc = GAZ_EIO;
@@ -395,7 +394,7 @@ bool gaz_head_join(struct gaz_head_group *g, struct gaz_head_reader *hr, int64_t
 			g->members->prev = hr;
 		g->members = hr;
 		hr->offset = offset;
-		atomic_store(&hr->member, true);
+		hr->member = true;
 		atomic_fetch_add(&g->n, 1);
 		joined = true;
 	}
@@ -408,7 +407,7 @@ int64_t gaz_head_leave(struct gaz_head_group *g, struct gaz_head_reader *hr)
 	int64_t offset;
 
 	pthread_mutex_lock(&g->mu);
-	if (atomic_load(&hr->member))
+	if (hr->member)
 		unlink_locked(g, hr);
 	offset = hr->offset;
 	pthread_mutex_unlock(&g->mu);
@@ -417,23 +416,13 @@ int64_t gaz_head_leave(struct gaz_head_group *g, struct gaz_head_reader *hr)
 
 void gaz_read_fanout_stop(void)
 {
-	struct gaz_head_group *g;
-
 	pthread_mutex_lock(&fq.mu);
 	fq.stopping = true;
 	pthread_mutex_unlock(&fq.mu);
 	pthread_cond_broadcast(&fq.cv);
+	/* Each thread ends only with the queue empty, and nothing is queued
+	 * once stopping is set (group_wake), so no reference is left. */
 	for (int i = 0; i < fq.nthreads; i++)
 		pthread_join(fq.threads[i], NULL);
-	pthread_mutex_lock(&fq.mu);
 	fq.nthreads = 0;
-	while ((g = fq.head)) { /* threads drain the queue before they end */
-		fq.head = g->next_queued;
-		g->queued = false;
-		pthread_mutex_unlock(&fq.mu);
-		gaz_replica_unref(g->r);
-		pthread_mutex_lock(&fq.mu);
-	}
-	fq.tail = NULL;
-	pthread_mutex_unlock(&fq.mu);
 }

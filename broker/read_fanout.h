@@ -18,15 +18,19 @@
 struct gaz_replica;
 struct gaz_rpc_call;
 
+/* A Read's content chunk at most, in bytes: 32 KiB - 32, as Gazette's
+ * (read.c's own reads and the head group's deliveries alike). */
+#define GAZ_READ_CHUNK 32736
+
 /* A Read parked at the write head, as its head group sees it; embedded in
  * read.c's state of the read. While `member` is set, the group owns
  * `offset` and sends on `call`; the read itself touches neither until it
- * left (gaz_head_leave). */
+ * left (gaz_head_leave). Fields under the group's mu. */
 struct gaz_head_reader {
-	struct gaz_head_reader *prev, *next; /* in the group (its mu) */
+	struct gaz_head_reader *prev, *next; /* in the group */
 	struct gaz_rpc_call *call;
-	int64_t offset;     /* the read's next offset: its group's offset */
-	atomic_bool member; /* read without a lock by the read's own notifier wake */
+	int64_t offset; /* the read's next offset: its group's offset */
+	bool member;
 };
 
 /* The head group of one replica (embedded in struct gaz_replica). */
@@ -60,14 +64,16 @@ void gaz_head_group_release(struct gaz_head_group *g);
  * waits there too (or is empty). The caller holds the replica's mu, under
  * which it found `offset` to be the write head, and has sent the read's
  * first response (its header). Returns whether `hr` joined; if so the
- * read parks without a further check, and any commit reaches it through
- * the group. */
+ * read leaves the replica's notifier (still under mu: commits reach it
+ * through the group, and a broadcast does not visit it) and parks
+ * without a further check. */
 bool gaz_head_join(struct gaz_head_group *g, struct gaz_head_reader *hr, int64_t offset);
 
 /* gaz_head_leave takes `hr` out of the group if it is still in (a
  * delivery may have sent it away already) and returns the read's next
  * offset: where the group's deliveries took it. The read calls it first
- * whenever it resumes after joining. */
+ * whenever it resumes after joining, and joins the notifier again before
+ * it looks at the replica. */
 int64_t gaz_head_leave(struct gaz_head_group *g, struct gaz_head_reader *hr);
 
 /* gaz_read_fanout_stop ends the delivery threads (started on first use)

@@ -342,9 +342,9 @@ bool gaz_rpc_send_room(struct gaz_rpc_call *call);
  * keeps `msgs`) on the call's response stream, in order, only if its
  * response queue has room for all of them now: it never waits. All but
  * the last carry grpc's GRPC_WRITE_BUFFER_HINT, so they go out in one
- * write with the last. This is
- * how one commit's bytes, read and packed once, go to every reader parked
- * at a journal's write head (issue 39). Any thread may call it for a
+ * write with the last. This is how one commit's bytes, read and packed
+ * once, go to every reader parked at a journal's write head (issue 39),
+ * as Gazette's readers each send them. Any thread may call it for a
  * parked call, provided no other thread sends on it meanwhile (the caller
  * excludes the call's own resume by a lock of its own). Returns 0,
  * GAZ_ERANGE (not enough room: nothing was queued) or GAZ_ECANCELLED (the

@@ -1929,11 +1929,39 @@ static bool send_settle(struct gaz_rpc_call *c)
 	return !c->send_failed;
 }
 
-int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
+/* send_start_locked (call->mu held, nothing in flight or queued) starts
+ * the streamed message `bb` with write `flags`, the call's initial
+ * metadata with it if not yet sent. Returns 0 (the completion, on a
+ * poller, destroys bb) or GAZ_EINVAL (bb is still the caller's). */
+static int send_start_locked(struct gaz_rpc_call *call, grpc_byte_buffer *bb, uint32_t flags)
 {
 	grpc_op ops[2] = {{.op = GRPC_OP_SEND_INITIAL_METADATA}, {.op = GRPC_OP_SEND_MESSAGE}};
+	size_t k = call->md_sent ? 0 : 1; /* initial metadata travels with the first message */
+
+	call->md_sent = true;
+	ops[1].data.send_message.send_message = bb;
+	ops[1].flags = flags;
+	/* Before the start: the completion (on a poller, while call_start
+	 * has mu released) frees it. */
+	call->send_bb = bb;
+	if (call_start(call, &call->send_op, ops + 1 - k, k + 1) == 0)
+		return 0;
+	call->send_bb = NULL;
+	return GAZ_EINVAL;
+}
+
+/* sendq_push_locked queues `bb` (call->mu held, room checked) behind the
+ * message in flight, to go out with write `flags`. */
+static void sendq_push_locked(struct gaz_rpc_call *call, grpc_byte_buffer *bb, uint32_t flags)
+{
+	call->sendq_flags[call->sendq_n] = flags;
+	call->sendq[call->sendq_n++] = bb;
+}
+
+int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
+{
 	grpc_byte_buffer *bb = gaz__rpc_pack(msg);
-	int n = 0, ok = 0;
+	int ok = 0;
 
 	pthread_mutex_lock(&call->mu);
 	if (call->finished || call->cancelled)
@@ -1965,8 +1993,7 @@ int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
 			goto out;
 		}
 		if (call->send_op.pending || call->sendq_n) {
-			call->sendq_flags[call->sendq_n] = 0;
-			call->sendq[call->sendq_n++] = bb;
+			sendq_push_locked(call, bb, 0);
 			bb = NULL;
 			ok = 1;
 			goto out;
@@ -1976,18 +2003,9 @@ int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
 		call->cancelled = true;
 		goto out;
 	}
-	if (!call->md_sent)
-		n = 1; /* initial metadata travels with the first message */
-	call->md_sent = true;
-	ops[1].data.send_message.send_message = bb;
-	/* Before the start: the completion (on a poller, while call_start
-	 * has mu released) frees it. */
-	call->send_bb = bb;
-	if (call_start(call, &call->send_op, ops + 1 - n, (size_t)n + 1) == 0) {
+	if (send_start_locked(call, bb, 0) == 0) {
 		bb = NULL;
 		ok = 1;
-	} else {
-		call->send_bb = NULL;
 	}
 out:
 	pthread_mutex_unlock(&call->mu);
@@ -2001,9 +2019,8 @@ out:
 int gaz_rpc_send_packed_now(struct gaz_rpc_call *call, struct gaz_rpc_packed *const *msgs,
 			    size_t n)
 {
-	grpc_op ops[2] = {{.op = GRPC_OP_SEND_INITIAL_METADATA}, {.op = GRPC_OP_SEND_MESSAGE}};
 	size_t room, i, start_first;
-	int k = 0, rc = 0;
+	int rc = 0;
 
 	if (!n)
 		return 0;
@@ -2012,17 +2029,18 @@ int gaz_rpc_send_packed_now(struct gaz_rpc_call *call, struct gaz_rpc_packed *co
 		rc = GAZ_ECANCELLED;
 		goto out;
 	}
-	room = (size_t)(SEND_QUEUE - call->sendq_n) + (call->send_op.pending || call->sendq_n ? 0 : 1);
+	/* Nothing in flight: the first starts now, beside a full queue. */
+	start_first = call->send_op.pending || call->sendq_n ? 0 : 1;
+	room = (size_t)(SEND_QUEUE - call->sendq_n) + start_first;
 	if (n > room) {
 		rc = GAZ_ERANGE;
 		goto out;
 	}
 	/* Each byte buffer takes its own reference to the packed slice. */
-	start_first = call->send_op.pending || call->sendq_n ? 0 : 1;
 	for (i = start_first; i < n; i++) {
 		grpc_slice slice = msgs[i]->slice;
-		call->sendq_flags[call->sendq_n] = i + 1 < n ? GRPC_WRITE_BUFFER_HINT : 0;
-		call->sendq[call->sendq_n++] = grpc_raw_byte_buffer_create(&slice, 1);
+		sendq_push_locked(call, grpc_raw_byte_buffer_create(&slice, 1),
+				  i + 1 < n ? GRPC_WRITE_BUFFER_HINT : 0);
 	}
 	if (start_first) {
 		/* Nothing in flight: the first goes out now, the rest follow it
@@ -2030,16 +2048,9 @@ int gaz_rpc_send_packed_now(struct gaz_rpc_call *call, struct gaz_rpc_packed *co
 		 * the start, which releases mu. */
 		grpc_slice slice = msgs[0]->slice;
 		grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&slice, 1);
-		if (!call->md_sent)
-			k = 1;
-		call->md_sent = true;
-		ops[1].data.send_message.send_message = bb;
-		ops[1].flags = n > 1 ? GRPC_WRITE_BUFFER_HINT : 0;
-		call->send_bb = bb;
 		call->send_counted = true;
 		atomic_fetch_add(&call->srv->packed_in_flight, 1);
-		if (call_start(call, &call->send_op, ops + 1 - k, (size_t)k + 1) != 0) {
-			call->send_bb = NULL;
+		if (send_start_locked(call, bb, n > 1 ? GRPC_WRITE_BUFFER_HINT : 0) != 0) {
 			call->send_counted = false;
 			atomic_fetch_sub(&call->srv->packed_in_flight, 1);
 			grpc_byte_buffer_destroy(bb);
@@ -2051,8 +2062,8 @@ int gaz_rpc_send_packed_now(struct gaz_rpc_call *call, struct gaz_rpc_packed *co
 	}
 out:
 	pthread_mutex_unlock(&call->mu);
-	for (i = 0; !rc && i < n; i++)
-		gaz_metric_inc(MM(call, sent));
+	if (!rc)
+		gaz_metric_add(MM(call, sent), (int64_t)n);
 	return rc;
 }
 
