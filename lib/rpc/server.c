@@ -2378,7 +2378,7 @@ struct gaz_rpc_call *gaz_rpc_local_new(const ProtobufCMessage *const *reqs, size
 		return NULL;
 	}
 	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->cv, NULL);
+	gaz__rpc_cond_init(&c->cv); /* gaz_rpc_wait's deadlines are monotonic */
 	grpc_metadata_array_init(&c->md);
 	c->details = grpc_empty_slice();
 	c->deadline_ns = deadline_ns;

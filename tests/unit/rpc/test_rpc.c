@@ -1601,6 +1601,41 @@ static void test_wake_and_deadline(void **state)
 	free_resp(r);
 }
 
+static void *local_waker_main(void *arg)
+{
+	usleep(150 * 1000);
+	gaz_rpc_wake(arg);
+	return NULL;
+}
+
+/* A local call (the broker's pulse) waits on its own condition variable:
+ * a wait with a deadline ends at it, and another thread's wake ends it
+ * sooner, and the wait holds no CPU meanwhile (a condition variable on the
+ * wrong clock made every timed wait of a pulse spin). */
+static void test_local_call_waits(void **state)
+{
+	Protocol__ReadRequest req = PROTOCOL__READ_REQUEST__INIT;
+	const ProtobufCMessage *reqs[] = {&req.base};
+	struct gaz_rpc_call *call = gaz_rpc_local_new(reqs, 1, gaz_deadline_in(60000));
+	struct timespec c0, c1;
+	pthread_t t;
+	int64_t t0 = gaz_mono_ns();
+
+	(void)state;
+	assert_non_null(call);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+	assert_int_equal(gaz_rpc_wait(call, gaz_deadline_in(200)), GAZ_ETIMEDOUT);
+	assert_true(ms_since(t0) >= 200);
+	assert_int_equal(pthread_create(&t, NULL, local_waker_main, call), 0);
+	assert_int_equal(gaz_rpc_wait(call, gaz_deadline_in(20000)), 0);
+	pthread_join(t, NULL);
+	assert_true(ms_since(t0) < 10000);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	int64_t cpu_ms = (c1.tv_sec - c0.tv_sec) * 1000 + (c1.tv_nsec - c0.tv_nsec) / 1000000;
+	assert_true(cpu_ms < 100); /* ~350 ms of waiting; a spinning wait takes it all */
+	gaz_rpc_local_free(call);
+}
+
 static void test_stream_recv_timeout(void **state)
 {
 	struct gaz_rpc_stream *s = open_stream(g_native, P("Slow"));
@@ -2534,6 +2569,7 @@ int main(void)
 		cmocka_unit_test(test_parked_each),
 		cmocka_unit_test(test_stream_limits),
 		cmocka_unit_test(test_wake_and_deadline),
+		cmocka_unit_test(test_local_call_waits),
 		cmocka_unit_test(test_stream_recv_timeout),
 		cmocka_unit_test(test_malformed_request),
 		cmocka_unit_test(test_one_port_http),
