@@ -53,8 +53,16 @@ struct gaz_keyspace {
 	int64_t revision;
 	struct gaz_etcd_header header;
 
-	pthread_mutex_t rev_mu; /* guards nothing but rev_cond's waits */
+	pthread_mutex_t rev_mu; /* guards rev_cond's waits and rev_waiters */
 	pthread_cond_t rev_cond;
+	/* Calls waiting for a revision (gaz_keyspace_wait_call), each woken
+	 * only once the mirror reaches it: thousands of appends waiting at
+	 * their etcd writes' revisions must not all wake at every update. */
+	struct ks_rev_waiter {
+		int64_t revision;
+		struct gaz_rpc_call *call;
+		struct ks_rev_waiter *prev, *next;
+	} *rev_waiters;
 	struct gaz_notifier notifier;
 	struct gaz_etcd_watch *watch;
 	bool watch_failed;
@@ -319,11 +327,17 @@ static void set_header(struct gaz_keyspace *ks, const Etcdserverpb__ResponseHead
 	ks->header.raft_term = h->raft_term;
 }
 
-/* wake_waiters wakes revision waiters and the notifier's (requests). */
+/* wake_waiters wakes revision waiters (the calls among them whose
+ * revision the mirror reached) and the notifier's (requests). */
 static void wake_waiters(struct gaz_keyspace *ks)
 {
+	int64_t cur = gaz_keyspace_revision_now(ks);
+
 	pthread_mutex_lock(&ks->rev_mu);
 	pthread_cond_broadcast(&ks->rev_cond);
+	for (struct ks_rev_waiter *w = ks->rev_waiters; w; w = w->next)
+		if (w->revision <= cur)
+			gaz_rpc_wake(w->call);
 	pthread_mutex_unlock(&ks->rev_mu);
 	gaz_notifier_broadcast(&ks->notifier);
 }
@@ -681,22 +695,30 @@ int gaz_keyspace_wait_revision(struct gaz_keyspace *ks, int64_t revision, int64_
 	return rc;
 }
 
-static void wake_call(void *arg)
-{
-	gaz_rpc_wake(arg);
-}
-
 int gaz_keyspace_wait_call(struct gaz_keyspace *ks, struct gaz_rpc_call *call, int64_t revision,
 			   int64_t deadline_ns)
 {
-	struct gaz_waiter w = {.wake = wake_call, .arg = call};
+	struct ks_rev_waiter w = {.revision = revision, .call = call};
 	int rc = 0;
 
 	if (!call)
 		return gaz_keyspace_wait_revision(ks, revision, deadline_ns);
-	gaz_notifier_add(&ks->notifier, &w);
+	/* Listed before the revision is read: an update after the read
+	 * wakes the call, and gaz_rpc_wait keeps a wake that came first. */
+	pthread_mutex_lock(&ks->rev_mu);
+	if ((w.next = ks->rev_waiters))
+		w.next->prev = &w;
+	ks->rev_waiters = &w;
+	pthread_mutex_unlock(&ks->rev_mu);
 	while (gaz_keyspace_revision_now(ks) < revision && !(rc = gaz_rpc_wait(call, deadline_ns)))
 		;
-	gaz_notifier_remove(&ks->notifier, &w);
+	pthread_mutex_lock(&ks->rev_mu);
+	if (w.prev)
+		w.prev->next = w.next;
+	else
+		ks->rev_waiters = w.next;
+	if (w.next)
+		w.next->prev = w.prev;
+	pthread_mutex_unlock(&ks->rev_mu);
 	return rc;
 }

@@ -140,8 +140,9 @@ int gaz_keyspace_wait_revision(struct gaz_keyspace *ks, int64_t revision, int64_
 
 struct gaz_rpc_call;
 /* gaz_keyspace_wait_call is gaz_keyspace_wait_revision for an RPC
- * handler: it waits through the notifier, so the call's cancellation
- * (gaz_rpc_wait) ends the wait too. Without a call (NULL) it is
+ * handler: it waits on the call (gaz_rpc_wait), woken only by the update
+ * that brings the mirror to `revision` (not by every update), so the
+ * call's cancellation ends the wait too. Without a call (NULL) it is
  * gaz_keyspace_wait_revision. Returns 0, GAZ_ETIMEDOUT or the wait's
  * cancellation error. */
 int gaz_keyspace_wait_call(struct gaz_keyspace *ks, struct gaz_rpc_call *call, int64_t revision,
