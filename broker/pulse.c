@@ -16,12 +16,21 @@
  * A primary replica pulses: when it starts, whenever its route changes
  * (its assignments are then inconsistent), when its spool is due for a
  * flush-interval roll or holds the journal's first known write (BR-01),
- * and every PULSE_PERIOD otherwise. One thread runs the pulses, looking
- * at a replica only when one may be due: a keyspace change touched its
- * journal (the keyspace's change log), it was kicked, or its time in a
- * queue ordered by due time came (gaz_pulse_thread). Each pulse is
- * bounded by PULSE_TIMEOUT; a failed one is retried no sooner than
- * PULSE_RETRY.
+ * and every PULSE_PERIOD otherwise. One thread decides the pulses,
+ * looking at a replica only when one may be due: a keyspace change
+ * touched its journal (the keyspace's change log), it was kicked, or its
+ * time in a queue ordered by due time came (gaz_pulse_thread). Up to
+ * PULSE_RUNNERS pulses run at once, each on a runner thread of its own
+ * (a pulse waits on its peers and on etcd, and 10,000 new journals must
+ * not wait on each other's round trips, as Gazette's goroutines do not);
+ * a replica has at most one pulse in flight, and its outcome comes back
+ * to the pulse thread. Each pulse is bounded by PULSE_TIMEOUT; a failed
+ * one is retried no sooner than PULSE_RETRY.
+ *
+ * Locks: the replica's pulse_* fields belong to the pulse thread alone
+ * (a runner reads only the job it was handed). pulse_runners.mu guards
+ * the runners' queues and counts; it is a leaf, released before a
+ * runner kicks the pulse thread (pulse_mu).
  *
  * Must not: hold the keyspace lock or a replica's mu across a pulse.
  */
@@ -42,6 +51,7 @@
 #define PULSE_TIMEOUT (30 * GAZ_NS_PER_S)
 #define PULSE_RETRY (GAZ_NS_PER_S / 2)
 #define AUTO_SUSPEND_TICKS 15 /* periodic pulses with an unchanged route */
+#define PULSE_RUNNERS 8       /* pulses in flight at once, a thread each */
 
 /* What the keyspace says of `journal` for the pulse: whether its
  * assignments disagree with the route derived from them (a route change no
@@ -181,17 +191,131 @@ static void scan_begin(struct gaz_broker *b, struct pulse_scan *sc, int64_t prev
 	gaz_keyspace_runlock(b->ks);
 }
 
+/* One pulse handed to a runner: what the pulse thread decided, and the
+ * outcome the runner sets before handing it back. */
+struct pulse_job {
+	struct pulse_job *next;
+	struct gaz_replica *r;  /* a reference, dropped with the job */
+	bool auto_suspend;      /* SUSPEND_IF_FLUSHED rather than NO_RESUME */
+	bool changed, periodic; /* why it runs */
+	bool ok;                /* the outcome: committed (OK) */
+};
+
+/* The runners: started as jobs find none idle, up to PULSE_RUNNERS, and
+ * stopped with the pulse thread. */
+struct pulse_runners {
+	struct gaz_broker *b;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct pulse_job *todo, **todo_tail; /* FIFO (mu) */
+	struct pulse_job *done;              /* outcomes, LIFO (mu) */
+	size_t n_threads, n_idle;            /* (mu) */
+	bool stop;                           /* (mu) */
+	pthread_t threads[PULSE_RUNNERS];
+};
+
+static void *runner_main(void *arg)
+{
+	struct pulse_runners *pr = arg;
+
+	pthread_setname_np(pthread_self(), "gaz-pulse-run");
+	pthread_mutex_lock(&pr->mu);
+	for (;;) {
+		while (!pr->todo && !pr->stop) {
+			pr->n_idle++;
+			pthread_cond_wait(&pr->cond, &pr->mu);
+			pr->n_idle--;
+		}
+		if (pr->stop)
+			break;
+		struct pulse_job *j = pr->todo;
+		if (!(pr->todo = j->next))
+			pr->todo_tail = &pr->todo;
+		pthread_mutex_unlock(&pr->mu);
+		j->ok = pulse(pr->b, j->r, j->auto_suspend);
+		pthread_mutex_lock(&pr->mu);
+		j->next = pr->done;
+		pr->done = j;
+		pthread_mutex_unlock(&pr->mu);
+		gaz_pulse_kick(pr->b);
+		pthread_mutex_lock(&pr->mu);
+	}
+	pthread_mutex_unlock(&pr->mu);
+	return NULL;
+}
+
+/* Hands `j` to a runner, starting one if none is idle and the bound
+ * allows. Returns 0, or -1 when no runner exists and none could start
+ * (the job is not queued). */
+static int runners_push(struct pulse_runners *pr, struct pulse_job *j)
+{
+	int rc = 0;
+
+	j->next = NULL;
+	pthread_mutex_lock(&pr->mu);
+	if (pr->n_idle == 0 && pr->n_threads < PULSE_RUNNERS &&
+	    pthread_create(&pr->threads[pr->n_threads], NULL, runner_main, pr) == 0)
+		pr->n_threads++;
+	if (pr->n_threads == 0) {
+		rc = -1;
+	} else {
+		*pr->todo_tail = j;
+		pr->todo_tail = &j->next;
+		pthread_cond_signal(&pr->cond);
+	}
+	pthread_mutex_unlock(&pr->mu);
+	return rc;
+}
+
+/* Takes the outcomes the runners handed back (a list the caller frees). */
+static struct pulse_job *runners_take_done(struct pulse_runners *pr)
+{
+	pthread_mutex_lock(&pr->mu);
+	struct pulse_job *d = pr->done;
+	pr->done = NULL;
+	pthread_mutex_unlock(&pr->mu);
+	return d;
+}
+
+static void job_free(struct pulse_job *j)
+{
+	gaz_replica_unref(j->r);
+	free(j);
+}
+
+/* Stops the runners once their pulses end, and drops the jobs left. */
+static void runners_stop(struct pulse_runners *pr)
+{
+	pthread_mutex_lock(&pr->mu);
+	pr->stop = true;
+	pthread_cond_broadcast(&pr->cond);
+	pthread_mutex_unlock(&pr->mu);
+	for (size_t i = 0; i < pr->n_threads; i++)
+		pthread_join(pr->threads[i], NULL);
+	for (struct pulse_job *j = pr->todo, *next; j; j = next) {
+		next = j->next;
+		job_free(j);
+	}
+	for (struct pulse_job *j = pr->done, *next; j; j = next) {
+		next = j->next;
+		job_free(j);
+	}
+	pthread_cond_destroy(&pr->cond);
+	pthread_mutex_destroy(&pr->mu);
+}
+
 /* Decides whether `r` pulses now (`sc`: the scan's view of the keyspace),
- * and runs it; lowers *due_ns (monotonic) to when it is due next as far
- * as timers tell. */
-static void maybe_pulse(struct gaz_broker *b, struct gaz_replica *r, const struct pulse_scan *sc, int64_t now,
-			int64_t *due_ns)
+ * and hands the pulse to a runner; lowers *due_ns (monotonic) to when it
+ * is due next as far as timers tell. A replica whose pulse is in flight
+ * waits for its outcome (pulse_outcome queues it anew). */
+static void maybe_pulse(struct gaz_broker *b, struct pulse_runners *pr, struct gaz_replica *r,
+			const struct pulse_scan *sc, int64_t now, int64_t *due_ns)
 {
 	int64_t rev = sc->rev;
-	bool periodic, changed, ok, auto_suspend;
+	bool periodic, changed;
 	int64_t flush_s;
 
-	if (!r->primary || r->dead)
+	if (!r->primary || r->dead || r->pulse_in_flight)
 		return;
 	if (now < r->pulse_retry_ns) {
 		*due_ns = r->pulse_retry_ns < *due_ns ? r->pulse_retry_ns : *due_ns;
@@ -201,7 +325,9 @@ static void maybe_pulse(struct gaz_broker *b, struct gaz_replica *r, const struc
 	/* The route is rebuilt only when the journal's keys changed since it
 	 * was last found consistent: an idle journal, or one no change
 	 * touched, costs no route build. `rev` is the scan's, read before
-	 * it: a later change makes another scan. */
+	 * it: a later change makes another scan. A scan that skipped the
+	 * replica (its pulse in flight) leaves pulse_checked_rev behind
+	 * prev_rev, so the next one rebuilds. */
 	if (rev != r->pulse_checked_rev && r->pulse_checked_rev == sc->prev_rev && !sc->all &&
 	    !gaz_strset_has(&sc->changed, r->journal))
 		r->pulse_checked_rev = rev;
@@ -221,16 +347,41 @@ static void maybe_pulse(struct gaz_broker *b, struct gaz_replica *r, const struc
 		r->pulse_stable_ticks = 0;
 	else if (periodic && r->pulse_next_ns)
 		r->pulse_stable_ticks++;
-	auto_suspend = b->cfg.auto_suspend && r->pulse_stable_ticks >= AUTO_SUSPEND_TICKS;
-	ok = pulse(b, r, auto_suspend);
-	now = gaz_mono_ns();
-	r->pulse_retry_ns = ok ? 0 : now + PULSE_RETRY;
-	if (ok || periodic)
+
+	struct pulse_job *j = calloc(1, sizeof(*j));
+	if (j) {
+		j->r = gaz_replica_ref(r);
+		j->auto_suspend = b->cfg.auto_suspend && r->pulse_stable_ticks >= AUTO_SUSPEND_TICKS;
+		j->changed = changed;
+		j->periodic = periodic;
+	}
+	if (!j || runners_push(pr, j) < 0) {
+		if (j)
+			job_free(j);
+		r->pulse_retry_ns = now + PULSE_RETRY; /* out of memory or threads */
+		*due_ns = r->pulse_retry_ns < *due_ns ? r->pulse_retry_ns : *due_ns;
+		return;
+	}
+	r->pulse_in_flight = true;
+}
+
+/* Takes in the outcome of the pulse of j->r: when it is due again. A
+ * replica whose route was still to be written is due again one tick on
+ * (its write reaches the keyspace mirror first), a failed pulse after
+ * PULSE_RETRY, and otherwise at the period. */
+static void pulse_outcome(struct pulse_job *j, struct gaz_dueq *q)
+{
+	struct gaz_replica *r = j->r;
+	int64_t now = gaz_mono_ns(), next;
+
+	r->pulse_in_flight = false;
+	r->pulse_retry_ns = j->ok ? 0 : now + PULSE_RETRY;
+	if (j->ok || j->periodic)
 		r->pulse_next_ns = now + PULSE_PERIOD;
-	/* Due again at once if the route is still to be written (the retry
-	 * time holds it back), else at the period. */
-	int64_t next = ok ? (changed ? now : r->pulse_next_ns) : r->pulse_retry_ns;
-	*due_ns = next < *due_ns ? next : *due_ns;
+	next = j->ok ? (j->changed ? now + PULSE_TICK_MS * GAZ_NS_PER_MS : r->pulse_next_ns)
+		     : r->pulse_retry_ns;
+	if (next != r->pulse_heap_due && gaz_dueq_push(q, next, r->journal) == 0)
+		r->pulse_heap_due = next;
 }
 
 void gaz_pulse_kick(struct gaz_broker *b)
@@ -255,24 +406,25 @@ void gaz_pulse_kick_journal(struct gaz_broker *b, const char *journal)
  * it is due next, if that moved. The queue keeps stale entries: each
  * replica remembers the due time of its latest (pulse_heap_due), and a
  * popped entry that is not it is dropped. */
-static void visit(struct gaz_broker *b, struct gaz_replica *r, const struct pulse_scan *sc, struct gaz_dueq *q)
+static void visit(struct gaz_broker *b, struct pulse_runners *pr, struct gaz_replica *r,
+		  const struct pulse_scan *sc, struct gaz_dueq *q)
 {
 	int64_t due = INT64_MAX;
 
 	if (atomic_load(&b->stopping))
 		return;
-	maybe_pulse(b, r, sc, gaz_mono_ns(), &due);
+	maybe_pulse(b, pr, r, sc, gaz_mono_ns(), &due);
 	if (due != INT64_MAX && due != r->pulse_heap_due && gaz_dueq_push(q, due, r->journal) == 0)
 		r->pulse_heap_due = due;
 }
 
-static void visit_journal(struct gaz_broker *b, const char *journal, const struct pulse_scan *sc,
-			  struct gaz_dueq *q)
+static void visit_journal(struct gaz_broker *b, struct pulse_runners *pr, const char *journal,
+			  const struct pulse_scan *sc, struct gaz_dueq *q)
 {
 	struct gaz_replica *r = gaz_replica_get(b, journal);
 
 	if (r) {
-		visit(b, r, sc, q);
+		visit(b, pr, r, sc, q);
 		gaz_replica_unref(r);
 	}
 }
@@ -290,14 +442,24 @@ void *gaz_pulse_thread(void *arg)
 	struct gaz_broker *b = arg;
 	struct pulse_scan sc = {0};
 	struct gaz_dueq q = {0};
+	struct pulse_runners pr = {.b = b};
 	int64_t scanned_rev = -1, next_full_ns = 0;
 
 	pthread_setname_np(pthread_self(), "gaz-pulse");
+	pthread_mutex_init(&pr.mu, NULL);
+	pthread_cond_init(&pr.cond, NULL); /* untimed waits only */
+	pr.todo_tail = &pr.todo;
 	while (!atomic_load(&b->stopping)) {
-		int64_t now = gaz_mono_ns();
 		size_t n_kicked = 0;
 		bool all;
 		char **kicked;
+
+		for (struct pulse_job *j = runners_take_done(&pr), *next; j; j = next) {
+			next = j->next;
+			pulse_outcome(j, &q);
+			job_free(j);
+		}
+		int64_t now = gaz_mono_ns();
 
 		pthread_mutex_lock(&b->pulse_mu);
 		kicked = b->pulse_journals.n ? gaz_strset_drain(&b->pulse_journals, &n_kicked) : NULL;
@@ -311,7 +473,7 @@ void *gaz_pulse_thread(void *arg)
 			size_t n = gaz_replicas_snapshot(b, &rs);
 			next_full_ns = now + PULSE_PERIOD;
 			for (size_t i = 0; i < n; i++) {
-				visit(b, rs[i], &sc, &q);
+				visit(b, &pr, rs[i], &sc, &q);
 				gaz_replica_unref(rs[i]);
 			}
 			free(rs);
@@ -319,9 +481,9 @@ void *gaz_pulse_thread(void *arg)
 			/* maybe_pulse reads sc.changed too: iterated, not drained. */
 			size_t pos = 0;
 			for (const char *j; (j = gaz_strset_next(&sc.changed, &pos));)
-				visit_journal(b, j, &sc, &q);
+				visit_journal(b, &pr, j, &sc, &q);
 			for (size_t i = 0; i < n_kicked; i++)
-				visit_journal(b, kicked[i], &sc, &q);
+				visit_journal(b, &pr, kicked[i], &sc, &q);
 			/* Due by the pass's start only: a replica due again at once
 			 * (its route write not yet in the keyspace) waits for the
 			 * next pass, PULSE_TICK_MS on, rather than pulsing in a loop. */
@@ -331,7 +493,7 @@ void *gaz_pulse_thread(void *arg)
 				struct gaz_replica *r = gaz_replica_get(b, e.name);
 				if (r && r->pulse_heap_due == e.due_ns) {
 					r->pulse_heap_due = 0; /* popped: its next due is queued anew */
-					visit(b, r, &sc, &q);
+					visit(b, &pr, r, &sc, &q);
 				}
 				if (r)
 					gaz_replica_unref(r);
@@ -355,6 +517,7 @@ void *gaz_pulse_thread(void *arg)
 		if (next > 0 && !atomic_load(&b->stopping))
 			usleep((useconds_t)(next / 1000));
 	}
+	runners_stop(&pr);
 	gaz_strset_release(&sc.changed);
 	gaz_dueq_release(&q);
 	return NULL;

@@ -50,6 +50,12 @@ struct gaz_replica *gaz_replica_get(struct gaz_broker *b, const char *journal)
 	return r;
 }
 
+struct gaz_replica *gaz_replica_ref(struct gaz_replica *r)
+{
+	atomic_fetch_add(&r->refs, 1);
+	return r;
+}
+
 void gaz_replica_unref(struct gaz_replica *r)
 {
 	if (!r || atomic_fetch_sub(&r->refs, 1) != 1)

@@ -128,6 +128,8 @@ struct gaz_replica {
 	int64_t pulse_flush_s;         /* the flush interval seen then */
 	int64_t pulse_heap_due;        /* due time of its latest entry in the
 					* pulse thread's queue (0: none) */
+	bool pulse_in_flight;          /* a pulse runner holds its pulse; the
+					* outcome comes back to the pulse thread */
 	int64_t refresh_heap_due;      /* due time of its latest entry in
 					* maintenance's listing queue (0: none);
 					* maintenance thread only */
@@ -143,6 +145,9 @@ struct gaz_replica {
 /* gaz_replica_get returns a new reference to the local replica of `journal`
  * or NULL. Thread-safe. */
 struct gaz_replica *gaz_replica_get(struct gaz_broker *b, const char *journal);
+/* gaz_replica_ref takes another reference to `r` (one held already) and
+ * returns it; gaz_replica_unref drops one. Thread-safe. */
+struct gaz_replica *gaz_replica_ref(struct gaz_replica *r);
 void gaz_replica_unref(struct gaz_replica *r);
 
 /* gaz_replicas_snapshot stores in *out (free with free) a new reference
