@@ -42,6 +42,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "broker/metrics.h"
@@ -52,9 +54,10 @@
 #define ROUND_CHUNKS 4   /* chunks per round: with its metadata, fits a
 			  * response queue that holds nothing else */
 #define MAX_THREADS 4
-#define SLICE 256           /* members served between looks at the backlog */
-#define PACED_AHEAD 512     /* first messages grpc may hold before a slice */
+#define SLICE 128           /* members served between looks at the backlog */
+#define PACED_AHEAD 256     /* first messages grpc may hold before a slice */
 #define PACE_WAIT_MS 100    /* the longest wait before a slice */
+#define FANOUT_NICE 10      /* the delivery threads' nice: below appends' */
 
 /* The delivery threads and the groups scheduled for them. */
 static struct {
@@ -287,6 +290,11 @@ static void *fanout_main(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "gaz-read-fanout");
+	/* A delivery to 10,000 readers takes the cores for a while: the
+	 * pollers and handlers that answer appends and control calls run
+	 * first (Linux's nice is per thread). Failing that, deliveries run
+	 * at the process's priority. */
+	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), FANOUT_NICE);
 	pthread_mutex_lock(&fq.mu);
 	for (;;) {
 		struct gaz_head_group *g = fq.head;
