@@ -391,6 +391,12 @@ void gaz__append_proxy(struct append_ctx *a)
 		return;
 	}
 	free(auth);
+	/* The request, its content and the half-close queue behind each
+	 * other and go out without this thread waiting on each (a lone
+	 * small append in one write, the half-close with its last message),
+	 * and the answer and the upstream's status come in one wait, as a
+	 * client's append does (client_append.c). */
+	gaz_rpc_stream_queue_sends(s);
 	orig = a->req->header; /* an earlier hop's, freed with the request */
 	a->req->header = h;
 	rc = gaz_rpc_stream_send(s, &a->req->base);
@@ -401,8 +407,8 @@ void gaz__append_proxy(struct append_ctx *a)
 		rc = relay_chunks(a, s, &upstream);
 	if (!rc) {
 		/* Wait for the primary's answer, or for our client to give up. */
-		while ((rc = gaz_rpc_stream_recv(s, &protocol__append_response__descriptor, &resp,
-						 gaz_deadline_in(500))) == GAZ_ETIMEDOUT &&
+		while ((rc = gaz_rpc_stream_recv_last(s, &protocol__append_response__descriptor, &resp,
+						      gaz_deadline_in(500))) == GAZ_ETIMEDOUT &&
 		       !gaz_rpc_cancelled(a->call))
 			;
 		upstream = rc != GAZ_ETIMEDOUT;
@@ -413,8 +419,8 @@ void gaz__append_proxy(struct append_ctx *a)
 		/* The primary failed (say, it died): pass its status on, as
 		 * Gazette does, so clients see UNAVAILABLE and retry. A primary
 		 * that stopped answering (paused) is given up on. */
-		int r2 = resp ? 0 : gaz_rpc_stream_recv(s, &protocol__append_response__descriptor,
-							 &resp, gaz_deadline_in(2000));
+		int r2 = resp ? 0 : gaz_rpc_stream_recv_last(s, &protocol__append_response__descriptor,
+							      &resp, gaz_deadline_in(2000));
 		if (r2 == GAZ_ETIMEDOUT) {
 			gaz_rpc_stream_cancel(s);
 			gaz_rpc_finish(a->call, NULL, GAZ_GRPC_UNAVAILABLE, "the primary stopped answering");
