@@ -51,7 +51,7 @@
 #define PULSE_TIMEOUT (30 * GAZ_NS_PER_S)
 #define PULSE_RETRY (GAZ_NS_PER_S / 2)
 #define AUTO_SUSPEND_TICKS 15 /* periodic pulses with an unchanged route */
-#define PULSE_RUNNERS 8       /* pulses in flight at once, a thread each */
+#define PULSE_RUNNERS 16      /* pulses in flight at once, a thread each */
 
 /* What the keyspace says of `journal` for the pulse: whether its
  * assignments disagree with the route derived from them (a route change no
