@@ -874,6 +874,7 @@ static int run_idle(struct run *r, const char *key, size_t count)
 			fprintf(stderr, "gazbench: apply of %s journals failed: %s\n", key, st.msg);
 		free_names(names, n);
 	}
+	int64_t t_applied = gaz_mono_ns();
 	for (size_t i = 0; i < count && !rc; i++) {
 		struct bench_append_result res;
 
@@ -886,6 +887,9 @@ static int run_idle(struct run *r, const char *key, size_t count)
 		/* From the first Apply to the last journal answering its append:
 		 * how soon a broker serves that many new journals. */
 		put(r, key, "ready_s", (double)(gaz_mono_ns() - t_apply) / 1e9);
+		printf("  %s: applied in %.1f s, then appended to one by one in %.1f s\n", key,
+		       (double)(t_applied - t_apply) / 1e9, (double)(gaz_mono_ns() - t_applied) / 1e9);
+		fflush(stdout);
 		bench_sleep_until(gaz_deadline_in(IDLE_SETTLE_S * 1000));
 		rss1 = proc_rss_kib(r);
 		int64_t t0 = gaz_mono_ns();
