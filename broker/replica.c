@@ -601,9 +601,22 @@ char *gaz_replica_spool_faults(struct gaz_broker *b)
 	return out;
 }
 
+/* holder_pause sleeps while a token holder is waited for, in pauses
+ * from 50 us doubling up to 5 ms (*pause starts at 0): a woken holder
+ * (a parked Replicate stream) lets go within a poller's round trip, and
+ * maintenance waits on one replica after another (10,000 deleted
+ * journals), so a fixed 5 ms each held back new replicas for most of a
+ * minute. */
+static void holder_pause(useconds_t *pause)
+{
+	*pause = *pause == 0 ? 50 : *pause < 5000 ? *pause * 2 : 5000;
+	usleep(*pause);
+}
+
 void gaz_replica_demote(struct gaz_replica *r)
 {
 	bool took, done;
+	useconds_t pause = 0;
 
 	r->primary = false;
 	/* Not gaz_replica_acquire: the new primary's Replicate stream may
@@ -620,7 +633,7 @@ void gaz_replica_demote(struct gaz_replica *r)
 		pthread_mutex_unlock(&r->mu);
 		if (took || done)
 			break;
-		usleep(5000);
+		holder_pause(&pause);
 	}
 	if (!took)
 		return;
@@ -649,15 +662,12 @@ void gaz_replica_teardown(struct gaz_replica *r)
 	pthread_mutex_unlock(&r->mu);
 	unpark_list(parked);
 	gaz_notifier_broadcast(&r->notifier);
-	/* Wait for an append in progress to let go of the spool. A woken
-	 * holder (a parked Replicate stream) lets go within a poller's round
-	 * trip, so the wait starts short: maintenance tears down the
-	 * replicas of 10,000 deleted journals one after another, and a
-	 * fixed 5 ms each held back new replicas for most of a minute. */
+	/* Wait for an append in progress to let go of the spool. */
+	useconds_t pause = 0;
 	pthread_mutex_lock(&r->mu);
-	for (useconds_t pause = 50; r->token_held; pause = pause < 5000 ? pause * 2 : 5000) {
+	while (r->token_held) {
 		pthread_mutex_unlock(&r->mu);
-		usleep(pause);
+		holder_pause(&pause);
 		pthread_mutex_lock(&r->mu);
 	}
 	r->token_held = true;

@@ -133,18 +133,20 @@ void gaz_keyspace_prefix(const struct gaz_keyspace *ks, const char *prefix, size
 struct gaz_notifier *gaz_keyspace_notifier(struct gaz_keyspace *ks);
 
 /* gaz_keyspace_wait_revision blocks (without the read lock) until the
- * mirror reflects at least `revision`, or deadline_ns. Returns 0 or
- * GAZ_ETIMEDOUT. For threads that are not RPC handlers (handlers wait
- * through the notifier so that cancellation wakes them). */
+ * mirror reflects at least `revision` (an etcd revision), or deadline_ns
+ * (monotonic ns; GAZ_DEADLINE_NEVER: none). Returns 0 or GAZ_ETIMEDOUT.
+ * For threads that are not RPC handlers (handlers use
+ * gaz_keyspace_wait_call, so that cancellation wakes them). */
 int gaz_keyspace_wait_revision(struct gaz_keyspace *ks, int64_t revision, int64_t deadline_ns);
 
 struct gaz_rpc_call;
 /* gaz_keyspace_wait_call is gaz_keyspace_wait_revision for an RPC
  * handler: it waits on the call (gaz_rpc_wait), woken only by the update
  * that brings the mirror to `revision` (not by every update), so the
- * call's cancellation ends the wait too. Without a call (NULL) it is
- * gaz_keyspace_wait_revision. Returns 0, GAZ_ETIMEDOUT or the wait's
- * cancellation error. */
+ * call's cancellation ends the wait too; `call` is borrowed and must
+ * outlive the wait. deadline_ns as gaz_keyspace_wait_revision's. Without
+ * a call (NULL) it is gaz_keyspace_wait_revision. Returns 0,
+ * GAZ_ETIMEDOUT or GAZ_ECANCELLED (the call ended). */
 int gaz_keyspace_wait_call(struct gaz_keyspace *ks, struct gaz_rpc_call *call, int64_t revision,
 			   int64_t deadline_ns);
 
