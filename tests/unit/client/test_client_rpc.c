@@ -1039,13 +1039,10 @@ static void test_fragments_paging(void **state)
 
 /* ---- fixture ---------------------------------------------------------------------- */
 
-static int reset(void **state)
-{
-	(void)state;
-	seen_reset();
-	return 0;
-}
-
+/* Each test gets its own scripted broker and client: a call a test leaves
+ * in flight (a read-ahead cancelled by gaz_reader_free may still reach
+ * the server) lands on that test's server, which is freed with it, and
+ * never counts as a call of the next test. */
 static int setup(void **state)
 {
 	struct gaz_client_opts o = {0};
@@ -1054,8 +1051,8 @@ static int setup(void **state)
 	int port = 0;
 
 	(void)state;
-	init_header();
-	if (!mkdtemp(g_root) || gaz_rpc_init(1) || !(g_srv = gaz_rpc_server_new(NULL)))
+	seen_reset();
+	if (!(g_srv = gaz_rpc_server_new(NULL)))
 		return -1;
 	gaz_rpc_server_register(g_srv, P("Read"), h_read, NULL);
 	gaz_rpc_server_register(g_srv, P("Append"), h_append, NULL);
@@ -1071,13 +1068,30 @@ static int setup(void **state)
 	return gaz_client_new(&o, &g_client, &st);
 }
 
+/* teardown frees the client (joining its read-ahead threads), then the
+ * server (which waits for its handlers). */
 static int teardown(void **state)
+{
+	(void)state;
+	gaz_client_free(g_client);
+	g_client = NULL;
+	gaz_rpc_server_free(g_srv);
+	g_srv = NULL;
+	return 0;
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	init_header();
+	return !mkdtemp(g_root) || gaz_rpc_init(1) ? -1 : 0;
+}
+
+static int group_teardown(void **state)
 {
 	char cmd[128];
 
 	(void)state;
-	gaz_client_free(g_client);
-	gaz_rpc_server_free(g_srv);
 	gaz_rpc_shutdown();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", g_root);
 	return system(cmd) == 0 ? 0 : -1;
@@ -1086,23 +1100,23 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_read_basic, reset),
-		cmocka_unit_test_setup(test_read_jump_tail, reset),
-		cmocka_unit_test_setup(test_read_invalid, reset),
-		cmocka_unit_test_setup(test_read_retry, reset),
-		cmocka_unit_test_setup(test_read_not_found, reset),
-		cmocka_unit_test_setup(test_read_end_offset, reset),
-		cmocka_unit_test_setup(test_read_direct, reset),
-		cmocka_unit_test_setup(test_read_not_member, reset),
-		cmocka_unit_test_setup(test_read_ahead_many, reset),
-		cmocka_unit_test_setup(test_read_ahead_free, reset),
-		cmocka_unit_test_setup(test_read_ahead_fetch_fails, reset),
-		cmocka_unit_test_setup(test_append_chunks, reset),
-		cmocka_unit_test_setup(test_append_retry, reset),
-		cmocka_unit_test_setup(test_append_status_and_abort, reset),
-		cmocka_unit_test_setup(test_list, reset),
-		cmocka_unit_test_setup(test_apply_batches, reset),
-		cmocka_unit_test_setup(test_fragments_paging, reset),
+		cmocka_unit_test_setup_teardown(test_read_basic, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_jump_tail, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_invalid, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_retry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_not_found, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_end_offset, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_direct, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_not_member, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_ahead_many, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_ahead_free, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_ahead_fetch_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_append_chunks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_append_retry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_append_status_and_abort, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_list, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_apply_batches, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fragments_paging, setup, teardown),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
