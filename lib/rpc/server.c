@@ -58,6 +58,7 @@
 #define RECV_AHEAD_BYTES (64 << 10) /* ...while they hold less than this */
 #define SEND_QUEUE 8               /* response messages queued behind the one in flight */
 #define SEND_QUEUE_LOW 2           /* a full queue's sender wakes when down to this */
+#define SEND_SLACK 8               /* more a poller's callback may queue past a full queue */
 #define IDLE_THREAD_MS 30000       /* idle pool threads exit after (opts.idle_thread_ms) */
 #define DISPATCH_READ_NS (20 * GAZ_NS_PER_MS) /* GAZ_RPC_DISPATCH_READ waits at most */
 #define TIMER_TICK_NS (5 * GAZ_NS_PER_MS)     /* ...plus this */
@@ -233,8 +234,8 @@ struct gaz_rpc_call {
 	/* Streamed responses queued behind it: the poller starts the next
 	 * as one completes, so a streaming handler (a Read) waits only when
 	 * the queue is full, not once per message. */
-	grpc_byte_buffer *sendq[SEND_QUEUE];
-	uint32_t sendq_flags[SEND_QUEUE]; /* each one's write flags */
+	grpc_byte_buffer *sendq[SEND_QUEUE + SEND_SLACK];
+	uint32_t sendq_flags[SEND_QUEUE + SEND_SLACK]; /* each one's write flags */
 	int sendq_n;
 	int send_wait_len;         /* the handler waits for sendq_n <= this (-1: idle) */
 	bool send_failed;          /* a streamed send failed: the call is gone */
@@ -262,6 +263,7 @@ struct gaz_rpc_call {
 	struct each_cb each;
 	bool each_busy;            /* a poller is in each.fn */
 	int each_rc;               /* each.fn's first non-zero return */
+	bool each_held;            /* the next receive waits for send room (each_recv_locked) */
 
 	/* A local call (gc == NULL, see gaz_rpc_local_new): its requests,
 	 * consumed in order, then EOF; the outcome is kept for the caller. */
@@ -512,7 +514,27 @@ static int recv_start(struct gaz_rpc_call *c)
 	grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
 
 	op.data.recv_message.recv_message = &c->recv_bb;
+	c->each_held = false; /* whoever starts a receive ends a hold */
 	return call_start(c, &c->recv_op, &op, 1);
+}
+
+/* each_recv_locked (c->mu held) starts the next receive of a stream whose
+ * messages run through an each-callback (gaz_rpc_recv_each,
+ * gaz_rpc_park_each), unless its response queue is full: then the
+ * receive is held and send_completed starts it once a queued response
+ * has gone out. A callback runs on a poller, which cannot wait for room
+ * to send its answer; holding the next message back instead leaves a
+ * peer that sends faster than its answers go out waiting in HTTP/2 flow
+ * control, where a full queue used to fail the call (a pipelined
+ * Replicate under CPU pressure). Returns recv_start's result, 0 when
+ * held. */
+static int each_recv_locked(struct gaz_rpc_call *c)
+{
+	if (c->sendq_n >= SEND_QUEUE && !c->send_failed && !c->cancelled) {
+		c->each_held = true;
+		return 0;
+	}
+	return recv_start(c);
 }
 
 /* dispatch_ready (c->mu held): a GAZ_RPC_DISPATCH_READ call may go to its
@@ -787,7 +809,7 @@ static void recv_arrived(struct gaz_rpc_call *c)
 			pthread_cond_broadcast(&c->cv);
 		if (rc)
 			c->each_rc = rc;
-		else if (c->each.fn && !c->finished && !c->cancelled && recv_start(c) != 0) {
+		else if (c->each.fn && !c->finished && !c->cancelled && each_recv_locked(c) != 0) {
 			c->recv_end = true;
 			c->recv_end_ok = 0;
 		}
@@ -830,6 +852,18 @@ static void send_completed(struct gaz_rpc_call *c, int ok)
 		op.data.send_message.send_message = c->send_bb;
 		if (call_start(c, &c->send_op, &op, 1) != 0)
 			c->send_failed = true;
+	}
+	if (c->each_held && c->sendq_n < SEND_QUEUE) {
+		/* Room again: the held receive of an each-stream starts. With
+		 * no callback set, the handler took the stream back and starts
+		 * its own receive. */
+		c->each_held = false;
+		if (c->each.fn && !c->each_busy && !c->recv_op.pending && !c->recv_end &&
+		    !c->n_ahead && !c->each_rc && !c->finished && !c->cancelled &&
+		    !c->send_failed && recv_start(c) != 0) {
+			c->recv_end = true;
+			c->recv_end_ok = 0;
+		}
 	}
 }
 
@@ -1857,7 +1891,7 @@ int gaz_rpc_recv_each(struct gaz_rpc_call *c, const ProtobufCMessageDescriptor *
 				break;
 			continue;
 		}
-		if (!c->recv_op.pending && recv_start(c) != 0) {
+		if (!c->recv_op.pending && !c->each_held && each_recv_locked(c) != 0) {
 			rc = GAZ_ECANCELLED;
 			break;
 		}
@@ -1874,7 +1908,7 @@ int gaz_rpc_recv_each(struct gaz_rpc_call *c, const ProtobufCMessageDescriptor *
 			break;
 		}
 		if (!c->recv_op.pending && !c->recv_end && !c->n_ahead && !c->cancelled &&
-		    !c->finished && recv_start(c) != 0) {
+		    !c->finished && !c->each_held && each_recv_locked(c) != 0) {
 			rc = GAZ_ECANCELLED; /* fn ran last, the next receive did not start */
 			break;
 		}
@@ -1973,9 +2007,19 @@ int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
 	if (call->send_op.pending || call->sendq_n) {
 		/* Queue behind the send in flight (grpc allows one at a time);
 		 * when full, wait for the poller to drain it. A poller (a
-		 * gaz_rpc_recv_each callback) cannot wait for itself: a reader
-		 * that far behind fails the call. */
-		if (call->sendq_n == SEND_QUEUE && gaz__rpc_on_poller()) {
+		 * gaz_rpc_recv_each callback) cannot wait for itself: it may
+		 * queue SEND_SLACK more while its stream's receives are held;
+		 * a callback sending more than that fails the call. */
+		if (call->sendq_n >= SEND_QUEUE && gaz__rpc_on_poller() &&
+		    call->sendq_n < SEND_QUEUE + SEND_SLACK) {
+			/* A callback's answer: its stream's next receive waits for
+			 * room (each_recv_locked), so the queue stays bounded. */
+			sendq_push_locked(call, bb, 0);
+			bb = NULL;
+			ok = 1;
+			goto out;
+		}
+		if (call->sendq_n >= SEND_QUEUE && gaz__rpc_on_poller()) {
 			gaz_warn("response queue full on a poller; cancelling the call", "method=%s",
 				 call->m->path);
 			grpc_call_cancel_with_status(call->gc, GRPC_STATUS_RESOURCE_EXHAUSTED,
@@ -1985,7 +2029,7 @@ int gaz_rpc_send(struct gaz_rpc_call *call, const ProtobufCMessage *msg)
 		}
 		call->send_waiting = true;
 		call->send_wait_len = SEND_QUEUE_LOW;
-		while (call->sendq_n == SEND_QUEUE && !call->send_failed && !call->cancelled)
+		while (call->sendq_n >= SEND_QUEUE && !call->send_failed && !call->cancelled)
 			pthread_cond_wait(&call->cv, &call->mu);
 		call->send_waiting = false;
 		if (call->send_failed || call->cancelled) {
@@ -2031,7 +2075,7 @@ int gaz_rpc_send_packed_now(struct gaz_rpc_call *call, struct gaz_rpc_packed *co
 	}
 	/* Nothing in flight: the first starts now, beside a full queue. */
 	start_first = call->send_op.pending || call->sendq_n ? 0 : 1;
-	room = (size_t)(SEND_QUEUE - call->sendq_n) + start_first;
+	room = (size_t)(call->sendq_n < SEND_QUEUE ? SEND_QUEUE - call->sendq_n : 0) + start_first;
 	if (n > room) {
 		rc = GAZ_ERANGE;
 		goto out;
@@ -2245,7 +2289,8 @@ int gaz_rpc_park_each(struct gaz_rpc_call *call, const ProtobufCMessageDescripto
 	 * before are the resume's, in order (n_ahead ends the park). */
 	call->each = (struct each_cb){.fn = fn, .desc = desc, .arg = fn_arg};
 	if (!call->recv_op.pending && !call->recv_end && !call->n_ahead && !call->each_rc &&
-	    !call->finished && !call->cancelled && recv_start(call) != 0) {
+	    !call->finished && !call->cancelled && !call->each_held &&
+	    each_recv_locked(call) != 0) {
 		call->recv_end = true;
 		call->recv_end_ok = 0;
 	}

@@ -488,7 +488,11 @@ struct each_ctx {
 	struct gaz_rpc_call *c;
 	pthread_t handler;
 	int n, on_poller;
+	size_t pad; /* content bytes in each answer (h_each_big) */
 };
+
+#define EACH_BIG_PAD (256u << 10)
+static uint8_t g_each_pad[EACH_BIG_PAD];
 
 static int each_fn(void *arg, ProtobufCMessage *m)
 {
@@ -499,6 +503,8 @@ static int each_fn(void *arg, ProtobufCMessage *m)
 
 	if (q->offset >= 0) {
 		resp.offset = q->offset + 1;
+		resp.content.data = x->pad ? g_each_pad : NULL;
+		resp.content.len = x->pad;
 		rc = gaz_rpc_send(x->c, &resp.base);
 	}
 	x->n++;
@@ -507,12 +513,11 @@ static int each_fn(void *arg, ProtobufCMessage *m)
 	return rc;
 }
 
-static void h_each(struct gaz_rpc_call *c, void *arg)
+static void each_run(struct gaz_rpc_call *c, size_t pad)
 {
-	struct each_ctx x = {.c = c, .handler = pthread_self()};
+	struct each_ctx x = {.c = c, .handler = pthread_self(), .pad = pad};
 	int rc;
 
-	(void)arg;
 	while ((rc = gaz_rpc_recv_each(c, &protocol__read_request__descriptor, each_fn, &x,
 				       gaz_deadline_in(20))) == GAZ_ETIMEDOUT)
 		;
@@ -526,6 +531,19 @@ static void h_each(struct gaz_rpc_call *c, void *arg)
 					  : GAZ_GRPC_CANCELLED,
 		       rc == GAZ_EINVAL ? "negative offset" : NULL);
 	s_ended(rc);
+}
+
+static void h_each(struct gaz_rpc_call *c, void *arg)
+{
+	(void)arg;
+	each_run(c, 0);
+}
+
+/* h_each_big is h_each answering with EACH_BIG_PAD content bytes. */
+static void h_each_big(struct gaz_rpc_call *c, void *arg)
+{
+	(void)arg;
+	each_run(c, EACH_BIG_PAD);
 }
 
 /* h_each_race is h_each with a timed wait far shorter than its callback:
@@ -741,7 +759,7 @@ static void register_all(struct gaz_rpc_server *srv)
 		{P("Proto"), h_proto}, {P("Bytes"), h_bytes}, {P("Sleep"), h_sleep},
 		{P("Tid"), h_tid},     {P("Then"), h_then},   {P("Each"), h_each},
 		{P("EachRace"), h_each_race}, {P("Parked"), h_parked},
-		{P("EachParked"), h_each_parked},
+		{P("EachParked"), h_each_parked}, {P("EachBig"), h_each_big},
 	};
 
 	for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
@@ -1277,6 +1295,35 @@ static void test_recv_each(void **state)
 	assert_int_equal(s_int(&S.end_rc[0]), GAZ_EOF);
 	assert_int_equal(s_int(&S.each_n), 100);
 	assert_true(s_int(&S.each_on_poller) > 0);
+}
+
+/* Regression (a pipelined Replicate failed under CPU pressure): a peer
+ * sends many requests before it reads any answer, and the answers are
+ * too large for the transport to take at once. The callback on the
+ * poller cannot wait for room to send; the stream's next receive waits
+ * instead, and every request is answered, in order, without the call
+ * being cancelled for a full response queue. */
+static void test_recv_each_backpressure(void **state)
+{
+	struct gaz_rpc_stream *s = open_stream(g_oneport, P("EachBig"));
+	Protocol__ReadResponse *r;
+	const int n = 64;
+
+	(void)state;
+	s_reset();
+	for (int i = 0; i < n; i++)
+		assert_int_equal(stream_send_off(s, i), 0);
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+		assert_int_equal(r->offset, i + 1);
+		assert_int_equal(r->content.len, EACH_BIG_PAD);
+		free_resp(r);
+	}
+	end_ok(s);
+	assert_true(s_await(&S.ended, 1));
+	assert_int_equal(s_int(&S.end_rc[0]), GAZ_EOF);
+	assert_int_equal(s_int(&S.each_n), n);
 }
 
 /* Regression (a broker's poller called a NULL function): the handler's
@@ -2556,6 +2603,7 @@ int main(void)
 		cmocka_unit_test(test_buffered_queued_sends),
 		cmocka_unit_test(test_recv_each),
 		cmocka_unit_test(test_recv_each_error),
+		cmocka_unit_test(test_recv_each_backpressure),
 		cmocka_unit_test(test_recv_each_timed_wait_race),
 		cmocka_unit_test(test_error_status),
 		cmocka_unit_test(test_unknown_method),
