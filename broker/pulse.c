@@ -36,6 +36,7 @@
  */
 #include "broker/broker.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,7 +52,8 @@
 #define PULSE_TIMEOUT (30 * GAZ_NS_PER_S)
 #define PULSE_RETRY (GAZ_NS_PER_S / 2)
 #define AUTO_SUSPEND_TICKS 15 /* periodic pulses with an unchanged route */
-#define PULSE_RUNNERS 16      /* pulses in flight at once, a thread each */
+#define PULSE_RUNNERS 32      /* pulses in flight at once, a thread each */
+#define RUNNER_IDLE (30 * GAZ_NS_PER_S) /* a runner with no pulse this long exits */
 
 /* What the keyspace says of `journal` for the pulse: whether its
  * assignments disagree with the route derived from them (a route change no
@@ -201,17 +203,19 @@ struct pulse_job {
 	bool ok;                /* the outcome: committed (OK) */
 };
 
-/* The runners: started as jobs find none idle, up to PULSE_RUNNERS, and
- * stopped with the pulse thread. */
+/* The runners: detached threads, started as jobs find none idle, up to
+ * PULSE_RUNNERS; one that finds no job for RUNNER_IDLE exits, so that a
+ * burst of new journals leaves no threads behind; all stop with the
+ * pulse thread, which waits until n_threads is 0. */
 struct pulse_runners {
 	struct gaz_broker *b;
 	pthread_mutex_t mu;
-	pthread_cond_t cond;
+	pthread_cond_t cond;                 /* a job or stop (runners wait) */
+	pthread_cond_t gone;                 /* a runner exited (runners_stop waits) */
 	struct pulse_job *todo, **todo_tail; /* FIFO (mu) */
 	struct pulse_job *done;              /* outcomes, LIFO (mu) */
 	size_t n_threads, n_idle;            /* (mu) */
 	bool stop;                           /* (mu) */
-	pthread_t threads[PULSE_RUNNERS];
 };
 
 static void *runner_main(void *arg)
@@ -221,12 +225,16 @@ static void *runner_main(void *arg)
 	pthread_setname_np(pthread_self(), "gaz-pulse-run");
 	pthread_mutex_lock(&pr->mu);
 	for (;;) {
-		while (!pr->todo && !pr->stop) {
+		int64_t idle_until = gaz_mono_ns() + RUNNER_IDLE;
+		bool idled_out = false;
+		while (!pr->todo && !pr->stop && !idled_out) {
+			struct timespec ts = gaz_abstime_of(idle_until);
 			pr->n_idle++;
-			pthread_cond_wait(&pr->cond, &pr->mu);
+			idled_out = pthread_cond_timedwait(&pr->cond, &pr->mu, &ts) == ETIMEDOUT &&
+				    !pr->todo;
 			pr->n_idle--;
 		}
-		if (pr->stop)
+		if (pr->stop || idled_out)
 			break;
 		struct pulse_job *j = pr->todo;
 		if (!(pr->todo = j->next))
@@ -240,8 +248,29 @@ static void *runner_main(void *arg)
 		gaz_pulse_kick(pr->b);
 		pthread_mutex_lock(&pr->mu);
 	}
+	/* The last touch of pr: runners_stop frees it once n_threads is 0,
+	 * which it reads under mu, so after this unlock. */
+	pr->n_threads--;
+	pthread_cond_broadcast(&pr->gone);
 	pthread_mutex_unlock(&pr->mu);
 	return NULL;
+}
+
+/* runner_start starts a detached runner (pr->mu held); false if it could
+ * not. */
+static bool runner_start(struct pulse_runners *pr)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	bool ok;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	ok = pthread_create(&t, &attr, runner_main, pr) == 0;
+	pthread_attr_destroy(&attr);
+	if (ok)
+		pr->n_threads++;
+	return ok;
 }
 
 /* Hands `j` to a runner, starting one if none is idle and the bound
@@ -253,9 +282,8 @@ static int runners_push(struct pulse_runners *pr, struct pulse_job *j)
 
 	j->next = NULL;
 	pthread_mutex_lock(&pr->mu);
-	if (pr->n_idle == 0 && pr->n_threads < PULSE_RUNNERS &&
-	    pthread_create(&pr->threads[pr->n_threads], NULL, runner_main, pr) == 0)
-		pr->n_threads++;
+	if (pr->n_idle == 0 && pr->n_threads < PULSE_RUNNERS)
+		runner_start(pr);
 	if (pr->n_threads == 0) {
 		rc = -1;
 	} else {
@@ -289,9 +317,9 @@ static void runners_stop(struct pulse_runners *pr)
 	pthread_mutex_lock(&pr->mu);
 	pr->stop = true;
 	pthread_cond_broadcast(&pr->cond);
+	while (pr->n_threads)
+		pthread_cond_wait(&pr->gone, &pr->mu);
 	pthread_mutex_unlock(&pr->mu);
-	for (size_t i = 0; i < pr->n_threads; i++)
-		pthread_join(pr->threads[i], NULL);
 	for (struct pulse_job *j = pr->todo, *next; j; j = next) {
 		next = j->next;
 		job_free(j);
@@ -301,6 +329,7 @@ static void runners_stop(struct pulse_runners *pr)
 		job_free(j);
 	}
 	pthread_cond_destroy(&pr->cond);
+	pthread_cond_destroy(&pr->gone);
 	pthread_mutex_destroy(&pr->mu);
 }
 
@@ -447,7 +476,13 @@ void *gaz_pulse_thread(void *arg)
 
 	pthread_setname_np(pthread_self(), "gaz-pulse");
 	pthread_mutex_init(&pr.mu, NULL);
-	pthread_cond_init(&pr.cond, NULL); /* untimed waits only */
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* gaz_abstime_of's deadlines */
+	pthread_cond_init(&pr.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&pr.gone, NULL); /* untimed waits only */
 	pr.todo_tail = &pr.todo;
 	while (!atomic_load(&b->stopping)) {
 		size_t n_kicked = 0;
