@@ -86,6 +86,12 @@ int bench_append_retry(struct gaz_rpc_channel *ch, const char *journal, const ui
 		       size_t len, int64_t deadline_ns, struct bench_append_result *res,
 		       struct gaz_status *st);
 
+/* bench_append_retries writes "STATUS n, ..." of the retries
+ * bench_append_retry made since the last call (by the status that caused
+ * each; UNAVAILABLE for a gRPC error) into buf, their sum into *total,
+ * and starts counting anew. */
+void bench_append_retries(char *buf, size_t cap, long *total);
+
 /* Journal spec parameters the workloads vary. */
 struct bench_spec {
 	const char *name;       /* journal name, borrowed */

@@ -17,6 +17,7 @@
 #include "bench/bench.h"
 
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -158,6 +159,11 @@ int bench_append(struct gaz_rpc_channel *ch, const char *journal, const uint8_t 
 	return rc;
 }
 
+/* Retries by bench_append_retry, by the status that caused them
+ * (index BENCH_RETRY_GRPC: a gRPC UNAVAILABLE, no status). */
+#define BENCH_RETRY_GRPC 31
+static _Atomic long g_retries[BENCH_RETRY_GRPC + 1];
+
 int bench_append_retry(struct gaz_rpc_channel *ch, const char *journal, const uint8_t *data,
 		       size_t len, int64_t deadline_ns, struct bench_append_result *res,
 		       struct gaz_status *st)
@@ -169,7 +175,37 @@ int bench_append_retry(struct gaz_rpc_channel *ch, const char *journal, const ui
 		rc = bench_append(ch, journal, data, len, len, deadline_ns, res, st);
 		if (rc != GAZ_EUNAVAIL || gaz_mono_ns() + 50 * GAZ_NS_PER_MS > deadline_ns)
 			return rc;
+		atomic_fetch_add(&g_retries[res->status >= 0 && res->status < BENCH_RETRY_GRPC
+						    ? res->status
+						    : BENCH_RETRY_GRPC],
+				 1);
 		nanosleep(&(struct timespec){.tv_nsec = 50 * GAZ_NS_PER_MS}, NULL);
+	}
+}
+
+static const char *status_name(int i)
+{
+	const ProtobufCEnumValue *v =
+		i == BENCH_RETRY_GRPC ? NULL
+				      : protobuf_c_enum_descriptor_get_value(&protocol__status__descriptor, i);
+
+	return v ? v->name : "UNAVAILABLE";
+}
+
+void bench_append_retries(char *buf, size_t cap, long *total)
+{
+	size_t at = 0;
+
+	*total = 0;
+	buf[0] = '\0';
+	for (int i = 0; i <= BENCH_RETRY_GRPC; i++) {
+		long n = atomic_exchange(&g_retries[i], 0);
+		if (!n)
+			continue;
+		*total += n;
+		if (at < cap)
+			at += (size_t)snprintf(buf + at, cap - at, "%s%s %ld", at ? ", " : "",
+					       status_name(i), n);
 	}
 }
 

@@ -827,6 +827,8 @@ static int run_reads(struct run *r)
  * pulses of whichever kind's journals happen to fall due in it, which
  * depends on how fast each kind created them, not on what they cost. */
 #define IDLE_MEASURE_S 62
+#define IDLE_SLOW_NS (10 * GAZ_NS_PER_MS) /* an append that waited for its journal */
+#define IDLE_AGAIN 2000 /* journals appended to again once all are ready */
 
 /* proc_rss_kib sums VmRSS of the broker processes; -1 when unknown. */
 static int64_t proc_rss_kib(const struct run *r)
@@ -849,6 +851,37 @@ static void idle_names(const struct run *r, size_t lo, size_t hi, char **names)
 		names[i - lo] = bench_xmalloc(strlen(r->prefix) + 32);
 		sprintf(names[i - lo], "%s/idle-%05zu", r->prefix, i);
 	}
+}
+
+/* idle_again appends once more to the first `n` journals, all ready now,
+ * and prints the round trips' p50 apart for journals whose primary is
+ * the broker the bench talks to and for those it proxies to another:
+ * what a ready journal's append costs, beside what the creation did. */
+static void idle_again(struct run *r, const char *key, size_t n)
+{
+	struct bench_samples direct, proxied;
+	struct gaz_status st = {0};
+	char *names[1];
+
+	bench_samples_init(&direct, n);
+	bench_samples_init(&proxied, n);
+	for (size_t i = 0; i < n; i++) {
+		struct bench_append_result res;
+		int64_t t0 = gaz_mono_ns();
+
+		idle_names(r, i, i + 1, names);
+		if (bench_append(r->ch, names[0], NULL, 0, 0, gaz_deadline_in(10000), &res, &st) == 0)
+			bench_samples_add(strcmp(res.primary, r->broker) ? &proxied : &direct,
+					  gaz_mono_ns() - t0);
+		free_names(names, 1);
+	}
+	printf("  %s: again to %zu ready journals: p50 %.2f ms at the primary (%zu), %.2f ms"
+	       " proxied to it (%zu)\n",
+	       key, n, (double)bench_samples_pct(&direct, 0.5) / 1e6, direct.n,
+	       (double)bench_samples_pct(&proxied, 0.5) / 1e6, proxied.n);
+	fflush(stdout);
+	bench_samples_release(&direct);
+	bench_samples_release(&proxied);
 }
 
 /* run_idle (idle_5k, idle_10k): `count` journals at the run's
@@ -880,21 +913,54 @@ static int run_idle(struct run *r, const char *key, size_t count)
 		free_names(names, n);
 	}
 	int64_t t_applied = gaz_mono_ns();
+	long ignored;
+	char ignored_why[8];
+
+	struct bench_samples lat;
+	int64_t slow_ns = 0, n_slow = 0, half_ns = -1;
+
+	bench_samples_init(&lat, count);
+	bench_append_retries(ignored_why, sizeof(ignored_why), &ignored); /* count from here */
 	for (size_t i = 0; i < count && !rc; i++) {
 		struct bench_append_result res;
+		int64_t t0 = gaz_mono_ns(), took;
 
 		idle_names(r, i, i + 1, names);
 		if ((rc = bench_append_retry(r->ch, names[0], NULL, 0, gaz_deadline_in(30000), &res, &st)))
 			fprintf(stderr, "gazbench: %s not ready: %s\n", names[0], st.msg);
 		free_names(names, 1);
+		took = gaz_mono_ns() - t0;
+		bench_samples_add(&lat, took);
+		if (took > IDLE_SLOW_NS) {
+			n_slow++;
+			slow_ns += took;
+		}
+		if (i + 1 == count / 2)
+			half_ns = gaz_mono_ns() - t_applied;
 	}
 	if (!rc) {
 		/* From the first Apply to the last journal answering its append:
 		 * how soon a broker serves that many new journals. */
 		put(r, key, "ready_s", (double)(gaz_mono_ns() - t_apply) / 1e9);
-		printf("  %s: applied in %.1f s, then appended to one by one in %.1f s\n", key,
-		       (double)(t_applied - t_apply) / 1e9, (double)(gaz_mono_ns() - t_applied) / 1e9);
+		char why[256];
+		long retries;
+
+		bench_append_retries(why, sizeof(why), &retries);
+		printf("  %s: applied in %.1f s, then appended to one by one in %.1f s"
+		       " (half of them in %.1f s; %ld retries after 50 ms%s%s)\n",
+		       key, (double)(t_applied - t_apply) / 1e9,
+		       (double)(gaz_mono_ns() - t_applied) / 1e9, (double)half_ns / 1e9, retries,
+		       retries ? ": " : "", why);
+		/* Where that time went: appends waiting for their journal (a
+		 * pulse, a route write) against the round trip of a ready one. */
+		printf("  %s: each append p50 %.2f ms, p99 %.1f ms, max %.0f ms; %lld over %d ms took"
+		       " %.1f s\n",
+		       key, (double)bench_samples_pct(&lat, 0.5) / 1e6,
+		       (double)bench_samples_pct(&lat, 0.99) / 1e6,
+		       (double)bench_samples_pct(&lat, 1.0) / 1e6, (long long)n_slow,
+		       (int)(IDLE_SLOW_NS / GAZ_NS_PER_MS), (double)slow_ns / 1e9);
 		fflush(stdout);
+		idle_again(r, key, count < IDLE_AGAIN ? count : IDLE_AGAIN);
 		bench_sleep_until(gaz_deadline_in(IDLE_SETTLE_S * 1000));
 		rss1 = proc_rss_kib(r);
 		int64_t t0 = gaz_mono_ns();
@@ -921,6 +987,7 @@ static int run_idle(struct run *r, const char *key, size_t count)
 		}
 		put(r, key, "threads_max", (double)most);
 	}
+	bench_samples_release(&lat);
 	for (size_t lo = 0; lo < count; lo += IDLE_BATCH) {
 		size_t n = count - lo < IDLE_BATCH ? count - lo : IDLE_BATCH;
 
