@@ -33,6 +33,7 @@
 #include "broker/metrics.h"
 #include "broker/read_fanout.h"
 #include "broker/persister.h"
+#include "broker/proxy.h"
 #include "broker/release.h"
 #include "broker/replica.h"
 #include "broker/stores.h"
@@ -259,7 +260,9 @@ static bool counted_fast(struct gaz_rpc_call *call, void *arg)
 		return false; /* the handler thread answers it */
 	if (gaz_rpc_authorize(broker.auth, call, c->cap, &st))
 		return false; /* and its refusal */
-	return gaz_append_fast(call, &broker);
+	/* At the primary, a lone small append commits on the poller; at
+	 * another broker, a whole small one is proxied from it. */
+	return gaz_append_fast(call, &broker) || gaz_proxy_append_fast(call, &broker);
 }
 
 static int start_serving(struct gaz_broker *b, struct gaz_status *st)

@@ -8,7 +8,7 @@
 
 static struct gaz_metric *started, *completed, *write_head, *commits, *commit_bytes, *rollbacks,
 	*rollback_bytes, *completed_spools, *persisted, *group_commits, *group_members,
-	*parked, *group_continued, *poller_commits;
+	*parked, *group_continued, *poller_commits, *poller_proxies;
 /* Gazette's allocator (allocator/doc.go). */
 static struct gaz_metric *alloc_added, *alloc_packed, *alloc_removed, *alloc_converge,
 	*alloc_runtime, *alloc_slots, *alloc_items, *alloc_members;
@@ -109,6 +109,9 @@ int gaz_broker_metrics_init(void)
 	poller_commits = gaz_metrics_counter(r, "gazette_append_poller_commits_total",
 					     "Lone appends committed and answered by the grpc pollers, "
 					     "with no handler thread.", NULL);
+	poller_proxies = gaz_metrics_counter(r, "gazette_append_poller_proxies_total",
+					     "Whole small appends proxied to their primary and answered "
+					     "by the grpc pollers, with no handler thread.", NULL);
 	allocator_init(r);
 	client_init(r);
 	read_served = gaz_metrics_counter(r, "gazette_read_served_bytes_total",
@@ -154,6 +157,7 @@ void gaz_metric_append_parked(void) { gaz_metric_inc(gaz_metric_with(parked)); }
 void gaz_metric_group_continued(void) { gaz_metric_inc(gaz_metric_with(group_continued)); }
 
 void gaz_metric_append_poller_commit(void) { gaz_metric_inc(gaz_metric_with(poller_commits)); }
+void gaz_metric_append_poller_proxy(void) { gaz_metric_inc(gaz_metric_with(poller_proxies)); }
 
 void gaz_metric_group_commit(int64_t members)
 {

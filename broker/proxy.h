@@ -18,4 +18,13 @@ const char *gaz_proxy_pick(struct gaz_broker *b, const struct gaz_resolution *re
 void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__ReadRequest *req,
 		    const struct gaz_resolution *res);
 
+/* gaz_proxy_append_fast is the Append's fast path (gaz_rpc_fast_fn, on a
+ * poller) for a whole small request to a journal whose primary is
+ * another broker: it forwards the request and relays the answer without
+ * a handler thread, and returns true once it took the call. False (the
+ * call untouched) for anything the handler must do: not whole or too
+ * large, do_not_proxy, a Header from an earlier hop, invalid, not
+ * visible, this broker the primary, a route not ready to proxy to. */
+bool gaz_proxy_append_fast(struct gaz_rpc_call *call, struct gaz_broker *b);
+
 #endif

@@ -489,6 +489,7 @@ struct gaz_rpc_stream {
 	bool close_queued;          /* half-close once the queue is out */
 	bool send_failed;           /* a queued send failed: the rest were dropped */
 	bool freeing;               /* gaz_rpc_stream_free waits for every op */
+	bool free_when_idle;        /* gaz_rpc_stream_free_later: the last op frees */
 	/* gaz_rpc_stream_recv_notify: called once the receive in flight
 	 * completes, on the poller. */
 	void (*recv_notify)(void *arg);
@@ -525,6 +526,8 @@ static bool notify_ready(const struct gaz_rpc_stream *s)
 		return true;
 	return (s->recv_op.done || s->eof) && !s->status_op.pending;
 }
+
+static void stream_release(struct gaz_rpc_stream *s);
 
 static void sop_cb(void *tag, int ok)
 {
@@ -574,6 +577,11 @@ static void sop_cb(void *tag, int ok)
 		pthread_mutex_lock(&s->mu);
 	}
 	s->inflight--;
+	if (s->free_when_idle && s->inflight == 0) {
+		pthread_mutex_unlock(&s->mu);
+		stream_release(s);
+		return;
+	}
 	if (wake || s->freeing)
 		pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
@@ -1079,6 +1087,32 @@ void gaz_rpc_stream_free(struct gaz_rpc_stream *s)
 	while (s->inflight > 0)
 		pthread_cond_wait(&s->cv, &s->mu);
 	pthread_mutex_unlock(&s->mu);
+	stream_release(s);
+}
+
+void gaz_rpc_stream_free_later(struct gaz_rpc_stream *s)
+{
+	bool now;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	now = s->inflight == 0;
+	if (!now) {
+		/* Under mu, as gaz_rpc_stream_free cancels: the last op's
+		 * sop_cb frees the stream, and waits for mu to do it. */
+		s->free_when_idle = true;
+		grpc_call_cancel(s->gc, NULL); /* a no-op once the status is in */
+		pthread_mutex_unlock(&s->mu);
+		return;
+	}
+	pthread_mutex_unlock(&s->mu);
+	stream_release(s);
+}
+
+/* stream_release frees `s`, no op in flight. */
+static void stream_release(struct gaz_rpc_stream *s)
+{
 	if (s->recv_bb)
 		grpc_byte_buffer_destroy(s->recv_bb);
 	if (s->last_bb)

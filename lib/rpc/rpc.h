@@ -691,6 +691,13 @@ void gaz_rpc_stream_cancel(struct gaz_rpc_stream *s);
  * frees. */
 void gaz_rpc_stream_free(struct gaz_rpc_stream *s);
 
+/* gaz_rpc_stream_free_later is gaz_rpc_stream_free without the wait, for
+ * a poller (a receive notify may call it for its own stream): it cancels
+ * the call if not finished, and the stream is freed at once if no op is
+ * in flight, else by the poller that completes the last one. `s` must not
+ * be used after. */
+void gaz_rpc_stream_free_later(struct gaz_rpc_stream *s);
+
 /* ---- one port: HTTP/1.1 and gRPC on one listening socket -------------- */
 
 struct gaz_rpc_listener;

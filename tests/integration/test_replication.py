@@ -14,12 +14,13 @@ def test_appends_reach_every_replica(cluster):
     route = wait_route(c, "rep/j", 3)
     assert len({m.zone for m in route.members}) == 2  # spread over both zones
     primary = [b for b in brokers if b.id == route.members[route.primary].suffix][0]
+    proxier = [b for b in brokers if b is not primary][0]
     data = b""
     for i in range(20):
         rec = os.urandom(1000 + i * 997)
-        # Half through the first broker (proxied when it is not the
-        # primary), half to the primary itself.
-        r = (c if i < 10 else clients[primary.id]).append("rep/j", rec)
+        # Half through a broker that is not the primary (proxied), half
+        # to the primary itself.
+        r = clients[(proxier if i < 10 else primary).id].append("rep/j", rec)
         assert r.status == pb.OK, r
         assert r.commit.begin == len(data)
         data += rec
@@ -37,6 +38,9 @@ def test_appends_reach_every_replica(cluster):
     # replicas above are theirs. (A proxied append carries a header and
     # takes the handler's path.)
     assert metric(primary, "gazette_append_poller_commits_total") >= 8
+    # The appends sent to the other broker, each whole before it was
+    # answered, were proxied by its pollers, with no handler thread.
+    assert metric(proxier, "gazette_append_poller_proxies_total") >= 8
 
 
 def metric(b, name):

@@ -1096,6 +1096,45 @@ static void test_stream_recv_notify(void **state)
 	assert_true(s_await(&S.ended, 1));
 }
 
+/* gaz_rpc_stream_free_later from a receive notify, on the notify's own
+ * stream (which gaz_rpc_stream_free would wait on forever): after the
+ * answer, the callback frees the stream and the poller lets go of it
+ * once its last op is done. TSan sees a use after the free. */
+struct free_in_notify {
+	struct gaz_rpc_stream *s;
+	struct notified n;
+	int64_t offset; /* the answer's */
+};
+
+static void free_on_notify(void *arg)
+{
+	struct free_in_notify *f = arg;
+	Protocol__ReadResponse *r = NULL;
+
+	if (stream_recv_resp(f->s, &r, 0) == 0) {
+		f->offset = r->offset;
+		free_resp(r);
+	}
+	gaz_rpc_stream_free_later(f->s);
+	on_notify(&f->n);
+}
+
+static void test_stream_free_later(void **state)
+{
+	struct free_in_notify f = {.n = {.mu = PTHREAD_MUTEX_INITIALIZER,
+					 .cv = PTHREAD_COND_INITIALIZER}};
+
+	(void)state;
+	s_reset();
+	f.s = open_stream(g_oneport, P("Bidi"));
+	gaz_rpc_stream_recv_notify(f.s, free_on_notify, &f);
+	assert_int_equal(stream_send_off(f.s, 6), 0);
+	assert_true(notified_await(&f.n, 1));
+	assert_int_equal(f.offset, 7);
+	/* The server sees the call end (cancelled by the free). */
+	assert_true(s_await(&S.ended, 1));
+}
+
 /* Sends from a poller (a receive notification's callback) on a stream
  * whose server never reads: grpc's flow control holds the sends in
  * flight, the queue fills, and the send that finds it full fails at once
@@ -2604,6 +2643,7 @@ int main(void)
 		cmocka_unit_test(test_recv_each),
 		cmocka_unit_test(test_recv_each_error),
 		cmocka_unit_test(test_recv_each_backpressure),
+		cmocka_unit_test(test_stream_free_later),
 		cmocka_unit_test(test_recv_each_timed_wait_race),
 		cmocka_unit_test(test_error_status),
 		cmocka_unit_test(test_unknown_method),
