@@ -164,18 +164,26 @@ const char *gaz_proxy_pick(struct gaz_broker *b, const struct gaz_resolution *re
 }
 
 /* Relays the upstream's status (or transport error) to our client. */
+static void relay_answer(struct gaz_rpc_call *call, int rc, const struct gaz_status *st,
+			 const ProtobufCMessage *resp, bool want_resp)
+{
+	if (rc && !resp)
+		gaz_rpc_finish(call, NULL, st->grpc ? st->grpc : GAZ_GRPC_UNAVAILABLE, st->msg);
+	else if (!resp && want_resp)
+		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAVAILABLE, "the upstream ended without a response");
+	else
+		gaz_rpc_finish(call, resp, GAZ_GRPC_OK, NULL);
+}
+
+/* relay_finish waits for the upstream's status and relays it
+ * (relay_answer). */
 static void relay_finish(struct gaz_rpc_call *call, struct gaz_rpc_stream *s,
 			 const ProtobufCMessage *resp, bool want_resp)
 {
 	struct gaz_status st = {0};
 	int rc = gaz_rpc_stream_finish(s, &st);
 
-	if (rc && !resp)
-		gaz_rpc_finish(call, NULL, st.grpc ? st.grpc : GAZ_GRPC_UNAVAILABLE, st.msg);
-	else if (!resp && want_resp)
-		gaz_rpc_finish(call, NULL, GAZ_GRPC_UNAVAILABLE, "the upstream ended without a response");
-	else
-		gaz_rpc_finish(call, resp, GAZ_GRPC_OK, NULL);
+	relay_answer(call, rc, &st, resp, want_resp);
 }
 
 /* A proxied Read, from the member we forward to back to our client.
@@ -471,22 +479,23 @@ struct append_fwd {
 	ProtobufCMessage *resp;      /* FWD_ANSWERED: the primary's answer */
 };
 
-/* fwd_end relays the upstream's outcome to the client, as the handler's
- * relay_finish does, and lets go of both calls. On a poller: the
- * upstream is freed once its last op is done (gaz_rpc_stream_free_later). */
+/* fwd_end relays the upstream's outcome to the client as the handler's
+ * path does (relay_answer), with the status already in (a poller must
+ * not wait for it), and lets go of both calls: the upstream is freed
+ * once its last op is done (gaz_rpc_stream_free_later). */
 static void fwd_end(struct append_fwd *f, int rc)
 {
 	struct gaz_status st = {0};
 	int frc = rc == GAZ_EPROTO ? GAZ_EPROTO : gaz_rpc_stream_status_now(f->up, &st);
 
-	if (frc == GAZ_EPROTO)
-		gaz_rpc_finish(f->call, NULL, GAZ_GRPC_UNAVAILABLE, "the primary's answer did not decode");
-	else if (frc && !f->resp)
-		gaz_rpc_finish(f->call, NULL, st.grpc ? st.grpc : GAZ_GRPC_UNAVAILABLE, st.msg);
-	else if (!f->resp)
-		gaz_rpc_finish(f->call, NULL, GAZ_GRPC_UNAVAILABLE, "the upstream ended without a response");
-	else
-		gaz_rpc_finish(f->call, f->resp, GAZ_GRPC_OK, NULL);
+	if (frc == GAZ_EPROTO) { /* an answer that did not decode, or a second one */
+		gaz_status_set(&st, GAZ_EPROTO, "the primary's answer was not an AppendResponse");
+		st.grpc = GAZ_GRPC_UNAVAILABLE;
+		if (f->resp)
+			protobuf_c_message_free_unpacked(f->resp, NULL);
+		f->resp = NULL;
+	}
+	relay_answer(f->call, frc, &st, f->resp, true);
 	gaz_rpc_unpark(f->call);
 	gaz_rpc_stream_free_later(f->up);
 	if (f->resp)

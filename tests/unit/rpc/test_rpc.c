@@ -1099,7 +1099,8 @@ static void test_stream_recv_notify(void **state)
 /* gaz_rpc_stream_free_later from a receive notify, on the notify's own
  * stream (which gaz_rpc_stream_free would wait on forever): after the
  * answer, the callback frees the stream and the poller lets go of it
- * once its last op is done. TSan sees a use after the free. */
+ * once its last op is done. The sanitizer build (make SAN=1) sees a
+ * use after the free or a leak. */
 struct free_in_notify {
 	struct gaz_rpc_stream *s;
 	struct notified n;
