@@ -17,6 +17,9 @@
  * Only appends that cannot differ in their preconditions are grouped: no
  * offset, no register checks or changes, default suspension, non-empty
  * content, fully received (the empty commit-intent chunk and EOF seen).
+ * A whole plain append arriving while the token is free is committed by
+ * the poller that read it (the poller commit), an empty one too (it
+ * proposes the spool's fragment unchanged and answers the write head).
  * Everything else, and any request larger than PREFETCH_MAX_BYTES, takes
  * the ordinary path; content read ahead is then replayed first. A grouped
  * append is received and hashed before it waits, so concurrent appends
@@ -291,10 +294,10 @@ static Protocol__AppendRequest *peek_request(struct gaz_rpc_call *call, uint8_t 
 	*len = 0;
 	*chunks = 0;
 	/* Only a whole request, small enough to group, is worth unpacking. */
-	if (gaz_rpc_peek_size(call, &n, &bytes) != GAZ_EOF || n < 3 || bytes > PREFETCH_MAX_BYTES)
+	if (gaz_rpc_peek_size(call, &n, &bytes) != GAZ_EOF || n < 2 || bytes > PREFETCH_MAX_BYTES)
 		return NULL;
 	if (gaz_rpc_peek(call, 0, d, (ProtobufCMessage **)&req) || !req->journal[0] ||
-	    gaz_validate_append_request(req, &st) || !plain_request(req) || req->header)
+	    gaz_validate_append_request(req, &st) || !plain_request(req))
 		goto fail;
 	for (size_t i = 1;; i++) {
 		uint8_t *grown;
@@ -313,8 +316,8 @@ static Protocol__AppendRequest *peek_request(struct gaz_rpc_call *call, uint8_t 
 		protobuf_c_message_free_unpacked(&m->base, NULL);
 		m = NULL;
 	}
-	if (intent && *len > 0)
-		return req;
+	if (intent)
+		return req; /* *len 0: an empty append (the poller commit only) */
 fail:
 	if (m)
 		protobuf_c_message_free_unpacked(&m->base, NULL);
@@ -334,7 +337,8 @@ static struct gaz_replica *fast_replica(struct gaz_broker *b, const Protocol__Ap
 	struct gaz_replica *r;
 	int64_t rev;
 
-	if (strchr(req->journal, ';') || atomic_load(&b->stopping) ||
+	/* A proxied request's header is checked by a full resolution. */
+	if (req->header || strchr(req->journal, ';') || atomic_load(&b->stopping) ||
 	    !(r = gaz_replica_get(b, req->journal)))
 		return NULL;
 	gaz_keyspace_rlock(b->ks);
@@ -364,7 +368,8 @@ static bool fast_fit(struct gaz_broker *b, const struct gaz_resolution *res)
 	return true;
 }
 
-/* How the fast path resolves: as the handler would for the primary, but
+/* How the fast path resolves: as the handler would for the primary (a
+ * proxied request's header checked as ours, its revision reached), but
  * never waiting for a newer revision (a poller must not block). */
 static struct gaz_resolve_opts fast_opts(const Protocol__AppendRequest *req)
 {
@@ -372,6 +377,7 @@ static struct gaz_resolve_opts fast_opts(const Protocol__AppendRequest *req)
 		.may_proxy = true,
 		.require_primary = true,
 		.min_etcd_revision = req->min_etcd_revision,
+		.proxy_header = req->header,
 		.no_wait = true,
 	};
 }
@@ -479,8 +485,12 @@ bool gaz_append_fast(struct gaz_rpc_call *call, struct gaz_broker *b)
 	if (gaz_sha1(data, len, e->sum))
 		goto out;
 	/* In a busy journal (its last transaction a group), appends keep
-	 * to the handler's path, which gathers the next group. */
-	if (atomic_load(&r->last_group_n) > 1)
+	 * to the handler's path, which gathers the next group. An empty
+	 * append is never grouped (a group's members carry content): it
+	 * commits here while the token is free, or takes the handler's path. */
+	if (len == 0)
+		rc = atomic_load(&r->last_group_n) <= 1 && gaz_replica_try_acquire(r) ? 2 : 0;
+	else if (atomic_load(&r->last_group_n) > 1)
 		rc = gaz_replica_park(r, &e->link) ? 1 : 0;
 	else
 		rc = gaz_replica_park_or_acquire(r, &e->link);
@@ -504,4 +514,36 @@ out:
 	gaz_replica_unref(r);
 	protobuf_c_message_free_unpacked(&req->base, NULL);
 	return parked;
+}
+
+/* ---- the periodic pulse without a thread --------------------------------- */
+
+bool gaz_append_pulse_fast(struct gaz_broker *b, struct gaz_replica *r, gaz_pulse_done_fn done,
+			   void *arg, struct gaz_pipeline **pln)
+{
+	struct gaz_resolve_opts o = {.require_primary = true, .no_wait = true};
+	struct gaz_status st = {0};
+	struct append_ctx *a;
+
+	if (atomic_load(&b->stopping) || atomic_load(&b->exiting) || !(a = calloc(1, sizeof(*a))))
+		return false;
+	*a = (struct append_ctx){.b = b, .pulse_done = done, .pulse_arg = arg,
+				 .registers = gaz_labelset_new()};
+	a->res.route.primary = -1;
+	if ((a->req = malloc(sizeof(*a->req))))
+		protocol__append_request__init(a->req);
+	if (!a->registers || !a->req || !gaz_replica_try_acquire(r))
+		goto fail;
+	if (gaz_resolve(b, r->journal, &o, &a->res, &st) || a->res.status != PROTOCOL__STATUS__OK ||
+	    a->res.replica != r || !fast_fit(b, &a->res) || gaz__append_pulse_commit(a, pln)) {
+		gaz_replica_release(r);
+		goto fail;
+	}
+	return true;
+fail:
+	gaz_labelset_free(a->registers);
+	gaz_resolution_release(&a->res);
+	free(a->req);
+	free(a);
+	return false;
 }

@@ -65,6 +65,8 @@ struct append_ctx {
 	char fail_why[1024];
 	bool spool_failed;
 	struct gaz_commit_pending *poller_pc; /* a poller commit's, until gathered */
+	gaz_pulse_done_fn pulse_done;      /* a pulse's (no call): its outcome goes here */
+	void *pulse_arg;
 	/* ACQUIRE of an append that streams its content (not batchable):
 	 * its place in the token queue while it waits parked. */
 	struct gaz_token_waiter waiter;
@@ -181,6 +183,16 @@ int gaz__append_replicate_commit_finish(struct append_ctx *a, struct gaz_commit_
  * Returns 0 with *pc set, or an error (st says why; nothing to gather). */
 int gaz__append_replicate_commit_propose(struct append_ctx *a, struct gaz_commit_pending *pc,
 					 struct gaz_status *st);
+
+/* append_local.c: the pulse of a healthy journal without a thread
+ * (gaz_append_pulse_fast): `a` holds the resolution and the token, no
+ * call. Proposes the spool's fragment unchanged (acknowledged) when the
+ * pipeline is built for the route and idle and ready_now's checks pass;
+ * the pollers gather the acknowledgements and call a->pulse_done, then
+ * free `a` (perhaps before this returns). Returns 0 once it took the
+ * pulse (the token is let go of), or GAZ_EINVAL with nothing done, the
+ * token still held and `a` the caller's. */
+int gaz__append_pulse_commit(struct append_ctx *a, struct gaz_pipeline **pln);
 
 /* append_local.c: commits a lone parked append, `e` (its whole content,
  * SHA-1 taken), on the poller that read it, when it can go through

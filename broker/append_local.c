@@ -447,8 +447,10 @@ static int commit_start(struct append_ctx *a, EVP_MD_CTX *sha, struct gaz_commit
 	if (sha)
 		EVP_DigestFinal_ex(sha, a->commit_sum, &n);
 	if (r->pipeline) {
-		/* Peers and our spool commit the same proposal. */
-		gaz_metric_spool_commit(r->spool.delta);
+		/* Peers and our spool commit the same proposal. An empty one
+		 * (a pulse) is no commit to count (Gazette's spool neither). */
+		if (r->spool.delta)
+			gaz_metric_spool_commit(r->spool.delta);
 		return gaz__append_replicate_commit_start(a, pc);
 	}
 	pthread_mutex_lock(&r->mu);
@@ -622,8 +624,12 @@ static bool spool_ready_locked(const struct gaz_replica *r, const Protocol__Jour
 	int64_t imin, imax, last_mod, end = r->spool.fragment.end;
 
 	gaz_coverset_summary(&r->index, &imin, &imax, &last_mod);
-	return !r->dead && !r->store_error[0] && imax <= end &&
-	       roll_target(r, fs, r->spool.fragment.begin == imin ? end : 0) < 0;
+	int64_t to = roll_target(r, fs, r->spool.fragment.begin == imin ? end : 0);
+	/* An empty spool "rolls" onto itself: nothing to do unless the codec
+	 * changes (gaz__append_roll's no-op). */
+	bool noop = to == end && r->spool.fragment.begin == end &&
+		    r->spool.fragment.codec == (int)fs->compression_codec;
+	return !r->dead && !r->store_error[0] && imax <= end && (to < 0 || noop);
 }
 
 /* group_may_continue (token held, a group just committed): whether the
@@ -905,6 +911,78 @@ static void poller_failed(struct append_ctx *a, const char *why)
 	gaz_replica_release(r);
 }
 
+/* ---- a periodic pulse proposed by the pulse thread ----------------------- */
+
+static void pulse_free(struct append_ctx *a)
+{
+	gaz_labelset_free(a->registers);
+	gaz_resolution_release(&a->res);
+	free(a->req);
+	free(a);
+}
+
+/* The pollers gathered a pulse's acknowledgements. */
+static void pulse_gathered(void *arg, int rc, const char *why, Protocol__ReplicateResponse **resp)
+{
+	struct append_ctx *a = arg;
+	struct gaz_commit_pending *pc = a->poller_pc;
+	bool ok = rc == 0;
+
+	for (size_t i = 0; ok && i < gaz_pipeline_peers(pc->p); i++)
+		if (resp[i]->status != PROTOCOL__STATUS__OK) {
+			gaz_warn("replication pipeline failed", "journal=%s err=%s", a->res.journal,
+				 "a peer did not acknowledge the pulse");
+			gaz_pipeline_abandon(pc->p); /* the next token holder rebuilds it */
+			ok = false;
+		}
+	if (rc)
+		gaz_info("journal pulse not committed", "journal=%s err=%s", a->res.journal,
+			 why ? why : gaz_err_str(rc));
+	gaz_labelset_free(pc->regs);
+	free(pc);
+	a->poller_pc = NULL;
+	a->pulse_done(a->pulse_arg, ok);
+	pulse_free(a);
+}
+
+int gaz__append_pulse_commit(struct append_ctx *a, struct gaz_pipeline **pln)
+{
+	struct gaz_replica *r = a->res.replica;
+	struct gaz_pipeline *p = r->pipeline;
+	struct gaz_commit_pending *pc;
+	struct gaz_status st = {0};
+
+	if (!p || !gaz_pipeline_matches(p, &a->res.route) || !gaz_pipeline_idle(p) || !ready_now(a) ||
+	    !(pc = calloc(1, sizeof(*pc))))
+		return GAZ_EINVAL;
+	*pln = p;
+	/* From here the pulse is ours: its outcome goes to pulse_done. With
+	 * spool.delta 0 (ready_now), the proposal is the spool's fragment
+	 * and registers as they are. */
+	if (gaz__append_replicate_commit_propose(a, pc, &st)) {
+		free(pc);
+		gaz_warn("replication pipeline failed", "journal=%s err=%s", r->journal,
+			 st.msg[0] ? st.msg : gaz_err_str(GAZ_EUNAVAIL));
+		gaz_pipeline_abandon(p);
+		gaz_replica_release(r);
+		a->pulse_done(a->pulse_arg, false);
+		pulse_free(a);
+		return 0;
+	}
+	a->poller_pc = pc;
+	/* As in the poller commit: our reference lets the token go after the
+	 * gather (which may run right here) freed `a`. */
+	atomic_fetch_add(&r->refs, 1);
+	if (gaz_pipeline_gather_async(p, pc->ticket, pulse_gathered, a)) {
+		gaz_error("pulse: gather out of order", "journal=%s", r->journal);
+		gaz_pipeline_abandon(p);
+		pulse_gathered(a, GAZ_EUNAVAIL, "gather out of order", NULL);
+	}
+	gaz_replica_release(r);
+	gaz_replica_unref(r);
+	return 0;
+}
+
 bool gaz__append_poller_may_commit(struct gaz_replica *r, const struct gaz_batch_entry *e)
 {
 	return r->pipeline && e->len <= BATCH_SLICE_BYTES && atomic_load(&r->last_group_n) <= 1 &&
@@ -927,13 +1005,13 @@ int gaz__append_poller_commit(struct append_ctx *a, struct gaz_batch_entry *e)
 	a->commit_codec = r->spool.fragment.codec;
 	memcpy(a->commit_sum, e->sum, sizeof(a->commit_sum));
 	a->total_chunks = e->chunks;
-	if (gaz_pipeline_content(p, e->data, e->len, 0, &st)) {
+	if (e->len && gaz_pipeline_content(p, e->data, e->len, 0, &st)) {
 		free(pc);
 		poller_failed(a, st.msg);
 		gaz__append_poller_done(a);
 		return 0;
 	}
-	if (gaz_spool_append(&r->spool, e->data, e->len, &st)) {
+	if (e->len && gaz_spool_append(&r->spool, e->data, e->len, &st)) {
 		free(pc);
 		spool_failure(a, &st);
 		gaz_pipeline_abandon(p); /* peers roll back as the next holder rebuilds it */
@@ -943,8 +1021,10 @@ int gaz__append_poller_commit(struct append_ctx *a, struct gaz_batch_entry *e)
 		gaz__append_poller_done(a);
 		return 0;
 	}
-	gaz_replica_spool_ok(r);
-	gaz_metric_spool_commit(r->spool.delta);
+	if (e->len) { /* an empty append writes and commits nothing */
+		gaz_replica_spool_ok(r);
+		gaz_metric_spool_commit(r->spool.delta);
+	}
 	if (gaz__append_replicate_commit_propose(a, pc, &st)) {
 		free(pc);
 		gaz_warn("replication pipeline failed", "journal=%s err=%s", r->journal,

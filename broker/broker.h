@@ -262,6 +262,27 @@ void gaz_handle_append(struct gaz_rpc_call *call, void *arg);
  * group-commit queue with no thread of its own, and the token holder
  * answers it. Returns true when parked. Never blocks. */
 bool gaz_append_fast(struct gaz_rpc_call *call, struct gaz_broker *b);
+
+/* The outcome of gaz_append_pulse_fast: ok when every peer acknowledged. */
+typedef void (*gaz_pulse_done_fn)(void *arg, bool ok);
+
+/* gaz_append_pulse_fast runs the periodic pulse of `r` (an empty,
+ * acknowledged proposal of its spool's fragment to its peers: Gazette's
+ * health check) without a thread: the caller proposes, and the pollers
+ * gather the acknowledgements and call done(arg, ok) (on a poller, or
+ * in this call). Only a pulse that would do nothing else takes it: this
+ * broker the primary at the keyspace's revision, the route consistent and
+ * at the desired replication, the journal writable and not suspended,
+ * the pipeline built for the route and idle, the token free, the index
+ * listed, the store healthy, no roll due (append_local.c's ready_now).
+ * Returns true when taken, or false, nothing done, for the handler's
+ * path (pulse.c's runners). Never waits for another append. *pln is
+ * set, before the proposal goes out, to the pipeline the pulse is
+ * gathered on (alive until done is called; gaz_pipeline_cancel ends a
+ * gather that takes too long). */
+struct gaz_pipeline;
+bool gaz_append_pulse_fast(struct gaz_broker *b, struct gaz_replica *r, gaz_pulse_done_fn done,
+			   void *arg, struct gaz_pipeline **pln);
 void gaz_handle_read(struct gaz_rpc_call *call, void *arg);
 void gaz_handle_list(struct gaz_rpc_call *call, void *arg);
 void gaz_handle_apply(struct gaz_rpc_call *call, void *arg);

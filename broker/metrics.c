@@ -8,7 +8,7 @@
 
 static struct gaz_metric *started, *completed, *write_head, *commits, *commit_bytes, *rollbacks,
 	*rollback_bytes, *completed_spools, *persisted, *group_commits, *group_members,
-	*parked, *group_continued, *poller_commits, *poller_proxies;
+	*parked, *group_continued, *poller_commits, *poller_proxies, *pulses;
 /* Gazette's allocator (allocator/doc.go). */
 static struct gaz_metric *alloc_added, *alloc_packed, *alloc_removed, *alloc_converge,
 	*alloc_runtime, *alloc_slots, *alloc_items, *alloc_members;
@@ -112,6 +112,11 @@ int gaz_broker_metrics_init(void)
 	poller_proxies = gaz_metrics_counter(r, "gazette_append_poller_proxies_total",
 					     "Whole small appends proxied to their primary and answered "
 					     "by the grpc pollers, with no handler thread.", NULL);
+	pulses = gaz_metrics_counter(r, "gazette_journal_pulses_total",
+				     "Pulses of journals this broker is primary of, by path (fast: "
+				     "a periodic pulse proposed by the pulse thread and gathered by "
+				     "the grpc pollers; handler: the Append handler on a pulse "
+				     "runner) and outcome (ok, failed).", "path,outcome");
 	allocator_init(r);
 	client_init(r);
 	read_served = gaz_metrics_counter(r, "gazette_read_served_bytes_total",
@@ -158,6 +163,10 @@ void gaz_metric_group_continued(void) { gaz_metric_inc(gaz_metric_with(group_con
 
 void gaz_metric_append_poller_commit(void) { gaz_metric_inc(gaz_metric_with(poller_commits)); }
 void gaz_metric_append_poller_proxy(void) { gaz_metric_inc(gaz_metric_with(poller_proxies)); }
+void gaz_metric_pulse(bool fast, bool ok)
+{
+	gaz_metric_inc(gaz_metric_with(pulses, fast ? "fast" : "handler", ok ? "ok" : "failed"));
+}
 
 void gaz_metric_group_commit(int64_t members)
 {

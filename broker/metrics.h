@@ -91,6 +91,8 @@ void gaz_metric_group_continued(void);
 /* A lone append committed and answered by the pollers (append_local.c;
  * ours). */
 void gaz_metric_append_poller_commit(void);
+/* A pulse's outcome (pulse.c): gazette_journal_pulses_total{path,outcome}. */
+void gaz_metric_pulse(bool fast, bool ok);
 /* A whole small append proxied from the pollers (gaz_proxy_append_fast). */
 void gaz_metric_append_poller_proxy(void);
 

@@ -145,6 +145,18 @@ void gaz_pipeline_abandon(struct gaz_pipeline *p)
 	pthread_mutex_unlock(&p->mu);
 }
 
+void gaz_pipeline_cancel(struct gaz_pipeline *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->failed = true;
+	if (p->gathering)
+		for (size_t i = 0; i < p->n; i++)
+			if (p->peers[i].s)
+				gaz_rpc_stream_cancel(p->peers[i].s);
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
 bool gaz_pipeline_failed(struct gaz_pipeline *p)
 {
 	bool f;

@@ -33,6 +33,12 @@ void gaz_pipeline_unref(struct gaz_pipeline *p);
  * that will never be gathered): waiting gathers end. Token holder. */
 void gaz_pipeline_abandon(struct gaz_pipeline *p);
 
+/* gaz_pipeline_cancel marks the pipeline failed and, while a gather is
+ * receiving, cancels its streams, so that the gather ends now (a pulse
+ * gathered by the pollers that went unanswered too long, pulse.c). Any
+ * thread; the caller keeps `p` alive (the gather holds a reference). */
+void gaz_pipeline_cancel(struct gaz_pipeline *p);
+
 /* gaz_pipeline_failed: a gather failed; the pipeline must be rebuilt. */
 bool gaz_pipeline_failed(struct gaz_pipeline *p);
 

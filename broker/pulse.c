@@ -19,18 +19,28 @@
  * and every PULSE_PERIOD otherwise. One thread decides the pulses,
  * looking at a replica only when one may be due: a keyspace change
  * touched its journal (the keyspace's change log), it was kicked, or its
- * time in a queue ordered by due time came (gaz_pulse_thread). Up to
- * PULSE_RUNNERS pulses run at once, each on a runner thread of its own
- * (a pulse waits on its peers and on etcd, and 10,000 new journals must
- * not wait on each other's round trips, as Gazette's goroutines do not);
- * a replica has at most one pulse in flight, and its outcome comes back
- * to the pulse thread. Each pulse is bounded by PULSE_TIMEOUT; a failed
- * one is retried no sooner than PULSE_RETRY.
+ * time in a queue ordered by due time came (gaz_pulse_thread).
+ *
+ * Two paths: the periodic pulse of a journal with nothing else to do (its
+ * route written, its pipeline built and idle, no roll due: most pulses of
+ * an idle broker) is proposed by the pulse thread itself and gathered by
+ * the grpc pollers (gaz_append_pulse_fast; no thread waits for it; one
+ * unanswered for PULSE_TIMEOUT has its pipeline cut, fast_sweep). Every
+ * other pulse runs the Append handler on a runner: up to PULSE_RUNNERS at
+ * once, a thread each (such a pulse waits on its peers and on etcd, and
+ * 10,000 new journals must not wait on each other's round trips, as
+ * Gazette's goroutines do not). A replica has at most one pulse in
+ * flight, and its outcome comes back to the pulse thread. Each pulse is
+ * bounded by PULSE_TIMEOUT; a failed one is retried no sooner than
+ * PULSE_RETRY, and its retry takes a runner.
  *
  * Locks: the replica's pulse_* fields belong to the pulse thread alone
- * (a runner reads only the job it was handed). pulse_runners.mu guards
- * the runners' queues and counts; it is a leaf, released before a
- * runner kicks the pulse thread (pulse_mu).
+ * (a runner reads only the job it was handed; fast_done only its job's
+ * list links and outcome, under pulse_runners.mu). pulse_runners.mu
+ * guards the runners' queues and counts and the fast pulses in flight;
+ * it is taken before a pipeline's mu (fast_sweep cancels under it) and
+ * released before a runner or fast_done kicks the pulse thread
+ * (pulse_mu).
  *
  * Must not: hold the keyspace lock or a replica's mu across a pulse.
  */
@@ -41,6 +51,7 @@
 #include <string.h>
 
 #include "broker/metrics.h"
+#include "broker/pipeline.h"
 #include "broker/replica.h"
 #include "common/clock.h"
 #include "common/dueq.h"
@@ -48,8 +59,13 @@
 #include "common/strset.h"
 
 #define PULSE_TICK_MS 20 /* scans at least this far apart */
-#define PULSE_PERIOD (60 * GAZ_NS_PER_S)
+#define PULSE_PERIOD (60 * GAZ_NS_PER_S) /* Gazette's healthCheckInterval */
 #define PULSE_TIMEOUT (30 * GAZ_NS_PER_S)
+
+/* The period and the timeout in use: PULSE_PERIOD and PULSE_TIMEOUT, or
+ * for tests GAZ_PULSE_PERIOD_MS with half of it as the timeout (read once
+ * by gaz_pulse_thread, before any other reader). */
+static int64_t period_ns = PULSE_PERIOD, timeout_ns = PULSE_TIMEOUT;
 #define PULSE_RETRY (GAZ_NS_PER_S / 2)
 #define AUTO_SUSPEND_TICKS 15 /* periodic pulses with an unchanged route */
 #define PULSE_RUNNERS 32      /* pulses in flight at once, a thread each */
@@ -135,7 +151,7 @@ static bool pulse(struct gaz_broker *b, struct gaz_replica *r, bool auto_suspend
 	first.do_not_proxy = true;
 	first.suspend = auto_suspend ? PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_IF_FLUSHED
 				     : PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_NO_RESUME;
-	if (!(call = gaz_rpc_local_new(reqs, 2, gaz_mono_ns() + PULSE_TIMEOUT)))
+	if (!(call = gaz_rpc_local_new(reqs, 2, gaz_mono_ns() + timeout_ns)))
 		return false;
 	gaz_handle_append(call, b);
 	code = gaz_rpc_local_result(call, &protocol__append_response__descriptor,
@@ -193,14 +209,25 @@ static void scan_begin(struct gaz_broker *b, struct pulse_scan *sc, int64_t prev
 	gaz_keyspace_runlock(b->ks);
 }
 
-/* One pulse handed to a runner: what the pulse thread decided, and the
- * outcome the runner sets before handing it back. */
+/* One pulse handed to a runner, or proposed by the pulse thread and
+ * gathered by the pollers (a fast one): what the pulse thread decided,
+ * and the outcome set before it is handed back. */
 struct pulse_job {
 	struct pulse_job *next;
 	struct gaz_replica *r;  /* a reference, dropped with the job */
 	bool auto_suspend;      /* SUSPEND_IF_FLUSHED rather than NO_RESUME */
 	bool changed, periodic; /* why it runs */
 	bool ok;                /* the outcome: committed (OK) */
+	bool fast;              /* proposed by the pulse thread (fast_start) */
+	int64_t done_ns;        /* when the outcome came (monotonic) */
+	/* A fast pulse in flight: linked in pr->fast (pr->mu) until its
+	 * outcome comes; pln is the pipeline it is gathered on (alive while
+	 * linked), cut once it went unanswered past PULSE_TIMEOUT. */
+	struct pulse_runners *pr;
+	struct pulse_job *fprev, *fnext;
+	struct gaz_pipeline *pln;
+	int64_t started_ns;
+	bool cut;
 };
 
 /* The runners: detached threads, started as jobs find none idle, up to
@@ -216,6 +243,10 @@ struct pulse_runners {
 	struct pulse_job *done;              /* outcomes, LIFO (mu) */
 	size_t n_threads, n_idle;            /* (mu) */
 	bool stop;                           /* (mu) */
+	/* Fast pulses in flight, oldest first (mu); runners_stop waits
+	 * until there are none, as for the threads. */
+	struct pulse_job *fast, *fast_tail;
+	size_t n_fast;
 };
 
 static void *runner_main(void *arg)
@@ -317,7 +348,12 @@ static void runners_stop(struct pulse_runners *pr)
 	pthread_mutex_lock(&pr->mu);
 	pr->stop = true;
 	pthread_cond_broadcast(&pr->cond);
-	while (pr->n_threads)
+	for (struct pulse_job *j = pr->fast; j; j = j->fnext)
+		if (j->pln && !j->cut) {
+			gaz_pipeline_cancel(j->pln); /* the gathers end now */
+			j->cut = true;
+		}
+	while (pr->n_threads || pr->n_fast)
 		pthread_cond_wait(&pr->gone, &pr->mu);
 	pthread_mutex_unlock(&pr->mu);
 	for (struct pulse_job *j = pr->todo, *next; j; j = next) {
@@ -331,6 +367,79 @@ static void runners_stop(struct pulse_runners *pr)
 	pthread_cond_destroy(&pr->cond);
 	pthread_cond_destroy(&pr->gone);
 	pthread_mutex_destroy(&pr->mu);
+}
+
+/* fast_unlink (pr->mu held) takes `j` out of the in-flight list. */
+static void fast_unlink(struct pulse_runners *pr, struct pulse_job *j)
+{
+	*(j->fprev ? &j->fprev->fnext : &pr->fast) = j->fnext;
+	*(j->fnext ? &j->fnext->fprev : &pr->fast_tail) = j->fprev;
+	j->fprev = j->fnext = NULL;
+	pr->n_fast--;
+}
+
+/* A fast pulse's outcome (gaz_pulse_done_fn; on a poller, or in
+ * fast_start): handed back like a runner's. A committed periodic pulse
+ * needs no kick: the pulse thread takes it in at its next pass (at most a
+ * second away), and it is due again a period after done_ns. */
+static void fast_done(void *arg, bool ok)
+{
+	struct pulse_job *j = arg;
+	struct pulse_runners *pr = j->pr;
+	struct gaz_broker *b = pr->b;
+
+	pthread_mutex_lock(&pr->mu);
+	fast_unlink(pr, j);
+	j->ok = ok;
+	j->done_ns = gaz_mono_ns();
+	j->next = pr->done;
+	pr->done = j;
+	if (pr->stop)
+		pthread_cond_broadcast(&pr->gone);
+	pthread_mutex_unlock(&pr->mu);
+	/* pr may be gone once the unlock let runners_stop see n_fast 0, but
+	 * the broker outlives the pulse thread. */
+	if (!ok)
+		gaz_pulse_kick(b);
+}
+
+/* fast_start proposes `j`'s periodic pulse from this thread, gathered by
+ * the pollers (gaz_append_pulse_fast); false when it needs a runner. */
+static bool fast_start(struct pulse_runners *pr, struct pulse_job *j, int64_t now)
+{
+	j->pr = pr;
+	j->started_ns = now;
+	pthread_mutex_lock(&pr->mu);
+	j->fprev = pr->fast_tail;
+	*(pr->fast_tail ? &pr->fast_tail->fnext : &pr->fast) = j;
+	pr->fast_tail = j;
+	pr->n_fast++;
+	pthread_mutex_unlock(&pr->mu);
+	j->fast = true; /* before: the outcome may come in the call */
+	if (gaz_append_pulse_fast(pr->b, j->r, fast_done, j, &j->pln))
+		return true; /* j may already be in pr->done */
+	j->fast = false;
+	pthread_mutex_lock(&pr->mu);
+	fast_unlink(pr, j);
+	pthread_mutex_unlock(&pr->mu);
+	j->pln = NULL;
+	return false;
+}
+
+/* fast_sweep cuts the gathers of fast pulses unanswered for PULSE_TIMEOUT
+ * (a peer that stopped answering but holds its stream open): each then
+ * fails, and its retry takes a runner, which rebuilds the pipeline. */
+static void fast_sweep(struct pulse_runners *pr, int64_t now)
+{
+	pthread_mutex_lock(&pr->mu);
+	for (struct pulse_job *j = pr->fast; j && now - j->started_ns >= timeout_ns; j = j->fnext)
+		if (j->pln && !j->cut) {
+			gaz_warn("journal pulse unanswered; cutting its pipeline", "journal=%s",
+				 j->r->journal);
+			gaz_pipeline_cancel(j->pln);
+			j->cut = true;
+		}
+	pthread_mutex_unlock(&pr->mu);
 }
 
 /* Decides whether `r` pulses now (`sc`: the scan's view of the keyspace),
@@ -368,7 +477,8 @@ static void maybe_pulse(struct gaz_broker *b, struct pulse_runners *pr, struct g
 		changed = false;
 		flush_s = r->pulse_flush_s;
 	}
-	if (!periodic && !changed && !flush_due(r, flush_s, now, due_ns) && !first_write_due(r)) {
+	bool flush = flush_due(r, flush_s, now, due_ns), first = !flush && first_write_due(r);
+	if (!periodic && !changed && !flush && !first) {
 		*due_ns = r->pulse_next_ns < *due_ns ? r->pulse_next_ns : *due_ns;
 		return;
 	}
@@ -383,6 +493,15 @@ static void maybe_pulse(struct gaz_broker *b, struct pulse_runners *pr, struct g
 		j->auto_suspend = b->cfg.auto_suspend && r->pulse_stable_ticks >= AUTO_SUSPEND_TICKS;
 		j->changed = changed;
 		j->periodic = periodic;
+	}
+	/* A periodic pulse that does nothing else (no route to write, no
+	 * roll, no suspension) is proposed right here and gathered by the
+	 * pollers, when the journal is fit for it (gaz_append_pulse_fast);
+	 * every other pulse runs the Append handler on a runner. */
+	if (j && periodic && !changed && !flush && !first && !j->auto_suspend &&
+	    fast_start(pr, j, now)) {
+		r->pulse_in_flight = true;
+		return;
 	}
 	if (!j || runners_push(pr, j) < 0) {
 		if (j)
@@ -401,12 +520,13 @@ static void maybe_pulse(struct gaz_broker *b, struct pulse_runners *pr, struct g
 static void pulse_outcome(struct pulse_job *j, struct gaz_dueq *q)
 {
 	struct gaz_replica *r = j->r;
-	int64_t now = gaz_mono_ns(), next;
+	int64_t now = j->done_ns ? j->done_ns : gaz_mono_ns(), next;
 
+	gaz_metric_pulse(j->fast, j->ok);
 	r->pulse_in_flight = false;
 	r->pulse_retry_ns = j->ok ? 0 : now + PULSE_RETRY;
 	if (j->ok || j->periodic)
-		r->pulse_next_ns = now + PULSE_PERIOD;
+		r->pulse_next_ns = now + period_ns;
 	next = j->ok ? (j->changed ? now + PULSE_TICK_MS * GAZ_NS_PER_MS : r->pulse_next_ns)
 		     : r->pulse_retry_ns;
 	if (next != r->pulse_heap_due && gaz_dueq_push(q, next, r->journal) == 0)
@@ -475,6 +595,11 @@ void *gaz_pulse_thread(void *arg)
 	int64_t scanned_rev = -1, next_full_ns = 0;
 
 	pthread_setname_np(pthread_self(), "gaz-pulse");
+	const char *e = getenv("GAZ_PULSE_PERIOD_MS");
+	if (e && atoll(e) > 0) {
+		period_ns = atoll(e) * GAZ_NS_PER_MS;
+		timeout_ns = period_ns / 2 < PULSE_TIMEOUT ? period_ns / 2 : PULSE_TIMEOUT;
+	}
 	pthread_mutex_init(&pr.mu, NULL);
 	pthread_condattr_t ca;
 
@@ -496,6 +621,8 @@ void *gaz_pulse_thread(void *arg)
 		}
 		int64_t now = gaz_mono_ns();
 
+		fast_sweep(&pr, now);
+
 		pthread_mutex_lock(&b->pulse_mu);
 		kicked = b->pulse_journals.n ? gaz_strset_drain(&b->pulse_journals, &n_kicked) : NULL;
 		all = b->pulse_kick_all || (b->pulse_journals.n && !kicked);
@@ -506,7 +633,7 @@ void *gaz_pulse_thread(void *arg)
 		if (all || sc.all || now >= next_full_ns) {
 			struct gaz_replica **rs = NULL;
 			size_t n = gaz_replicas_snapshot(b, &rs);
-			next_full_ns = now + PULSE_PERIOD;
+			next_full_ns = now + period_ns;
 			for (size_t i = 0; i < n; i++) {
 				visit(b, &pr, rs[i], &sc, &q);
 				gaz_replica_unref(rs[i]);

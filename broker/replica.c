@@ -380,6 +380,17 @@ bool gaz_replica_park(struct gaz_replica *r, struct gaz_batch_link *l)
 	return ok;
 }
 
+bool gaz_replica_try_acquire(struct gaz_replica *r)
+{
+	bool held = false;
+
+	pthread_mutex_lock(&r->mu);
+	if (!r->dead && !r->token_held && !r->token_queue && !r->batch_queue)
+		held = r->token_held = true;
+	pthread_mutex_unlock(&r->mu);
+	return held;
+}
+
 int gaz_replica_park_or_acquire(struct gaz_replica *r, struct gaz_batch_link *l)
 {
 	int rc = 0;

@@ -222,6 +222,11 @@ bool gaz_replica_park(struct gaz_replica *r, struct gaz_batch_link *l);
  * the token went free between the two steps). */
 int gaz_replica_park_or_acquire(struct gaz_replica *r, struct gaz_batch_link *l);
 
+/* gaz_replica_try_acquire takes the append token only when it is free
+ * and nobody waits for it or queued behind it: true when the caller now
+ * holds it (a pulse that must not wait, pulse.c). */
+bool gaz_replica_try_acquire(struct gaz_replica *r);
+
 /* gaz_replica_take_queued: with the token held, detaches queued links in
  * FIFO order while accept(link, arg) says yes, marking each taken and
  * dropping its token wait. Stores up to `max` of them in out[]; returns

@@ -5,6 +5,7 @@ threads stay few however many journals it replicates, and appends are
 answered beside them; a replica's teardown ends its stream."""
 import os
 import queue
+import signal
 import threading
 import time
 import urllib.request
@@ -186,3 +187,68 @@ def test_streams_waiting_for_a_replicas_token_hold_no_thread(cluster):
              lambda: open_replicate_streams(b) <= before or
              (False, open_replicate_streams(b) - before), 30)
     assert b.proc.poll() is None
+
+
+def pulses(b):
+    """gazette_journal_pulses_total of `b`, by (path, outcome)."""
+    text = urllib.request.urlopen(b.address + "/debug/metrics", timeout=5).read().decode()
+    out = {}
+    for ln in text.splitlines():
+        if ln.startswith("gazette_journal_pulses_total{"):
+            labels = dict(kv.split("=", 1) for kv in ln[ln.index("{") + 1:ln.index("}")].split(","))
+            key = (labels["path"].strip('"'), labels["outcome"].strip('"'))
+            out[key] = out.get(key, 0) + float(ln.split()[-1])
+    return out
+
+
+def pulse_sum(brokers, path, outcome):
+    return sum(pulses(b).get((path, outcome), 0) for b in brokers)
+
+
+def test_periodic_pulses_are_gathered_by_the_pollers(cluster):
+    """A periodic pulse of a journal with nothing else to do is proposed
+    by the pulse thread and its acknowledgements gathered by the pollers
+    (no runner thread waits for it). One that a stopped peer never
+    answers has its pipeline cut after the pulse timeout, fails, and its
+    retry takes the Append handler's path, which rebuilds the pipeline
+    once the peer answers again; appends go through all along the way."""
+    env = {"GAZ_PULSE_PERIOD_MS": "1000"}  # and a timeout of half that
+    brokers = [cluster.start(env=env) for _ in range(3)]
+    c = Client(brokers[0].address)
+    names = ["many/pulse-%02d" % i for i in range(30)]
+    c.apply(*[spec(n, replication=3) for n in names], timeout=60)
+    for n in names:
+        assert c.append(n, b"x\n", timeout=60).status == pb.OK
+    # Route writes, first writes and the like take the handler's path;
+    # then every periodic pulse takes the fast one.
+    wait_for("two fast pulses a journal",
+             lambda: pulse_sum(brokers, "fast", "ok") >= 2 * len(names) or
+             (False, [pulses(b) for b in brokers]), 30)
+    before = [pulses(b) for b in brokers]
+    time.sleep(3)
+    after = [pulses(b) for b in brokers]
+    fast = sum(a.get(("fast", "ok"), 0) - p.get(("fast", "ok"), 0) for a, p in zip(after, before))
+    slow = sum(a.get(("handler", "ok"), 0) + a.get(("handler", "failed"), 0) + a.get(("fast", "failed"), 0)
+               - p.get(("handler", "ok"), 0) - p.get(("handler", "failed"), 0) - p.get(("fast", "failed"), 0)
+               for a, p in zip(after, before))
+    assert fast >= 2 * len(names) and slow == 0, (before, after)
+    # A peer stops answering (its process stopped, its connections open):
+    # the pulses of the journals it replicates go unanswered and fail.
+    stopped, others = brokers[2], brokers[:2]
+    failed0 = pulse_sum(others, "fast", "failed")
+    stopped.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for("fast pulses cut after their timeout",
+                 lambda: pulse_sum(others, "fast", "failed") > failed0 or
+                 (False, [pulses(b) for b in others]), 20)
+    finally:
+        stopped.proc.send_signal(signal.SIGCONT)
+    # Answering again, the peer's pipelines are rebuilt by the handler's
+    # path, and fast pulses go on; every journal takes appends.
+    for n in names:
+        r = c.append(n, b"y\n", timeout=60)
+        assert r.status == pb.OK, (n, pb.Status.Name(r.status))
+    ok0 = pulse_sum(brokers, "fast", "ok")
+    wait_for("fast pulses again on every broker",
+             lambda: pulse_sum(brokers, "fast", "ok") >= ok0 + len(names) or
+             (False, [pulses(b) for b in brokers]), 30)

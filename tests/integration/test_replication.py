@@ -35,12 +35,23 @@ def test_appends_reach_every_replica(cluster):
     assert len(keys) == 3
     # The appends sent to the primary, one at a time, were committed and
     # answered by its pollers, with no handler thread; the ranges and
-    # replicas above are theirs. (A proxied append carries a header and
-    # takes the handler's path.)
-    assert metric(primary, "gazette_append_poller_commits_total") >= 8
+    # replicas above are theirs. So were the proxied ones, which carry
+    # the proxier's header (checked as the primary's own).
+    assert metric(primary, "gazette_append_poller_commits_total") >= 16
     # The appends sent to the other broker, each whole before it was
     # answered, were proxied by its pollers, with no handler thread.
     assert metric(proxier, "gazette_append_poller_proxies_total") >= 8
+    # An empty append at the primary is committed by its pollers too (as
+    # a pulse is): it answers the write head, with the empty content's
+    # SHA-1, as Gazette's broker does.
+    before = metric(primary, "gazette_append_poller_commits_total")
+    for _ in range(3):
+        r = clients[primary.id].append("rep/j", b"")
+        assert r.status == pb.OK, r
+        assert r.commit.begin == r.commit.end == len(data), r.commit
+        assert (r.commit.sum.part1, r.commit.sum.part2, r.commit.sum.part3) == \
+            (0xda39a3ee5e6b4b0d, 0x3255bfef95601890, 0xafd80709), r.commit
+    assert metric(primary, "gazette_append_poller_commits_total") >= before + 3
 
 
 def metric(b, name):
