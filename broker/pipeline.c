@@ -210,8 +210,10 @@ int gaz_pipeline_open(struct gaz_broker *b, const struct gaz_resolution *res,
 					    p->route.zone[i], p->route.suffix[i]);
 		else if (!(auth = gaz_broker_sign(b, GAZ_CAP_REPLICATE, p->journal)) && b->auth)
 			rc = gaz_status_set(st, GAZ_ENOMEM, "pipeline: signing a token");
-		else if (!(pe->s = gaz_rpc_stream_open(ch, "/protocol.Journal/Replicate",
-						       GAZ_DEADLINE_NEVER, false, auth, st)))
+		/* Lazy: an idle pipeline holds no op in flight (its status
+		 * is asked for when a gather finds the stream's end). */
+		else if (!(pe->s = gaz_rpc_stream_open_lazy(ch, "/protocol.Journal/Replicate",
+							    GAZ_DEADLINE_NEVER, false, auth, st)))
 			rc = GAZ_EUNAVAIL;
 		else /* the token holder never waits for a send to complete:
 		      * content and proposal queue behind each other per peer,

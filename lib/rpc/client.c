@@ -8,7 +8,9 @@
  * - A stream starts, at open, one batch with SEND_INITIAL_METADATA +
  *   RECV_INITIAL_METADATA and another with RECV_STATUS_ON_CLIENT: without a
  *   pending RECV_INITIAL_METADATA a trailers-only error never completes the
- *   status (pitfall P2).
+ *   status (pitfall P2). A lazy stream (gaz_rpc_stream_open_lazy) starts
+ *   RECV_STATUS_ON_CLIENT only once a receive finds the end or a caller
+ *   wants the status (status_want); "the status is in" is status_in().
  * - At most one op of each kind is in flight (grpc's rule). A receive that
  *   timed out stays in flight and its result goes to the next receive.
  * - A stream is freed only when no op is in flight (s->inflight == 0).
@@ -495,6 +497,8 @@ struct gaz_rpc_stream {
 	void (*recv_notify)(void *arg);
 	void *recv_notify_arg;
 	bool eof;
+	bool lazy_status;           /* RECV_STATUS_ON_CLIENT started on demand */
+	bool status_started;
 	/* gaz_rpc_stream_recv_last: the poller receives on through the end
 	 * of the stream, holding the message, and wakes the caller once. */
 	bool recv_last;
@@ -511,11 +515,36 @@ struct gaz_rpc_stream {
 
 static void send_completed(struct gaz_rpc_stream *s, int ok);
 static bool recv_last_step(struct gaz_rpc_stream *s);
+static bool sop_start(struct gaz_rpc_stream *s, struct sop *o, const grpc_op *ops, size_t n);
+
+/* status_in (s->mu held): the final status has come (or could not be
+ * asked for, and stays UNKNOWN). */
+static bool status_in(const struct gaz_rpc_stream *s)
+{
+	return s->status_started && !s->status_op.pending;
+}
+
+/* status_want (s->mu held, released meanwhile) asks grpc for the final
+ * status, once: at open, or for a lazy stream when it is wanted. */
+static void status_want(struct gaz_rpc_stream *s)
+{
+	grpc_op b = {.op = GRPC_OP_RECV_STATUS_ON_CLIENT};
+
+	if (s->status_started)
+		return;
+	s->status_started = true;
+	b.data.recv_status_on_client.trailing_metadata = &s->trailing_md;
+	b.data.recv_status_on_client.status = &s->status;
+	b.data.recv_status_on_client.status_details = &s->details;
+	b.data.recv_status_on_client.error_string = &s->error_string;
+	if (!sop_start(s, &s->status_op, &b, 1))
+		s->status = GRPC_STATUS_UNKNOWN; /* "in": nothing more will come */
+}
 
 /* last_ready (s->mu held): a gaz_rpc_stream_recv_last caller may return. */
 static bool last_ready(const struct gaz_rpc_stream *s)
 {
-	return s->last_done && !s->status_op.pending;
+	return s->last_done && status_in(s);
 }
 
 /* notify_ready (s->mu held): a receive's notify may run: a message is
@@ -524,7 +553,7 @@ static bool notify_ready(const struct gaz_rpc_stream *s)
 {
 	if (s->recv_op.done && s->recv_op.ok && s->recv_bb)
 		return true;
-	return (s->recv_op.done || s->eof) && !s->status_op.pending;
+	return (s->recv_op.done || s->eof) && status_in(s);
 }
 
 static void stream_release(struct gaz_rpc_stream *s);
@@ -547,6 +576,10 @@ static void sop_cb(void *tag, int ok)
 	o->ok = ok;
 	if (o == &s->send_op && s->queue_sends)
 		send_completed(s, ok);
+	/* A lazy stream's receive found the end: now the status is wanted
+	 * (its completion comes back here, and notifies or wakes then). */
+	if (o == &s->recv_op && !s->status_started && (!ok || !s->recv_bb))
+		status_want(s);
 	/* Wake only who waits for this op (a gatherer waiting for a reply
 	 * must not wake for each send completing), or the final free. A
 	 * receive through the end wakes its caller once, when the end and
@@ -648,25 +681,43 @@ static struct gaz_rpc_stream *stream_new(grpc_call *gc)
 
 static bool stream_begin(struct gaz_rpc_stream *s, const char *md_auth, bool wait_for_ready)
 {
-	grpc_op a[2] = {{0}}, b = {.op = GRPC_OP_RECV_STATUS_ON_CLIENT};
+	grpc_op a[2] = {{0}};
 	bool ok;
 
 	init_md_op(&a[0], &s->auth, md_auth, wait_for_ready);
 	a[1].op = GRPC_OP_RECV_INITIAL_METADATA;
 	a[1].data.recv_initial_metadata.recv_initial_metadata = &s->init_md;
-	b.data.recv_status_on_client.trailing_metadata = &s->trailing_md;
-	b.data.recv_status_on_client.status = &s->status;
-	b.data.recv_status_on_client.status_details = &s->details;
-	b.data.recv_status_on_client.error_string = &s->error_string;
 	pthread_mutex_lock(&s->mu);
-	ok = sop_start(s, &s->start_op, a, 2) && sop_start(s, &s->status_op, &b, 1);
+	ok = sop_start(s, &s->start_op, a, 2);
+	if (ok && !s->lazy_status) {
+		status_want(s);
+		ok = s->status_op.pending || s->status_op.done;
+	}
 	pthread_mutex_unlock(&s->mu);
 	return ok;
 }
 
+static struct gaz_rpc_stream *stream_open(struct gaz_rpc_channel *ch, const char *path,
+					  int64_t deadline_ns, bool wait_for_ready, bool lazy,
+					  const char *md_auth, struct gaz_status *st);
+
 struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const char *path,
 					   int64_t deadline_ns, bool wait_for_ready,
 					   const char *md_auth, struct gaz_status *st)
+{
+	return stream_open(ch, path, deadline_ns, wait_for_ready, false, md_auth, st);
+}
+
+struct gaz_rpc_stream *gaz_rpc_stream_open_lazy(struct gaz_rpc_channel *ch, const char *path,
+						int64_t deadline_ns, bool wait_for_ready,
+						const char *md_auth, struct gaz_status *st)
+{
+	return stream_open(ch, path, deadline_ns, wait_for_ready, true, md_auth, st);
+}
+
+static struct gaz_rpc_stream *stream_open(struct gaz_rpc_channel *ch, const char *path,
+					  int64_t deadline_ns, bool wait_for_ready, bool lazy,
+					  const char *md_auth, struct gaz_status *st)
 {
 	grpc_call *gc = ch ? call_create(ch, path, deadline_ns) : NULL;
 	struct gaz_rpc_stream *s;
@@ -680,6 +731,7 @@ struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const cha
 		gaz_status_set(st, GAZ_ENOMEM, "out of memory opening %s", path);
 		return NULL;
 	}
+	s->lazy_status = lazy;
 	if (!stream_begin(s, md_auth, wait_for_ready)) {
 		gaz_rpc_stream_free(s);
 		gaz_status_set(st, GAZ_EINVAL, "cannot start call to %s", path);
@@ -925,6 +977,8 @@ void gaz_rpc_stream_recv_notify(struct gaz_rpc_stream *s, void (*fn)(void *arg),
 
 	pthread_mutex_lock(&s->mu);
 	now = s->recv_last || !recv_start(s) || s->recv_op.done;
+	if (s->eof)
+		status_want(s); /* a lazy stream's end: notify once it is in */
 	if (now && !s->recv_last && !notify_ready(s))
 		now = false; /* the end is in, its status not yet: sop_cb notifies */
 	if (!now) {
@@ -1013,6 +1067,7 @@ int gaz_rpc_stream_recv_last(struct gaz_rpc_stream *s, const ProtobufCMessageDes
 	*out = NULL;
 	op.data.recv_message.recv_message = &s->recv_bb;
 	pthread_mutex_lock(&s->mu);
+	status_want(s); /* last_ready waits for it */
 	if (!s->recv_last) {
 		s->recv_last = true;
 		if (s->eof)
@@ -1048,7 +1103,7 @@ int gaz_rpc_stream_status_now(struct gaz_rpc_stream *s, struct gaz_status *st)
 	int rc = 0;
 
 	pthread_mutex_lock(&s->mu);
-	if (s->status_op.pending)
+	if (!status_in(s))
 		rc = GAZ_ETIMEDOUT;
 	else if (s->status != GRPC_STATUS_OK)
 		rc = rpc_error(st, s->status, s->details);
@@ -1061,6 +1116,7 @@ int gaz_rpc_stream_finish(struct gaz_rpc_stream *s, struct gaz_status *st)
 	int rc = 0;
 
 	pthread_mutex_lock(&s->mu);
+	status_want(s);
 	s->status_op.waiters++;
 	while (s->status_op.pending)
 		pthread_cond_wait(&s->cv, &s->mu);

@@ -1415,6 +1415,65 @@ static void test_recv_each_error(void **state)
 	gaz_rpc_stream_free(s);
 }
 
+/* A lazy stream asks for its final status only once a receive finds the
+ * end (or finish wants it): before that status_now does not know it; the
+ * end's status, a receive's notify at the end, and a trailers-only error
+ * all come as on a stream that asked at open. */
+static void test_stream_lazy_status(void **state)
+{
+	struct notified n = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	struct gaz_status st = {0};
+	Protocol__ReadResponse *r;
+	struct gaz_rpc_stream *s;
+
+	(void)state;
+	s_reset();
+	s = gaz_rpc_stream_open_lazy(g_oneport, P("Each"), gaz_deadline_in(30000), true, NULL, &st);
+	assert_non_null(s);
+	assert_int_equal(stream_send_off(s, 7), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+	assert_int_equal(r->offset, 8);
+	free_resp(r);
+	assert_int_equal(gaz_rpc_stream_status_now(s, &st), GAZ_ETIMEDOUT);
+	assert_int_equal(stream_send_off(s, -1), 0); /* the handler fails the call */
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), GAZ_ERPC);
+	assert_int_equal(st.grpc, GAZ_GRPC_INVALID_ARGUMENT);
+	assert_int_equal(gaz_rpc_stream_status_now(s, &st), GAZ_ERPC);
+	gaz_rpc_stream_free(s);
+
+	/* The end notifies once its status is in. */
+	s = gaz_rpc_stream_open_lazy(g_oneport, P("Bidi"), gaz_deadline_in(30000), true, NULL, &st);
+	assert_non_null(s);
+	assert_int_equal(stream_send_off(s, 1), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+	free_resp(r);
+	gaz_rpc_stream_recv_notify(s, on_notify, &n);
+	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
+	assert_true(notified_await(&n, 1));
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(gaz_rpc_stream_status_now(s, &st), 0);
+	end_ok(s);
+
+	/* Rejected at once (trailers-only). */
+	s = gaz_rpc_stream_open_lazy(g_oneport, P("Fail"), gaz_deadline_in(30000), true, NULL, &st);
+	assert_non_null(s);
+	assert_int_equal(stream_send_off(s, 1), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), GAZ_EOF);
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(gaz_rpc_stream_finish(s, &st), GAZ_ERPC);
+	assert_int_equal(st.grpc, GAZ_GRPC_NOT_FOUND);
+	gaz_rpc_stream_free(s);
+
+	/* Freed while idle, its status never asked for. */
+	s = gaz_rpc_stream_open_lazy(g_oneport, P("Bidi"), gaz_deadline_in(30000), true, NULL, &st);
+	assert_non_null(s);
+	assert_int_equal(stream_send_off(s, 1), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+	free_resp(r);
+	gaz_rpc_stream_free(s);
+}
+
 static void test_error_status(void **state)
 {
 	Protocol__ReadResponse *r;
@@ -2646,6 +2705,7 @@ int main(void)
 		cmocka_unit_test(test_recv_each_backpressure),
 		cmocka_unit_test(test_stream_free_later),
 		cmocka_unit_test(test_recv_each_timed_wait_race),
+		cmocka_unit_test(test_stream_lazy_status),
 		cmocka_unit_test(test_error_status),
 		cmocka_unit_test(test_unknown_method),
 		cmocka_unit_test(test_finish_observer),
