@@ -911,6 +911,25 @@ static void poller_failed(struct append_ctx *a, const char *why)
 	gaz_replica_release(r);
 }
 
+/* gather_then_release hands the gathering of pc's acknowledgements to
+ * the pollers (fn(arg, ...) once every peer answered; perhaps right here)
+ * and lets go of the token. The gather holds the pipeline; our reference
+ * on `r` lets the token go after `arg` (which holds the other) may have
+ * been freed. The ticket is the next one, with the pipeline idle and
+ * the token held; were it not, the commit fails rather than be lost. */
+static void gather_then_release(struct gaz_replica *r, struct gaz_pipeline *p,
+				struct gaz_commit_pending *pc, gaz_pipeline_gathered_fn fn, void *arg)
+{
+	atomic_fetch_add(&r->refs, 1);
+	if (gaz_pipeline_gather_async(p, pc->ticket, fn, arg)) {
+		gaz_error("poller gather out of order", "journal=%s", r->journal);
+		gaz_pipeline_abandon(p);
+		fn(arg, GAZ_EUNAVAIL, "gather out of order", NULL);
+	}
+	gaz_replica_release(r);
+	gaz_replica_unref(r);
+}
+
 /* ---- a periodic pulse proposed by the pulse thread ----------------------- */
 
 static void pulse_free(struct append_ctx *a)
@@ -970,16 +989,7 @@ int gaz__append_pulse_commit(struct append_ctx *a, struct gaz_pipeline **pln)
 		return 0;
 	}
 	a->poller_pc = pc;
-	/* As in the poller commit: our reference lets the token go after the
-	 * gather (which may run right here) freed `a`. */
-	atomic_fetch_add(&r->refs, 1);
-	if (gaz_pipeline_gather_async(p, pc->ticket, pulse_gathered, a)) {
-		gaz_error("pulse: gather out of order", "journal=%s", r->journal);
-		gaz_pipeline_abandon(p);
-		pulse_gathered(a, GAZ_EUNAVAIL, "gather out of order", NULL);
-	}
-	gaz_replica_release(r);
-	gaz_replica_unref(r);
+	gather_then_release(r, p, pc, pulse_gathered, a);
 	return 0;
 }
 
@@ -1035,17 +1045,6 @@ int gaz__append_poller_commit(struct append_ctx *a, struct gaz_batch_entry *e)
 	}
 	gaz_notifier_broadcast(&r->notifier);
 	a->poller_pc = pc;
-	/* The gather holds the pipeline; our reference on the replica lets
-	 * the token go after `a` (which holds the other) may be freed. */
-	atomic_fetch_add(&r->refs, 1);
-	if (gaz_pipeline_gather_async(p, pc->ticket, poller_gathered, a)) {
-		/* Not the next ticket: cannot be, with the pipeline idle
-		 * and the token held; fail the append rather than lose it. */
-		gaz_error("poller commit: gather out of order", "journal=%s", r->journal);
-		gaz_pipeline_abandon(p);
-		poller_gathered(a, GAZ_EUNAVAIL, "gather out of order", NULL);
-	}
-	gaz_replica_release(r);
-	gaz_replica_unref(r);
+	gather_then_release(r, p, pc, poller_gathered, a);
 	return 0;
 }

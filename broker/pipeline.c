@@ -53,6 +53,18 @@ bool gaz_pipeline_matches(const struct gaz_pipeline *p, const struct gaz_route *
 	return gaz_route_equivalent(&p->route, route);
 }
 
+/* cut_locked (p->mu held) fails the pipeline and, while a gather is
+ * receiving, cancels its streams so that it ends now. */
+static void cut_locked(struct gaz_pipeline *p)
+{
+	p->failed = true;
+	if (p->gathering)
+		for (size_t i = 0; i < p->n; i++)
+			if (p->peers[i].s)
+				gaz_rpc_stream_cancel(p->peers[i].s);
+	pthread_cond_broadcast(&p->cv);
+}
+
 /* Copies a route's members and primary (no endpoints kept). */
 static int route_copy(struct gaz_route *dst, const struct gaz_route *src)
 {
@@ -110,12 +122,7 @@ void gaz_pipeline_close(struct gaz_pipeline *p)
 		if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT)
 			break;
 	}
-	p->failed = true;
-	if (p->gathering)
-		for (size_t i = 0; i < p->n; i++)
-			if (p->peers[i].s)
-				gaz_rpc_stream_cancel(p->peers[i].s);
-	pthread_cond_broadcast(&p->cv);
+	cut_locked(p);
 	while (p->refs > 1)
 		pthread_cond_wait(&p->cv, &p->mu);
 	pthread_mutex_unlock(&p->mu);
@@ -148,12 +155,7 @@ void gaz_pipeline_abandon(struct gaz_pipeline *p)
 void gaz_pipeline_cancel(struct gaz_pipeline *p)
 {
 	pthread_mutex_lock(&p->mu);
-	p->failed = true;
-	if (p->gathering)
-		for (size_t i = 0; i < p->n; i++)
-			if (p->peers[i].s)
-				gaz_rpc_stream_cancel(p->peers[i].s);
-	pthread_cond_broadcast(&p->cv);
+	cut_locked(p);
 	pthread_mutex_unlock(&p->mu);
 }
 

@@ -1415,6 +1415,21 @@ static void test_recv_each_error(void **state)
 	gaz_rpc_stream_free(s);
 }
 
+/* A lazy Bidi stream that sent one message and read its answer. */
+static struct gaz_rpc_stream *lazy_bidi_answered(void)
+{
+	struct gaz_status st = {0};
+	Protocol__ReadResponse *r;
+	struct gaz_rpc_stream *s;
+
+	s = gaz_rpc_stream_open_lazy(g_oneport, P("Bidi"), gaz_deadline_in(30000), true, NULL, &st);
+	assert_non_null(s);
+	assert_int_equal(stream_send_off(s, 1), 0);
+	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
+	free_resp(r);
+	return s;
+}
+
 /* A lazy stream asks for its final status only once a receive finds the
  * end (or finish wants it): before that status_now does not know it; the
  * end's status, a receive's notify at the end, and a trailers-only error
@@ -1443,11 +1458,7 @@ static void test_stream_lazy_status(void **state)
 	gaz_rpc_stream_free(s);
 
 	/* The end notifies once its status is in. */
-	s = gaz_rpc_stream_open_lazy(g_oneport, P("Bidi"), gaz_deadline_in(30000), true, NULL, &st);
-	assert_non_null(s);
-	assert_int_equal(stream_send_off(s, 1), 0);
-	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
-	free_resp(r);
+	s = lazy_bidi_answered();
 	gaz_rpc_stream_recv_notify(s, on_notify, &n);
 	assert_int_equal(gaz_rpc_stream_close_send(s), 0);
 	assert_true(notified_await(&n, 1));
@@ -1466,12 +1477,7 @@ static void test_stream_lazy_status(void **state)
 	gaz_rpc_stream_free(s);
 
 	/* Freed while idle, its status never asked for. */
-	s = gaz_rpc_stream_open_lazy(g_oneport, P("Bidi"), gaz_deadline_in(30000), true, NULL, &st);
-	assert_non_null(s);
-	assert_int_equal(stream_send_off(s, 1), 0);
-	assert_int_equal(stream_recv_resp(s, &r, gaz_deadline_in(10000)), 0);
-	free_resp(r);
-	gaz_rpc_stream_free(s);
+	gaz_rpc_stream_free(lazy_bidi_answered());
 }
 
 static void test_error_status(void **state)
