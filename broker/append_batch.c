@@ -518,6 +518,9 @@ out:
 
 /* ---- the periodic pulse without a thread --------------------------------- */
 
+/* A pulse's request: empty, shared by every pulse and never written. */
+static Protocol__AppendRequest pulse_request = PROTOCOL__APPEND_REQUEST__INIT;
+
 bool gaz_append_pulse_fast(struct gaz_broker *b, struct gaz_replica *r, gaz_pulse_done_fn done,
 			   void *arg, struct gaz_pipeline **pln)
 {
@@ -527,12 +530,10 @@ bool gaz_append_pulse_fast(struct gaz_broker *b, struct gaz_replica *r, gaz_puls
 
 	if (atomic_load(&b->stopping) || atomic_load(&b->exiting) || !(a = calloc(1, sizeof(*a))))
 		return false;
-	*a = (struct append_ctx){.b = b, .pulse_done = done, .pulse_arg = arg,
-				 .registers = gaz_labelset_new()};
+	*a = (struct append_ctx){.b = b, .req = &pulse_request, .pulse_done = done,
+				 .pulse_arg = arg, .registers = gaz_labelset_new()};
 	a->res.route.primary = -1;
-	if ((a->req = malloc(sizeof(*a->req))))
-		protocol__append_request__init(a->req);
-	if (!a->registers || !a->req || !gaz_replica_try_acquire(r))
+	if (!a->registers || !gaz_replica_try_acquire(r))
 		goto fail;
 	if (gaz_resolve(b, r->journal, &o, &a->res, &st) || a->res.status != PROTOCOL__STATUS__OK ||
 	    a->res.replica != r || !fast_fit(b, &a->res) || gaz__append_pulse_commit(a, pln)) {
@@ -543,7 +544,6 @@ bool gaz_append_pulse_fast(struct gaz_broker *b, struct gaz_replica *r, gaz_puls
 fail:
 	gaz_labelset_free(a->registers);
 	gaz_resolution_release(&a->res);
-	free(a->req);
 	free(a);
 	return false;
 }

@@ -27,14 +27,19 @@
 #define STORE_HEALTH_WAIT_MS 60000
 #define LEASE_LOST "broker's etcd lease expired; the journal may have moved"
 
-/* maybeRoll (§6.3): the offset to roll the spool to, or -1 to keep it. */
+/* maybeRoll (§6.3): the offset to roll the spool to, or -1 to keep it.
+ * An empty spool rolls only to move elsewhere or to take the spec's
+ * codec: rolled onto its own end it would stay as it is. */
 static int64_t roll_target(const struct gaz_replica *r, const Protocol__JournalSpec__Fragment *fs,
 			   int64_t roll_to)
 {
 	const struct gaz_fragment *f = &r->spool.fragment;
 	int64_t len = f->end - f->begin, interval_s;
+	bool moves = roll_to && roll_to != f->begin;
 
-	if (len == 0 || len > fs->length || (roll_to && roll_to != f->begin))
+	if (len == 0)
+		return moves || f->codec != (int)fs->compression_codec ? (roll_to ? roll_to : f->end) : -1;
+	if (len > fs->length || moves)
 		return roll_to ? roll_to : f->end;
 	interval_s = fs->flush_interval ? fs->flush_interval->seconds : 0;
 	if (interval_s > 0 && r->spool.first_append_ns) {
@@ -624,12 +629,8 @@ static bool spool_ready_locked(const struct gaz_replica *r, const Protocol__Jour
 	int64_t imin, imax, last_mod, end = r->spool.fragment.end;
 
 	gaz_coverset_summary(&r->index, &imin, &imax, &last_mod);
-	int64_t to = roll_target(r, fs, r->spool.fragment.begin == imin ? end : 0);
-	/* An empty spool "rolls" onto itself: nothing to do unless the codec
-	 * changes (gaz__append_roll's no-op). */
-	bool noop = to == end && r->spool.fragment.begin == end &&
-		    r->spool.fragment.codec == (int)fs->compression_codec;
-	return !r->dead && !r->store_error[0] && imax <= end && (to < 0 || noop);
+	return !r->dead && !r->store_error[0] && imax <= end &&
+	       roll_target(r, fs, r->spool.fragment.begin == imin ? end : 0) < 0;
 }
 
 /* group_may_continue (token held, a group just committed): whether the
@@ -936,7 +937,6 @@ static void pulse_free(struct append_ctx *a)
 {
 	gaz_labelset_free(a->registers);
 	gaz_resolution_release(&a->res);
-	free(a->req);
 	free(a);
 }
 

@@ -219,7 +219,7 @@ struct pulse_job {
 	bool changed, periodic; /* why it runs */
 	bool ok;                /* the outcome: committed (OK) */
 	bool fast;              /* proposed by the pulse thread (fast_start) */
-	int64_t done_ns;        /* when the outcome came (monotonic) */
+	int64_t done_ns;        /* when the outcome came (monotonic), set with ok */
 	/* A fast pulse in flight: linked in pr->fast (pr->mu) until its
 	 * outcome comes; pln is the pipeline it is gathered on (alive while
 	 * linked), cut once it went unanswered past PULSE_TIMEOUT. */
@@ -272,6 +272,7 @@ static void *runner_main(void *arg)
 			pr->todo_tail = &pr->todo;
 		pthread_mutex_unlock(&pr->mu);
 		j->ok = pulse(pr->b, j->r, j->auto_suspend);
+		j->done_ns = gaz_mono_ns();
 		pthread_mutex_lock(&pr->mu);
 		j->next = pr->done;
 		pr->done = j;
@@ -415,14 +416,13 @@ static bool fast_start(struct pulse_runners *pr, struct pulse_job *j, int64_t no
 	pr->fast_tail = j;
 	pr->n_fast++;
 	pthread_mutex_unlock(&pr->mu);
-	j->fast = true; /* before: the outcome may come in the call */
-	if (gaz_append_pulse_fast(pr->b, j->r, fast_done, j, &j->pln))
-		return true; /* j may already be in pr->done */
-	j->fast = false;
+	/* j may be in pr->done once this returns true, but only this thread
+	 * reads j->fast, later (pulse_outcome). */
+	if ((j->fast = gaz_append_pulse_fast(pr->b, j->r, fast_done, j, &j->pln)))
+		return true;
 	pthread_mutex_lock(&pr->mu);
 	fast_unlink(pr, j);
 	pthread_mutex_unlock(&pr->mu);
-	j->pln = NULL;
 	return false;
 }
 
@@ -520,7 +520,7 @@ static void maybe_pulse(struct gaz_broker *b, struct pulse_runners *pr, struct g
 static void pulse_outcome(struct pulse_job *j, struct gaz_dueq *q)
 {
 	struct gaz_replica *r = j->r;
-	int64_t now = j->done_ns ? j->done_ns : gaz_mono_ns(), next;
+	int64_t now = j->done_ns, next;
 
 	gaz_metric_pulse(j->fast, j->ok);
 	r->pulse_in_flight = false;

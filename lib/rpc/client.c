@@ -497,8 +497,7 @@ struct gaz_rpc_stream {
 	void (*recv_notify)(void *arg);
 	void *recv_notify_arg;
 	bool eof;
-	bool lazy_status;           /* RECV_STATUS_ON_CLIENT started on demand */
-	bool status_started;
+	bool status_started;        /* RECV_STATUS_ON_CLIENT asked for (status_want) */
 	/* gaz_rpc_stream_recv_last: the poller receives on through the end
 	 * of the stream, holding the message, and wakes the caller once. */
 	bool recv_last;
@@ -525,20 +524,23 @@ static bool status_in(const struct gaz_rpc_stream *s)
 }
 
 /* status_want (s->mu held, released meanwhile) asks grpc for the final
- * status, once: at open, or for a lazy stream when it is wanted. */
-static void status_want(struct gaz_rpc_stream *s)
+ * status, once: at open, or for a lazy stream when it is wanted. False
+ * when it could not (the status then reads UNKNOWN, and is "in"). */
+static bool status_want(struct gaz_rpc_stream *s)
 {
 	grpc_op b = {.op = GRPC_OP_RECV_STATUS_ON_CLIENT};
 
 	if (s->status_started)
-		return;
+		return true;
 	s->status_started = true;
 	b.data.recv_status_on_client.trailing_metadata = &s->trailing_md;
 	b.data.recv_status_on_client.status = &s->status;
 	b.data.recv_status_on_client.status_details = &s->details;
 	b.data.recv_status_on_client.error_string = &s->error_string;
-	if (!sop_start(s, &s->status_op, &b, 1))
-		s->status = GRPC_STATUS_UNKNOWN; /* "in": nothing more will come */
+	if (sop_start(s, &s->status_op, &b, 1))
+		return true;
+	s->status = GRPC_STATUS_UNKNOWN; /* "in": nothing more will come */
+	return false;
 }
 
 /* last_ready (s->mu held): a gaz_rpc_stream_recv_last caller may return. */
@@ -679,7 +681,8 @@ static struct gaz_rpc_stream *stream_new(grpc_call *gc)
 	return s;
 }
 
-static bool stream_begin(struct gaz_rpc_stream *s, const char *md_auth, bool wait_for_ready)
+static bool stream_begin(struct gaz_rpc_stream *s, const char *md_auth, bool wait_for_ready,
+			 bool lazy)
 {
 	grpc_op a[2] = {{0}};
 	bool ok;
@@ -688,31 +691,9 @@ static bool stream_begin(struct gaz_rpc_stream *s, const char *md_auth, bool wai
 	a[1].op = GRPC_OP_RECV_INITIAL_METADATA;
 	a[1].data.recv_initial_metadata.recv_initial_metadata = &s->init_md;
 	pthread_mutex_lock(&s->mu);
-	ok = sop_start(s, &s->start_op, a, 2);
-	if (ok && !s->lazy_status) {
-		status_want(s);
-		ok = s->status_op.pending || s->status_op.done;
-	}
+	ok = sop_start(s, &s->start_op, a, 2) && (lazy || status_want(s));
 	pthread_mutex_unlock(&s->mu);
 	return ok;
-}
-
-static struct gaz_rpc_stream *stream_open(struct gaz_rpc_channel *ch, const char *path,
-					  int64_t deadline_ns, bool wait_for_ready, bool lazy,
-					  const char *md_auth, struct gaz_status *st);
-
-struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const char *path,
-					   int64_t deadline_ns, bool wait_for_ready,
-					   const char *md_auth, struct gaz_status *st)
-{
-	return stream_open(ch, path, deadline_ns, wait_for_ready, false, md_auth, st);
-}
-
-struct gaz_rpc_stream *gaz_rpc_stream_open_lazy(struct gaz_rpc_channel *ch, const char *path,
-						int64_t deadline_ns, bool wait_for_ready,
-						const char *md_auth, struct gaz_status *st)
-{
-	return stream_open(ch, path, deadline_ns, wait_for_ready, true, md_auth, st);
 }
 
 static struct gaz_rpc_stream *stream_open(struct gaz_rpc_channel *ch, const char *path,
@@ -731,13 +712,26 @@ static struct gaz_rpc_stream *stream_open(struct gaz_rpc_channel *ch, const char
 		gaz_status_set(st, GAZ_ENOMEM, "out of memory opening %s", path);
 		return NULL;
 	}
-	s->lazy_status = lazy;
-	if (!stream_begin(s, md_auth, wait_for_ready)) {
+	if (!stream_begin(s, md_auth, wait_for_ready, lazy)) {
 		gaz_rpc_stream_free(s);
 		gaz_status_set(st, GAZ_EINVAL, "cannot start call to %s", path);
 		return NULL;
 	}
 	return s;
+}
+
+struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const char *path,
+					   int64_t deadline_ns, bool wait_for_ready,
+					   const char *md_auth, struct gaz_status *st)
+{
+	return stream_open(ch, path, deadline_ns, wait_for_ready, false, md_auth, st);
+}
+
+struct gaz_rpc_stream *gaz_rpc_stream_open_lazy(struct gaz_rpc_channel *ch, const char *path,
+						int64_t deadline_ns, bool wait_for_ready,
+						const char *md_auth, struct gaz_status *st)
+{
+	return stream_open(ch, path, deadline_ns, wait_for_ready, true, md_auth, st);
 }
 
 /* sendq_drop (s->mu held) fails a queued stream's sending side. */

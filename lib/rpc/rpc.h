@@ -576,20 +576,24 @@ int gaz_rpc_unary(struct gaz_rpc_channel *ch, const char *path, const ProtobufCM
  * bidi-streaming); nothing is sent yet. Returns NULL on failure (st set).
  * Threads: one thread may send/close_send while another receives; each
  * function is used by one thread at a time, except cancel (any thread). */
-/* gaz_rpc_stream_open_lazy is gaz_rpc_stream_open for a long-lived stream
- * that mostly idles with no receive in flight (a replication pipeline's):
- * its final status is asked of grpc only once a receive finds the end,
- * or gaz_rpc_stream_finish (or recv_last) wants it, not for the stream's
- * whole life. Until then status_now answers GAZ_ETIMEDOUT (not known
- * yet), and the stream holds no op in flight while idle. Why: each op in
- * flight costs every completion of the process a step of a linear search
- * in the grpc build this runs on (docs/decisions.md, "Ops in flight"). */
-struct gaz_rpc_stream *gaz_rpc_stream_open_lazy(struct gaz_rpc_channel *ch, const char *path,
-						int64_t deadline_ns, bool wait_for_ready,
-						const char *md_auth, struct gaz_status *st);
 struct gaz_rpc_stream *gaz_rpc_stream_open(struct gaz_rpc_channel *ch, const char *path,
 					   int64_t deadline_ns, bool wait_for_ready,
 					   const char *md_auth, struct gaz_status *st);
+
+/* gaz_rpc_stream_open_lazy is gaz_rpc_stream_open (same arguments,
+ * deadline_ns monotonic; the caller frees the stream with
+ * gaz_rpc_stream_free; NULL on failure, st set) for a long-lived stream
+ * that mostly idles with no receive in flight (a replication pipeline's):
+ * its final status is asked of grpc only once a receive finds the end,
+ * or gaz_rpc_stream_finish (or recv_last) wants it, not for the stream's
+ * whole life. Until then gaz_rpc_stream_status_now answers GAZ_ETIMEDOUT
+ * (not known yet), and the stream holds no op in flight while idle. Why:
+ * each op in flight costs every completion of the process a step of a
+ * linear search in the grpc build this runs on (docs/decisions.md, "Ops
+ * in flight"). */
+struct gaz_rpc_stream *gaz_rpc_stream_open_lazy(struct gaz_rpc_channel *ch, const char *path,
+						int64_t deadline_ns, bool wait_for_ready,
+						const char *md_auth, struct gaz_status *st);
 
 /* gaz_rpc_stream_queue_sends makes sends and the half-close of `s` return
  * without waiting for the send before them: messages queue behind the one
