@@ -168,8 +168,11 @@ void gaz__append_respond_commit(struct append_ctx *a)
 	resp.total_chunks = a->total_chunks;
 	resp.delayed_chunks = a->delayed_chunks;
 	/* Before the response: a client that scrapes after its append sees
-	 * the head it was answered with. */
-	gaz_metric_write_head(a->res.journal, a->commit_end);
+	 * the head it was answered with. A pulse (a local call) leaves the
+	 * gauge alone, as Gazette's pulses do: answered after the token is
+	 * released, its older head could overwrite a client append's. */
+	if (!gaz_rpc_is_local(a->call))
+		gaz_metric_write_head(a->res.journal, a->commit_end);
 	gaz_rpc_finish(a->call, &resp.base, GAZ_GRPC_OK, NULL);
 	gaz_header_free(h);
 	a->finished = true;
