@@ -2,10 +2,14 @@
  * txn.c - a primary shard's consumer transactions (Gazette's
  * consumer/transaction.go), on the shard's thread.
  *
- * Each source journal is read uncommitted by a reader thread, from the
- * checkpoint's read-through offset (at least the source's min_offset),
- * into one bounded queue (the shard's read_channel_size). The shard's
- * thread queues every envelope on the shard's sequencer, which holds
+ * Each source journal is read uncommitted, from the checkpoint's
+ * read-through offset (at least the source's min_offset), by the shard's
+ * thread itself: it tries its sources round robin
+ * (gaz_message_reader_try_next) and sleeps until a source's wake comes
+ * from the client's pollers, so a shard holds no thread per source and
+ * reads messages only as it consumes them (Gazette's read_channel_size,
+ * the bound of its read-ahead channel, has nothing to bound here). The
+ * shard's thread queues every envelope on the shard's sequencer, which holds
  * transactional messages until their producer's ACK and drops duplicates,
  * and hands each committed message to the application. A transaction:
  *   - begins with its first message (the store's begin, then the
@@ -31,9 +35,13 @@
  * abort (gaz_shard_store_claim), so that an application's method that
  * borrowed the store between transactions is never inside one.
  *
- * Locking: the queue's mutex guards its ring, `closed` and the barrier's
- * `done`; readers and the barrier thread only touch those. Everything
- * else here belongs to the shard's thread. Progress is written under the
+ * The previous transaction's ACKs are waited for without a thread: each
+ * ACK's completion (an append worker's notify) counts down the barrier.
+ *
+ * Locking: the wakes' mutex guards the sources' `ready` flags and count
+ * and the barrier's count and `done`; the source wakes (client pollers)
+ * and ACK notifies (append workers) touch only those. Everything else
+ * here belongs to the shard's thread. Progress is written under the
  * shard's progress_mu; the store's claim under the shard's mu (shard.c).
  */
 #include "consumer/runtime_int.h"
@@ -49,166 +57,137 @@
 /* Gazette's messageSequencerPruneHorizon: producers silent this long
  * leave the checkpoint. */
 #define PRUNE_HORIZON_NS (24LL * 3600 * GAZ_NS_PER_S)
-#define DEFAULT_QUEUE 8192
 
-/* ---- the read queue -------------------------------------------------------- */
+/* ---- the shard's wakes: sources and the barrier -------------------------- */
 
 struct read_item {
-	struct gaz_envelope env; /* msg owned by the item until queued */
-	int rc;                  /* a reader's error (env unused) */
+	struct gaz_envelope env; /* msg owned by the item */
+	int rc;                  /* a source's error (env unused) */
 	char *err;
 };
 
-struct read_queue {
+/* What the shard's thread sleeps on: its sources' and its barrier's
+ * wakes, which come from client pollers and append workers. */
+struct wakes {
 	pthread_mutex_t mu;
-	pthread_cond_t cond;     /* items, room, the barrier */
-	struct read_item *ring;
-	size_t cap, head, len;
-	bool closed;
-	bool barrier_done;       /* the barrier thread finished */
-	const struct gaz_message_type *type;
+	pthread_cond_t cond;     /* a source ready, the barrier done */
+	bool barrier_done;       /* the barrier's ACKs all completed */
+	size_t barrier_left;     /* its ACKs not completed yet */
+	size_t ready;            /* sources whose wake came since their try */
 };
 
-static int queue_init(struct read_queue *q, size_t cap, const struct gaz_message_type *type)
+static void wakes_init(struct wakes *q)
 {
 	pthread_condattr_t ca;
 
-	*q = (struct read_queue){.cap = cap, .type = type, .barrier_done = true};
-	if (!(q->ring = calloc(cap, sizeof(*q->ring))))
-		return GAZ_ENOMEM;
+	*q = (struct wakes){.barrier_done = true};
 	pthread_mutex_init(&q->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&q->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	return 0;
 }
 
-static void queue_release(struct read_queue *q)
+static void wakes_release(struct wakes *q)
 {
-	for (size_t i = 0; i < q->len; i++) {
-		struct read_item *it = &q->ring[(q->head + i) % q->cap];
-		if (it->env.msg)
-			q->type->free_msg(it->env.msg, q->type->arg);
-		free(it->err);
-	}
-	free(q->ring);
 	pthread_cond_destroy(&q->cond);
 	pthread_mutex_destroy(&q->mu);
 }
 
-/* Adds an item, waiting for room; false (item not taken) once closed. */
-static bool queue_push(struct read_queue *q, const struct read_item *it)
-{
-	bool ok;
-
-	pthread_mutex_lock(&q->mu);
-	while (!q->closed && q->len == q->cap)
-		pthread_cond_wait(&q->cond, &q->mu);
-	if ((ok = !q->closed)) {
-		q->ring[(q->head + q->len) % q->cap] = *it;
-		q->len++;
-		pthread_cond_broadcast(&q->cond);
-	}
-	pthread_mutex_unlock(&q->mu);
-	return ok;
-}
-
-/* Takes the next item: waits until one comes (while `reading`), the
- * barrier resolves (when `barrier` is pending), or deadline_ns (monotonic;
- * GAZ_DEADLINE_NEVER for none). Returns 1 with *out, 0 otherwise. */
-static int queue_pop(struct read_queue *q, bool reading, bool barrier, int64_t deadline_ns, struct read_item *out)
-{
-	struct timespec ts = gaz_abstime_of(deadline_ns);
-	int got = 0;
-
-	pthread_mutex_lock(&q->mu);
-	for (;;) {
-		if (reading && q->len) {
-			*out = q->ring[q->head];
-			q->ring[q->head] = (struct read_item){0};
-			q->head = (q->head + 1) % q->cap;
-			q->len--;
-			pthread_cond_broadcast(&q->cond);
-			got = 1;
-			break;
-		}
-		if ((barrier && q->barrier_done) || q->closed || deadline_ns <= gaz_mono_ns())
-			break;
-		if (deadline_ns == GAZ_DEADLINE_NEVER)
-			pthread_cond_wait(&q->cond, &q->mu);
-		else if (pthread_cond_timedwait(&q->cond, &q->mu, &ts))
-			break;
-	}
-	pthread_mutex_unlock(&q->mu);
-	return got;
-}
-
 /* ---- source readers ---------------------------------------------------------- */
 
+/* A source journal, read by the shard's thread with tries
+ * (gaz_message_reader_try_next): no thread of its own. `ready` (under
+ * the wakes' mu) says its reader's wake came, or it has buffered
+ * messages, or it was never tried: try it. */
 struct source {
-	struct read_queue *q;
+	struct wakes *q;
 	struct gaz_message_reader *r;
-	pthread_t thread;
-	bool started;
+	struct gaz_reader_wake w;
+	bool ready;
+	bool ended;              /* cancelled: nothing more comes */
+	int64_t retry_at;        /* a retry's backoff ends (monotonic), or NEVER */
 };
 
-static void *source_thread(void *arg)
+static void source_woken(void *arg)
 {
 	struct source *src = arg;
 
-	for (;;) {
-		struct read_item it = {0};
-		struct gaz_status st = {0};
-		int rc = gaz_message_reader_next(src->r, &it.env, &st);
-		if (rc) {
-			if (rc == GAZ_ECANCELLED)
-				return NULL;
-			it = (struct read_item){.rc = rc ? rc : GAZ_EPROTO, .err = strdup(st.msg)};
-		}
-		if (!queue_push(src->q, &it)) {
-			if (it.env.msg)
-				src->q->type->free_msg(it.env.msg, src->q->type->arg);
-			free(it.err);
-			return NULL;
-		}
-		if (rc)
-			return NULL;
+	pthread_mutex_lock(&src->q->mu);
+	if (!src->ready) {
+		src->ready = true;
+		src->q->ready++;
 	}
+	pthread_cond_broadcast(&src->q->cond);
+	pthread_mutex_unlock(&src->q->mu);
+}
+
+/* Tries the source once: 1 with *it (a message, or an error to report),
+ * 0 when it has nothing now (its wake armed, or its backoff set). */
+static int source_try(struct source *src, struct read_item *it)
+{
+	struct gaz_status st = {0};
+	int rc;
+
+	pthread_mutex_lock(&src->q->mu);
+	if (src->ready) {
+		src->ready = false;
+		src->q->ready--;
+	}
+	pthread_mutex_unlock(&src->q->mu);
+	src->retry_at = GAZ_DEADLINE_NEVER;
+	rc = gaz_message_reader_try_next(src->r, &it->env, &src->w, &st);
+	if (rc == GAZ_READ_WAIT) {
+		src->retry_at = src->w.at_ns;
+		return 0;
+	}
+	if (rc == GAZ_ECANCELLED) { /* the shard stops: its loop sees it */
+		src->ended = true;
+		return 0;
+	}
+	if (rc == 0) { /* more may be buffered: try it again first */
+		source_woken(src);
+		return 1;
+	}
+	src->ended = true;
+	*it = (struct read_item){.rc = rc > 0 ? GAZ_EPROTO : rc, .err = strdup(st.msg)};
+	return 1;
 }
 
 /* ---- the barrier: the previous transaction's ACKs ------------------------ */
 
 struct barrier {
-	struct read_queue *q;
+	struct wakes *q;
 	struct gaz_append_handle **acks;
 	char **journals;
-	struct gaz_append_result *res;
-	int *rcs;
-	char err[sizeof(((struct gaz_status *)0)->msg) + 320];
 	size_t n;
-	pthread_t thread;
-	bool running;
+	bool running;            /* ACKs are out: wait for barrier_done */
 	/* The committed read-through offsets, which become the shard's
 	 * progress once the ACKs are written. */
 	struct gaz_sequencer_checkpoint cp;
 };
 
-static void *barrier_thread(void *arg)
+/* An ACK's append completed (an append worker, or barrier_start). */
+static void ack_done(void *arg)
 {
-	struct barrier *b = arg;
+	struct wakes *q = arg;
 
-	for (size_t i = 0; i < b->n; i++) {
-		struct gaz_status st = {0};
-		b->rcs[i] = gaz_append_handle_wait(b->acks[i], -1, &b->res[i], &st);
-		if (b->rcs[i] && !b->err[0])
-			snprintf(b->err, sizeof(b->err), "writing ACK of %s: %s", b->journals[i], st.msg);
+	pthread_mutex_lock(&q->mu);
+	if (--q->barrier_left == 0) {
+		q->barrier_done = true;
+		pthread_cond_broadcast(&q->cond);
 	}
+	pthread_mutex_unlock(&q->mu);
+}
+
+/* Waits until every ACK's notify has run (they name the wakes). */
+static void barrier_wait(struct barrier *b)
+{
 	pthread_mutex_lock(&b->q->mu);
-	b->q->barrier_done = true;
-	pthread_cond_broadcast(&b->q->cond);
+	while (b->running && !b->q->barrier_done)
+		pthread_cond_wait(&b->q->cond, &b->q->mu);
 	pthread_mutex_unlock(&b->q->mu);
-	return NULL;
+	b->running = false;
 }
 
 static void barrier_clear(struct barrier *b)
@@ -217,23 +196,22 @@ static void barrier_clear(struct barrier *b)
 		gaz_append_handle_free(b->acks[i]);
 		free(b->journals[i]);
 	}
-	free(b->acks), free(b->journals), free(b->res), free(b->rcs);
+	free(b->acks), free(b->journals);
 	gaz_sequencer_checkpoint_release(&b->cp);
-	struct read_queue *q = b->q;
+	struct wakes *q = b->q;
 	*b = (struct barrier){.q = q};
 }
 
 /* barrier_start writes the ACK intents (n; journals may not exist when
- * `lenient`, as for recovered intents) and waits for them on a thread.
- * Takes ownership of *cp. */
+ * `lenient`, as for recovered intents); their completions wake the
+ * shard's thread (barrier_done). Takes ownership of *cp. */
 static int barrier_start(struct barrier *b, struct gaz_shard *s, const struct gaz_ack_intent *intents, size_t n,
 			 struct gaz_sequencer_checkpoint *cp, struct gaz_status *st)
 {
 	barrier_clear(b);
 	b->cp = *cp;
 	*cp = (struct gaz_sequencer_checkpoint){0};
-	if (n && (!(b->acks = calloc(n, sizeof(*b->acks))) || !(b->journals = calloc(n, sizeof(*b->journals))) ||
-		  !(b->res = calloc(n, sizeof(*b->res))) || !(b->rcs = calloc(n, sizeof(*b->rcs)))))
+	if (n && (!(b->acks = calloc(n, sizeof(*b->acks))) || !(b->journals = calloc(n, sizeof(*b->journals)))))
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		struct gaz_append_opts ao = {.journal = intents[i].journal};
@@ -244,46 +222,50 @@ static int barrier_start(struct barrier *b, struct gaz_shard *s, const struct ga
 			return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 	}
 	pthread_mutex_lock(&b->q->mu);
+	b->q->barrier_left = b->n + 1; /* + 1: ours, until every notify is armed */
 	b->q->barrier_done = false;
 	pthread_mutex_unlock(&b->q->mu);
-	if (pthread_create(&b->thread, NULL, barrier_thread, b)) {
-		pthread_mutex_lock(&b->q->mu);
-		b->q->barrier_done = true;
-		pthread_mutex_unlock(&b->q->mu);
-		return gaz_status_set(st, GAZ_ENOMEM, "starting the ACK barrier");
-	}
 	b->running = true;
+	for (size_t i = 0; i < b->n; i++)
+		gaz_append_handle_notify(b->acks[i], ack_done, b->q);
+	ack_done(b->q);
 	return 0;
 }
 
-/* barrier_resolved: the barrier thread is done (queue said so). Joins
- * it, checks the ACKs (those of journals that no longer exist are
- * dropped with a warning when `lenient`), and moves the shard's progress.
- * Returns 0 or the first ACK's error. */
+/* barrier_resolved: every ACK completed (the wakes said so). Checks
+ * them (those of journals that no longer exist are dropped with a
+ * warning when `lenient`), and moves the shard's progress. Returns 0 or
+ * the first ACK's error. */
 static int barrier_resolved(struct barrier *b, struct gaz_shard *s, bool lenient, struct gaz_status *st)
 {
+	struct gaz_append_result *res = b->n ? calloc(b->n, sizeof(*res)) : NULL;
+	int *rcs = b->n ? calloc(b->n, sizeof(*rcs)) : NULL;
 	int rc = 0;
 
-	if (b->running)
-		pthread_join(b->thread, NULL);
 	b->running = false;
+	if (b->n && (!res || !rcs))
+		rc = gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 	for (size_t i = 0; i < b->n && !rc; i++) {
-		if (b->rcs[i] == GAZ_ENOTFOUND && lenient)
+		struct gaz_status ast = {0};
+		rcs[i] = gaz_append_handle_wait(b->acks[i], 0, &res[i], &ast);
+		if (rcs[i] == GAZ_ENOTFOUND && lenient)
 			gaz_warn("discarding recovered ACK intent of a journal that does not exist", "journal=%s",
 				 b->journals[i]);
-		else if (b->rcs[i])
-			rc = gaz_status_set(st, b->rcs[i], "%s", b->err);
+		else if (rcs[i])
+			rc = gaz_status_set(st, rcs[i], "writing ACK of %s: %s", b->journals[i], ast.msg);
 	}
 	if (!rc) {
 		pthread_mutex_lock(&s->progress_mu);
 		for (size_t i = 0; i < b->cp.n_offsets; i++)
 			gaz_offsets_set(&s->read_through, b->cp.offsets[i].journal, b->cp.offsets[i].offset);
 		for (size_t i = 0; i < b->n; i++)
-			if (!b->rcs[i])
-				gaz_offsets_set(&s->publish_at, b->journals[i], b->res[i].end);
+			if (!rcs[i])
+				gaz_offsets_set(&s->publish_at, b->journals[i], res[i].end);
 		pthread_mutex_unlock(&s->progress_mu);
 		gaz_shard_signal_progress(s);
 	}
+	free(res);
+	free(rcs);
 	barrier_clear(b);
 	return rc;
 }
@@ -306,9 +288,9 @@ static int replay_next(void *arg, struct gaz_envelope *out)
 struct txn_state {
 	struct gaz_shard *s;
 	const struct gaz_consumer_app *app;
-	struct read_queue q;
+	struct wakes q;
 	struct source *sources;
-	size_t n_sources;
+	size_t n_sources, next_source;
 	struct gaz_sequencer *seq;
 	const struct gaz_envelope *dequeued;
 	struct replay replay;
@@ -355,41 +337,74 @@ static int start_reading(struct txn_state *x, const struct gaz_sequencer_checkpo
 		struct gaz_message_reader_opts ro = {.client = s->client, .journal = src->journal, .offset = offset,
 						     .block = true, .type = &s->c->type};
 		struct source *so_ = &x->sources[x->n_sources];
-		so_->q = &x->q;
+		*so_ = (struct source){.q = &x->q, .ready = true, .retry_at = GAZ_DEADLINE_NEVER,
+				       .w = {.fn = source_woken, .arg = so_}};
 		if ((rc = gaz_message_reader_new(&ro, &so_->r, st)))
 			return gaz_status_set(st, rc, "reading source %s: %s", src->journal, st->msg);
+		pthread_mutex_lock(&x->q.mu);
+		x->q.ready++;
+		pthread_mutex_unlock(&x->q.mu);
 		x->n_sources++;
-		if (pthread_create(&so_->thread, NULL, source_thread, so_))
-			return gaz_status_set(st, GAZ_ENOMEM, "starting the reader of %s", src->journal);
-		so_->started = true;
 	}
 	return 0;
 }
 
-/* Stops the readers (the shard's client is cancelled, or we close the
- * queue) and frees everything reading needed. */
+/* next_item takes the next message of a ready source, round robin (1,
+ * *out), or sleeps until a source's wake, the barrier's end (when
+ * `barrier` is pending) or deadline_ns (monotonic), whichever is first,
+ * and returns 0. Not `reading`, it only sleeps. */
+static int next_item(struct txn_state *x, bool reading, bool barrier, int64_t deadline_ns, struct read_item *out)
+{
+	struct wakes *q = &x->q;
+
+	for (;;) {
+		int64_t now = gaz_mono_ns(), wake_at = deadline_ns;
+		bool barrier_now;
+
+		for (size_t k = 0; reading && k < x->n_sources; k++) {
+			struct source *src = &x->sources[(x->next_source + k) % x->n_sources];
+			bool ready;
+
+			if (src->ended)
+				continue;
+			pthread_mutex_lock(&q->mu);
+			ready = src->ready;
+			pthread_mutex_unlock(&q->mu);
+			if ((ready || src->retry_at <= now) && source_try(src, out)) {
+				x->next_source = (x->next_source + k + 1) % x->n_sources;
+				return 1;
+			}
+			if (src->retry_at < wake_at)
+				wake_at = src->retry_at;
+		}
+		pthread_mutex_lock(&q->mu);
+		if (!(barrier && q->barrier_done) && !(reading && q->ready) && wake_at > gaz_mono_ns()) {
+			struct timespec ts = gaz_abstime_of(wake_at);
+			pthread_cond_timedwait(&q->cond, &q->mu, &ts);
+		}
+		barrier_now = barrier && q->barrier_done;
+		pthread_mutex_unlock(&q->mu);
+		if (barrier_now || gaz_mono_ns() >= deadline_ns)
+			return 0;
+		/* A source is ready, its backoff ended, or the wake was spurious. */
+	}
+}
+
+/* Stops reading (the shard's client is cancelled: the shard stops, or
+ * failed) and frees everything reading needed, once the barrier's ACKs
+ * completed (the cancel fails those still out). */
 static void stop_reading(struct txn_state *x)
 {
-	pthread_mutex_lock(&x->q.mu);
-	x->q.closed = true;
-	pthread_cond_broadcast(&x->q.cond);
-	pthread_mutex_unlock(&x->q.mu);
-	/* A reader blocked in its stream wakes only when the client is
-	 * cancelled: the shard stops (or failed) either way now. */
 	gaz_client_cancel(x->s->client);
-	for (size_t i = 0; i < x->n_sources; i++)
-		if (x->sources[i].started)
-			pthread_join(x->sources[i].thread, NULL);
-	if (x->barrier.running)
-		pthread_join(x->barrier.thread, NULL);
-	x->barrier.running = false;
+	barrier_wait(&x->barrier);
 	barrier_clear(&x->barrier);
+	/* A source's wake may still run until its reader's stream is freed. */
 	for (size_t i = 0; i < x->n_sources; i++)
 		gaz_message_reader_free(x->sources[i].r);
 	free(x->sources);
 	gaz_message_reader_free(x->replay.r);
 	gaz_sequencer_free(x->seq);
-	queue_release(&x->q);
+	wakes_release(&x->q);
 }
 
 /* Dequeues the first message of a commit the sequencer released. */
@@ -625,7 +640,7 @@ static int txn_run(struct txn_state *x, struct gaz_status *st)
 		int64_t cap = gaz_deadline_in(1000);
 		if (blocks && deadline > cap)
 			deadline = cap;
-		if (queue_pop(&x->q, x->reading, x->barrier_pending, deadline, &it)) {
+		if (next_item(x, x->reading, x->barrier_pending, deadline, &it)) {
 			if ((rc = txn_read(x, &it, st)))
 				return rc;
 			continue;
@@ -655,12 +670,7 @@ int gaz_shard_run_transactions(struct gaz_shard *s, const uint8_t *cp_bytes, siz
 	x.wait_for_ack = !s->spec->disable_wait_for_ack;
 	if ((rc = gaz_checkpoint_decode(cp_bytes, cp_len, &cp, &acks, &n_acks, st)))
 		return gaz_status_set(st, rc, "decoding the restored checkpoint: %s", st->msg);
-	if ((rc = queue_init(&x.q, s->spec->read_channel_size ? s->spec->read_channel_size : DEFAULT_QUEUE,
-			     &s->c->type))) {
-		gaz_sequencer_checkpoint_release(&cp);
-		gaz_ack_intents_free(acks, n_acks);
-		return gaz_status_set(st, rc, "out of memory");
-	}
+	wakes_init(&x.q);
 	x.barrier.q = &x.q;
 	rc = start_reading(&x, &cp, st);
 	/* The recovered ACK intents first, as the barrier of a transaction

@@ -32,6 +32,7 @@ struct gaz_message_reader {
 	int64_t buf_off; /* journal offset of buf[0] */
 	bool at_end;     /* the byte stream ended (end_offset, or the head) */
 	uint64_t skipped;
+	struct gaz_reader_wake *w; /* a try's wake while it runs, else NULL */
 };
 
 /* lookup_framing: the journal's framing from its content-type label. */
@@ -112,7 +113,8 @@ int64_t gaz_message_reader_offset(const struct gaz_message_reader *r)
 }
 
 /* fill reads more journal bytes into the buffer: 0, GAZ_EOF when the
- * byte stream ended (r->at_end), or an error. */
+ * byte stream ended (r->at_end), GAZ_READ_WAIT for a try with none in
+ * yet, or an error. */
 static int fill(struct gaz_message_reader *r, struct gaz_status *st)
 {
 	if (r->pos > 0) { /* compact */
@@ -136,7 +138,10 @@ static int fill(struct gaz_message_reader *r, struct gaz_status *st)
 	}
 	for (;;) {
 		size_t n = 0;
-		int rc = gaz_reader_read(r->rd, r->buf + r->len, r->cap - r->len, &n, st);
+		int rc = r->w ? gaz_reader_try_read(r->rd, r->buf + r->len, r->cap - r->len, &n, r->w, st)
+			      : gaz_reader_read(r->rd, r->buf + r->len, r->cap - r->len, &n, st);
+		if (rc == GAZ_READ_WAIT)
+			return rc;
 		if (rc == GAZ_READ_META)
 			continue;
 		if (rc == GAZ_READ_JUMP) {
@@ -221,6 +226,17 @@ int gaz_message_reader_next(struct gaz_message_reader *r, struct gaz_envelope *e
 		if ((rc = fill(r, st)) != 0 && rc != GAZ_EOF)
 			return rc;
 	}
+}
+
+int gaz_message_reader_try_next(struct gaz_message_reader *r, struct gaz_envelope *env,
+				struct gaz_reader_wake *w, struct gaz_status *st)
+{
+	int rc;
+
+	r->w = w;
+	rc = gaz_message_reader_next(r, env, st);
+	r->w = NULL;
+	return rc;
 }
 
 /* ---- read committed --------------------------------------------------- */

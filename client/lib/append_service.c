@@ -47,6 +47,8 @@ struct gaz_append_handle {
 	int rc;
 	struct gaz_status st;
 	struct gaz_append_result res;
+	void (*notify)(void *arg); /* gaz_append_handle_notify's, until done */
+	void *notify_arg;
 };
 
 /* Register options of an append: the packed AppendRequest fields that
@@ -140,6 +142,9 @@ static void handle_unref(struct gaz_append_handle *h)
 static void handle_complete(struct gaz_append_handle *h, int rc, const struct gaz_status *st,
 			    const struct gaz_append_result *res)
 {
+	void (*notify)(void *arg);
+	void *notify_arg;
+
 	pthread_mutex_lock(&h->mu);
 	h->done = true;
 	h->rc = rc;
@@ -147,9 +152,28 @@ static void handle_complete(struct gaz_append_handle *h, int rc, const struct ga
 		h->st = *st;
 	if (!rc && res)
 		h->res = *res;
+	notify = h->notify;
+	notify_arg = h->notify_arg;
+	h->notify = NULL;
 	pthread_cond_broadcast(&h->cv);
 	pthread_mutex_unlock(&h->mu);
+	if (notify) /* after the unlock: it may look at the handle */
+		notify(notify_arg);
 	handle_unref(h);
+}
+
+void gaz_append_handle_notify(struct gaz_append_handle *h, void (*fn)(void *arg), void *arg)
+{
+	bool now;
+
+	pthread_mutex_lock(&h->mu);
+	if (!(now = h->done)) {
+		h->notify = fn;
+		h->notify_arg = arg;
+	}
+	pthread_mutex_unlock(&h->mu);
+	if (now)
+		fn(arg);
 }
 
 int gaz_append_handle_wait(struct gaz_append_handle *h, int64_t timeout_ms,

@@ -533,6 +533,24 @@ int gaz__client_recv(struct gaz_client *c, struct gaz_rpc_stream *s,
 	return client_recv(c, s, desc, out, false, st);
 }
 
+int gaz__client_try_recv(struct gaz_client *c, struct gaz_rpc_stream *s,
+			 const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out,
+			 void (*fn)(void *arg), void *arg, struct gaz_status *st)
+{
+	int rc;
+
+	if (gaz_client_cancelled(c)) {
+		gaz_rpc_stream_cancel(s);
+		return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
+	}
+	rc = gaz_rpc_stream_try_recv(s, desc, out, fn, arg);
+	if (rc == GAZ_ETIMEDOUT)
+		return GAZ_READ_WAIT;
+	if (rc == GAZ_EPROTO)
+		return gaz_status_set(st, GAZ_EPROTO, "broker sent a message that is not a %s", desc->name);
+	return rc;
+}
+
 int gaz__client_recv_last(struct gaz_client *c, struct gaz_rpc_stream *s,
 			  const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out,
 			  struct gaz_status *st)

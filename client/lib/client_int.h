@@ -158,6 +158,14 @@ int gaz__client_recv(struct gaz_client *c, struct gaz_rpc_stream *s,
 		     const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out,
 		     struct gaz_status *st);
 
+/* gaz__client_try_recv is gaz__client_recv without the wait
+ * (gaz_rpc_stream_try_recv): GAZ_READ_WAIT, with fn(arg) to be called
+ * from a poller once the receive completes, when nothing is in yet. A
+ * cancel of the client cancels the stream, which completes it. */
+int gaz__client_try_recv(struct gaz_client *c, struct gaz_rpc_stream *s,
+			 const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out,
+			 void (*fn)(void *arg), void *arg, struct gaz_status *st);
+
 /* gaz__client_recv_last is gaz__client_recv for the stream's last message:
  * it returns once the stream has ended too (gaz_rpc_stream_recv_last), and
  * GAZ_EPROTO also when the broker sent a second message. */

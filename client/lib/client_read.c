@@ -60,6 +60,12 @@ struct gaz_reader {
 	size_t ra_bytes;               /* ring size; 0 = no read-ahead */
 	struct gaz_read_meta meta;
 	char *url;                     /* meta.fragment_url storage */
+	/* gaz_reader_try_read: its wake while a try runs (NULL in a
+	 * blocking read), the retry count across tries, and when a retry's
+	 * backoff ends (0: none pending). */
+	struct gaz_reader_wake *w;
+	int attempt;
+	int64_t retry_at;
 };
 
 int gaz_reader_new(struct gaz_client *c, const struct gaz_read_opts *o, struct gaz_reader **out,
@@ -341,12 +347,18 @@ static int read_direct(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 	return rc;
 }
 
-/* recv_next receives and validates the next response of the stream. */
+/* recv_next receives and validates the next response of the stream;
+ * GAZ_READ_WAIT (r->w armed) when a try finds none in yet. */
 static int recv_next(struct gaz_reader *r, struct gaz_status *st)
 {
 	Protocol__ReadResponse *resp = NULL;
-	int rc = gaz__client_recv(r->c, r->call.stream, &protocol__read_response__descriptor,
-				  (ProtobufCMessage **)&resp, st);
+	int rc = r->w ? gaz__client_try_recv(r->c, r->call.stream, &protocol__read_response__descriptor,
+					     (ProtobufCMessage **)&resp, r->w->fn, r->w->arg, st)
+		      : gaz__client_recv(r->c, r->call.stream, &protocol__read_response__descriptor,
+					 (ProtobufCMessage **)&resp, st);
+
+	if (rc == GAZ_READ_WAIT)
+		return rc;
 
 	if (rc == GAZ_EOF)
 		return on_end(r, st);
@@ -398,29 +410,80 @@ static int read_once(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 
 /* ---- RetryReader -------------------------------------------------------- */
 
-int gaz_reader_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
-		    struct gaz_status *st)
+/* retry_read is RetryReader's loop over read_once, from attempt
+ * r->attempt. A try (r->w) returns GAZ_READ_WAIT where a read would
+ * wait: for the stream (r->w armed by recv_next) or a backoff (r->w->at_ns
+ * and r->retry_at set; the next try goes on from there). */
+static int retry_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n, struct gaz_status *st)
 {
-	for (int attempt = 0;; attempt++) {
+	for (;; r->attempt++) {
 		struct gaz_status lst = {0};
 		enum gaz__read_verdict verdict;
-		int rc = read_once(r, buf, cap, n, &lst);
+		int rc;
 
-		if (rc == 0 || rc == GAZ_READ_META || rc == GAZ_READ_JUMP)
+		if (r->retry_at) {
+			if (gaz_client_cancelled(r->c))
+				return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
+			if (r->w && gaz_mono_ns() < r->retry_at) {
+				*n = 0;
+				r->w->at_ns = r->retry_at;
+				return GAZ_READ_WAIT;
+			}
+			r->retry_at = 0;
+		}
+		rc = read_once(r, buf, cap, n, &lst);
+		if (rc == 0 || rc == GAZ_READ_META || rc == GAZ_READ_JUMP) {
+			r->attempt = 0;
 			return rc;
+		}
+		if (rc == GAZ_READ_WAIT) {
+			r->w->at_ns = GAZ_DEADLINE_NEVER;
+			return rc;
+		}
 		reset(r); /* the Reader is spent: a later read starts a new RPC */
 		if (gaz_client_cancelled(r->c))
 			return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
 		if (!r->retry || (rc == GAZ_EOF && r->req.end_offset != 0 &&
-				  r->req.offset >= r->req.end_offset))
+				  r->req.offset >= r->req.end_offset)) {
+			r->attempt = 0;
 			return rc < 0 ? gaz_status_set(st, rc, "%s", lst.msg) : rc;
-		verdict = gaz__read_policy(rc, r->fail_status, r->req.block, &attempt);
-		if (verdict == GAZ__READ_SURFACE)
+		}
+		verdict = gaz__read_policy(rc, r->fail_status, r->req.block, &r->attempt);
+		if (verdict == GAZ__READ_SURFACE) {
+			r->attempt = 0;
 			return rc < 0 ? gaz_status_set(st, rc, "%s", lst.msg) : rc;
+		}
 		if (verdict == GAZ__READ_RETRY)
 			gaz_warn("read failure (will retry)", "journal=%s offset=%lld err=%s attempt=%d",
-				 r->journal, (long long)r->req.offset, lst.msg, attempt);
-		if (gaz__client_sleep(r->c, gaz_client_backoff_ms(attempt)))
+				 r->journal, (long long)r->req.offset, lst.msg, r->attempt);
+		if (r->w) {
+			r->retry_at = gaz_mono_ns() + gaz_client_backoff_ms(r->attempt) * GAZ_NS_PER_MS;
+			if (r->retry_at == 0)
+				r->retry_at = 1;
+			continue; /* the check above answers GAZ_READ_WAIT */
+		}
+		if (gaz__client_sleep(r->c, gaz_client_backoff_ms(r->attempt)))
 			return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
 	}
+}
+
+int gaz_reader_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
+		    struct gaz_status *st)
+{
+	/* A blocking read counts its retries from its own start. */
+	if (!r->retry_at)
+		r->attempt = 0;
+	r->w = NULL;
+	return retry_read(r, buf, cap, n, st);
+}
+
+int gaz_reader_try_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
+			struct gaz_reader_wake *w, struct gaz_status *st)
+{
+	int rc;
+
+	r->w = w;
+	rc = retry_read(r, buf, cap, n, st);
+	r->w = NULL;
+	return rc;
 }

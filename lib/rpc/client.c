@@ -984,6 +984,29 @@ void gaz_rpc_stream_recv_notify(struct gaz_rpc_stream *s, void (*fn)(void *arg),
 		fn(arg);
 }
 
+int gaz_rpc_stream_try_recv(struct gaz_rpc_stream *s, const ProtobufCMessageDescriptor *desc,
+			    ProtobufCMessage **out, void (*fn)(void *arg), void *arg)
+{
+	bool ready;
+
+	*out = NULL;
+	pthread_mutex_lock(&s->mu);
+	(void)recv_start(s);
+	if ((ready = notify_ready(s))) {
+		s->recv_notify = NULL;
+	} else {
+		if (s->eof || s->recv_op.done)
+			status_want(s); /* a lazy stream's end (s->mu let go meanwhile) */
+		if (!(ready = notify_ready(s))) {
+			s->recv_notify = fn;
+			s->recv_notify_arg = arg;
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	/* In: the receive below takes it without waiting. */
+	return ready ? gaz_rpc_stream_recv(s, desc, out, 0) : GAZ_ETIMEDOUT;
+}
+
 int gaz_rpc_stream_recv(struct gaz_rpc_stream *s, const ProtobufCMessageDescriptor *desc,
 			ProtobufCMessage **out, int64_t deadline_ns)
 {

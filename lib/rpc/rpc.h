@@ -664,6 +664,18 @@ void gaz_rpc_stream_recv_ahead(struct gaz_rpc_stream *s);
  * runs from a poller. */
 void gaz_rpc_stream_recv_notify(struct gaz_rpc_stream *s, void (*fn)(void *arg), void *arg);
 
+/* gaz_rpc_stream_try_recv is gaz_rpc_stream_recv without the wait, for
+ * callers that hold no thread per stream: when a message, or the end of
+ * the stream with its status, is in, it returns as gaz_rpc_stream_recv
+ * (and gaz_rpc_stream_finish then returns at once); otherwise it keeps a
+ * receive in flight, arranges fn(arg) to be called once from the poller
+ * that completes it (as gaz_rpc_stream_recv_notify: fn must not block nor
+ * receive), and returns GAZ_ETIMEDOUT. Never calls fn on this thread.
+ * One notification at a time per stream: a later call replaces an armed
+ * one. Not with gaz_rpc_stream_recv_last. */
+int gaz_rpc_stream_try_recv(struct gaz_rpc_stream *s, const ProtobufCMessageDescriptor *desc,
+			    ProtobufCMessage **out, void (*fn)(void *arg), void *arg);
+
 /* gaz_rpc_stream_recv receives the next message (see gaz_rpc_unary for
  * ownership). Returns 0, GAZ_EOF (server ended the stream: call
  * gaz_rpc_stream_finish for the status), GAZ_ETIMEDOUT (deadline_ns passed;

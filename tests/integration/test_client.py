@@ -126,6 +126,42 @@ def test_appends_and_reader_survive_a_killed_primary(cluster):
     print("append retries: %d; reader restarts: %d" % (err.count(b"will retry"), rerr.count(b"will retry")))
 
 
+def test_one_thread_tails_many_journals_without_a_thread_each(cluster):
+    """One thread of the library follows 300 journals at their heads with
+    gaz_reader_try_read (issue 39: a process reading many journals holds
+    no thread per journal). Every record appended after all 300 readers
+    wait at their heads reaches its reader, and the process never holds
+    more threads than with a handful of readers: its pollers and grpc's
+    own, not one per journal. The control is the count itself: a thread
+    per reader would be 300 or more."""
+    b = cluster.start()
+    c = Client(b.address)
+    n, records = 300, 3
+    for k in range(0, n, 50):
+        c.apply(*[spec("tail/j%d" % i) for i in range(k, min(n, k + 50))])
+    for i in range(n):
+        c.append("tail/j%d" % i, b"0\n")
+    p = subprocess.Popen([PROBE, "tail", b.address, "tail/j", str(n), str(records)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        line = p.stdout.readline()
+        assert line == b"ready\n", line + p.stderr.read()
+        for r in range(1, records):
+            for i in range(n):
+                c.append("tail/j%d" % i, b"%d\n" % r)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err.decode()[-3000:]
+    lines = out.decode().split("\n")
+    oks = sorted(ln.split()[1] for ln in lines if ln.startswith("ok "))
+    assert oks == sorted("tail/j%d" % i for i in range(n))
+    assert all(ln.split()[2] == str(records) for ln in lines if ln.startswith("ok "))
+    threads = int(next(ln for ln in lines if ln.startswith("threads ")).split()[1])
+    assert 0 < threads <= 16, "the tailing process had %d threads" % threads
+
+
 def test_append_service_keeps_each_threads_order(cluster):
     """Six threads queue 300 records each over three journals through one
     AppendService with a 64 KiB buffer (so queueing blocks on

@@ -23,6 +23,14 @@
  *       comma-separated JOURNALS; waits for every handle and prints
  *       "ok T I JOURNAL BEGIN END BATCH_BEGIN" or "fail T I CODE MESSAGE".
  *
+ *   client-probe tail    ADDR PREFIX COUNT RECORDS
+ *       one thread tails journals PREFIX0 .. PREFIX<COUNT-1> at once with
+ *       gaz_reader_try_read (blocking reads from offset 0, sleeping on a
+ *       condition variable between wakes) until each holds RECORDS
+ *       newline-ended records; prints "ready" once every reader is waiting
+ *       at its head, "ok JOURNAL RECORDS" per journal, and "threads MAX",
+ *       the most threads the process had while tailing. Exit 1 on error.
+ *
  * Environment: PROBE_CACHE (route cache size; "-1" = none), PROBE_ZONE,
  * PROBE_CONNECT_MS, LOG_LEVEL.
  */
@@ -32,6 +40,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "gazette/append_service.h"
 #include "gazette/client.h"
@@ -256,6 +265,147 @@ static int cmd_service(char **argv, int argc)
 	return failed ? 1 : 0;
 }
 
+struct tail_wakes {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int woken;
+};
+
+struct tail {
+	struct tail_wakes *tw;
+	struct gaz_reader *r;
+	struct gaz_reader_wake w;
+	bool ready;     /* under tw->mu: its wake came, or never tried */
+	int64_t retry_at;
+	long lines;
+};
+
+static void tail_woken(void *arg)
+{
+	struct tail *t = arg;
+
+	pthread_mutex_lock(&t->tw->mu);
+	t->ready = true;
+	t->tw->woken++;
+	pthread_cond_signal(&t->tw->cv);
+	pthread_mutex_unlock(&t->tw->mu);
+}
+
+static int threads_now(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	int n = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Threads:", 8))
+			n = atoi(line + 8);
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static int cmd_tail(char **argv, int argc)
+{
+	struct tail_wakes tw = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct gaz_status st = {0};
+	struct gaz_client *c;
+	struct tail *ts;
+	long count, records, done = 0;
+	int max_threads = 0, rc = 0;
+	bool announced = false;
+
+	if (argc < 4)
+		return 2;
+	pthread_condattr_t ca; /* gaz_abstime_of is on the monotonic clock */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&tw.cv, &ca);
+	c = client(argv[0]);
+	count = atol(argv[2]);
+	records = atol(argv[3]);
+	ts = calloc((size_t)count, sizeof(*ts));
+	for (long i = 0; i < count; i++) {
+		char name[512];
+		snprintf(name, sizeof(name), "%s%ld", argv[1], i);
+		struct gaz_read_opts o = {.journal = name, .block = true, .retry = true};
+		ts[i] = (struct tail){.tw = &tw, .ready = true, .w = {.fn = tail_woken, .arg = &ts[i]}};
+		if (gaz_reader_new(c, &o, &ts[i].r, &st)) {
+			fprintf(stderr, "client-probe: %s\n", st.msg);
+			return 1;
+		}
+	}
+	while (done < count && !rc) {
+		int64_t wake_at = GAZ_DEADLINE_NEVER, waiting = 0;
+		for (long i = 0; i < count && !rc; i++) {
+			struct tail *t = &ts[i];
+			bool ready;
+			pthread_mutex_lock(&tw.mu);
+			ready = t->ready;
+			t->ready = false;
+			pthread_mutex_unlock(&tw.mu);
+			if (t->lines >= records || (!ready && t->retry_at > gaz_mono_ns())) {
+				waiting += t->lines < records;
+				if (t->lines < records && t->retry_at < wake_at)
+					wake_at = t->retry_at;
+				continue;
+			}
+			for (;;) {
+				char buf[4096];
+				size_t n = 0;
+				int r = gaz_reader_try_read(t->r, buf, sizeof(buf), &n, &t->w, &st);
+				if (r == GAZ_READ_WAIT) {
+					t->retry_at = t->w.at_ns;
+					if (t->retry_at < wake_at)
+						wake_at = t->retry_at;
+					waiting++;
+					break;
+				}
+				if (r == GAZ_READ_META || r == GAZ_READ_JUMP)
+					continue;
+				if (r) {
+					fprintf(stderr, "client-probe: %s: %s\n", gaz_reader_journal(t->r), st.msg);
+					rc = 1;
+					break;
+				}
+				for (size_t k = 0; k < n; k++)
+					t->lines += buf[k] == '\n';
+				if (t->lines >= records) {
+					printf("ok %s %ld\n", gaz_reader_journal(t->r), t->lines);
+					fflush(stdout);
+					done++;
+					break;
+				}
+			}
+		}
+		int nt = threads_now();
+		if (nt > max_threads)
+			max_threads = nt;
+		if (!announced && waiting == count) {
+			printf("ready\n");
+			fflush(stdout);
+			announced = true;
+		}
+		pthread_mutex_lock(&tw.mu);
+		if (!tw.woken && done < count && !rc) {
+			struct timespec at = gaz_abstime_of(wake_at);
+			if (wake_at == GAZ_DEADLINE_NEVER)
+				pthread_cond_wait(&tw.cv, &tw.mu);
+			else
+				pthread_cond_timedwait(&tw.cv, &tw.mu, &at);
+		}
+		tw.woken = 0;
+		pthread_mutex_unlock(&tw.mu);
+	}
+	printf("threads %d\n", max_threads);
+	for (long i = 0; i < count; i++)
+		gaz_reader_free(ts[i].r);
+	free(ts);
+	gaz_client_free(c);
+	fflush(stdout);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *level = getenv("LOG_LEVEL");
@@ -269,8 +419,10 @@ int main(int argc, char **argv)
 		rc = cmd_read(argv + 2, argc - 2);
 	else if (argc > 1 && !strcmp(argv[1], "service"))
 		rc = cmd_service(argv + 2, argc - 2);
+	else if (argc > 1 && !strcmp(argv[1], "tail"))
+		rc = cmd_tail(argv + 2, argc - 2);
 	if (rc == 2)
-		fprintf(stderr, "usage: client-probe append|read|service ... (see client_probe.c)\n");
+		fprintf(stderr, "usage: client-probe append|read|service|tail ... (see client_probe.c)\n");
 	gaz_rpc_shutdown();
 	return rc;
 }

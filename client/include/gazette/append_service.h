@@ -121,6 +121,16 @@ int gaz_append_service_append(struct gaz_append_service *svc, const struct gaz_a
 int gaz_append_handle_wait(struct gaz_append_handle *h, int64_t timeout_ms,
 			   struct gaz_append_result *res, struct gaz_status *st);
 
+/* gaz_append_handle_notify arranges fn(arg) to be called once when the
+ * append has committed or failed: at once on this thread if it has, else
+ * from the service's worker thread that completes it (fn must not block;
+ * it may call gaz_append_handle_wait with timeout_ms 0). For owners that
+ * hold no thread per pending append (the consumer runtime's ACK
+ * barrier). `arg` is passed back, not owned. One notification per
+ * handle: a later call replaces an armed one. The caller's reference must
+ * outlive the call of fn. */
+void gaz_append_handle_notify(struct gaz_append_handle *h, void (*fn)(void *arg), void *arg);
+
 /* gaz_append_handle_ref gives another owner of `h` (the same handle,
  * returned), which frees it with gaz_append_handle_free in turn. */
 struct gaz_append_handle *gaz_append_handle_ref(struct gaz_append_handle *h);

@@ -319,6 +319,25 @@ enum {
 	                    * (ErrOffsetJump); gaz_reader_offset is the new one */
 	GAZ_READ_TAIL = 4, /* non-blocking read reached the write head
 	                    * (OFFSET_NOT_YET_AVAILABLE) */
+	GAZ_READ_WAIT = 5, /* gaz_reader_try_read only: nothing yet; try
+	                    * again when woken (struct gaz_reader_wake) */
+};
+
+/* How a reader that holds no thread tells its owner when to try again
+ * (gaz_reader_try_read). */
+struct gaz_reader_wake {
+	/* Called once after a GAZ_READ_WAIT that armed it, from a poller
+	 * thread of the client library, when the awaited response, the end
+	 * of the stream or its failure is in (a cancel of the client
+	 * included). It must not block, nor call into the reader: it tells
+	 * the owner's own loop to try again. `arg` is passed back, not
+	 * owned, and must stay valid until gaz_reader_free returns. */
+	void (*fn)(void *arg);
+	void *arg;
+	/* Out, with GAZ_READ_WAIT: a monotonic time (gaz_mono_ns) to try
+	 * again without a call to fn (a retry's backoff), or
+	 * GAZ_DEADLINE_NEVER when fn will be called. */
+	int64_t at_ns;
 };
 
 /* The last metadata response. Strings and the fragment are owned by the
@@ -369,6 +388,20 @@ int gaz_reader_new(struct gaz_client *c, const struct gaz_read_opts *o, struct g
  * the events above reach the caller. */
 int gaz_reader_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 		    struct gaz_status *st);
+
+/* gaz_reader_try_read is gaz_reader_read for a reader that holds no
+ * thread: the same results, and the same retries and backoff, except
+ * that where gaz_reader_read would wait on the broker's next response or
+ * sleep out a retry's backoff, it returns GAZ_READ_WAIT at once (*n = 0)
+ * with `w` armed: w->fn is called when the response is in, or w->at_ns
+ * says when the backoff ends. One thread may so drive any number of
+ * readers at the head of their journals (the consumer runtime's shards
+ * do). Fetching a fragment directly from its store (a URL, as for
+ * do_not_proxy reads of persisted content) still reads on the calling
+ * thread. A reader is driven by one of the two functions at a time, from
+ * one thread at a time. */
+int gaz_reader_try_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
+			struct gaz_reader_wake *w, struct gaz_status *st);
 
 /* gaz_reader_offset: the next offset the reader will return (-1 until an
  * offset -1 read resolved). */

@@ -225,6 +225,7 @@ int gaz_message_frame(enum gaz_framing framing, const struct gaz_message_type *t
 /* ---- partitions, mappings and the publisher --------------------------- */
 
 struct gaz_client;
+struct gaz_reader_wake; /* gazette/client.h */
 struct gaz_append_service;
 struct gaz_append_handle;
 
@@ -530,6 +531,15 @@ int gaz_message_reader_new(const struct gaz_message_reader_opts *o, struct gaz_m
  * end_offset is an error (GAZ_EPROTO); the client reader's errors
  * (GAZ_ECANCELLED, GAZ_EPERM for SUSPENDED, GAZ_ENOTFOUND). */
 int gaz_message_reader_next(struct gaz_message_reader *r, struct gaz_envelope *env, struct gaz_status *st);
+
+/* gaz_message_reader_try_next is gaz_message_reader_next for a reader
+ * that holds no thread: where it would wait for the journal's next bytes
+ * it returns GAZ_READ_WAIT with `w` armed instead (gaz_reader_try_read:
+ * w->fn is called from a client poller once bytes, the end or a failure
+ * are in, or w->at_ns says when a retry's backoff ends); frames already
+ * buffered come out without waiting. Same results otherwise. */
+int gaz_message_reader_try_next(struct gaz_message_reader *r, struct gaz_envelope *env,
+				struct gaz_reader_wake *w, struct gaz_status *st);
 
 /* gaz_message_reader_skipped: frames skipped so far. */
 uint64_t gaz_message_reader_skipped(const struct gaz_message_reader *r);
