@@ -38,6 +38,9 @@
 
 #define BUCKETS 256
 #define WORKER_STACK_BYTES (1u << 20)
+/* A worker idle this long exits: a service that appends now and then (a
+ * consumer shard's ACKs) holds no thread between its appends. */
+#define WORKER_IDLE_EXIT_NS (5 * GAZ_NS_PER_S)
 
 struct gaz_append_handle {
 	pthread_mutex_t mu;
@@ -93,8 +96,7 @@ struct gaz_append_service {
 	uint64_t next_seq;
 	struct sjournal *buckets[BUCKETS];
 	struct sjournal *ready_head, *ready_tail;
-	int nworkers, idle;
-	pthread_t *threads;
+	int nworkers, idle;      /* live workers (detached), and idle ones */
 	bool closing, stopping;
 };
 
@@ -511,9 +513,13 @@ static void *worker_main(void *arg)
 		if (!j && svc->stopping)
 			break;
 		if (!j) {
+			struct timespec at = gaz_abstime_of(gaz_mono_ns() + WORKER_IDLE_EXIT_NS);
+			int err;
 			svc->idle++;
-			pthread_cond_wait(&svc->work_cv, &svc->mu);
+			err = pthread_cond_timedwait(&svc->work_cv, &svc->mu, &at);
 			svc->idle--;
+			if (err && !svc->ready_head)
+				break; /* idle long enough; start_worker starts another */
 			continue;
 		}
 		b = take_batch(svc, j);
@@ -522,6 +528,8 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&svc->mu);
 		finish_batch(svc, j, b, rc, &st, &res);
 	}
+	svc->nworkers--;
+	pthread_cond_broadcast(&svc->done_cv); /* gaz_append_service_free waits */
 	pthread_mutex_unlock(&svc->mu);
 	return NULL;
 }
@@ -531,13 +539,15 @@ static void *worker_main(void *arg)
 static int start_worker(struct gaz_append_service *svc, struct gaz_status *st)
 {
 	pthread_attr_t attr;
+	pthread_t t;
 	int err;
 
 	if (svc->idle > 0 || svc->nworkers >= svc->max_workers)
 		return 0;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, WORKER_STACK_BYTES);
-	err = pthread_create(&svc->threads[svc->nworkers], &attr, worker_main, svc);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	err = pthread_create(&t, &attr, worker_main, svc);
 	pthread_attr_destroy(&attr);
 	if (err == 0)
 		svc->nworkers++;
@@ -565,11 +575,8 @@ int gaz_append_service_new(struct gaz_client *c, const struct gaz_append_service
 	if (o.max_batch_bytes > o.max_buffered_bytes)
 		return gaz_status_set(st, GAZ_EINVAL, "max_batch_bytes %zu exceeds max_buffered_bytes %zu",
 				      o.max_batch_bytes, o.max_buffered_bytes);
-	if (!(svc = calloc(1, sizeof(*svc))) ||
-	    !(svc->threads = calloc((size_t)o.max_workers, sizeof(pthread_t)))) {
-		free(svc);
+	if (!(svc = calloc(1, sizeof(*svc))))
 		return gaz_status_set(st, GAZ_ENOMEM, "out of memory creating append service");
-	}
 	svc->c = c;
 	svc->max_buffered = o.max_buffered_bytes;
 	svc->max_batch = o.max_batch_bytes;
@@ -739,9 +746,9 @@ void gaz_append_service_free(struct gaz_append_service *svc)
 		pthread_cond_wait(&svc->done_cv, &svc->mu);
 	svc->stopping = true;
 	pthread_cond_broadcast(&svc->work_cv);
+	while (svc->nworkers > 0) /* each says so as it exits */
+		pthread_cond_wait(&svc->done_cv, &svc->mu);
 	pthread_mutex_unlock(&svc->mu);
-	for (int i = 0; i < svc->nworkers; i++)
-		pthread_join(svc->threads[i], NULL);
 	for (size_t b = 0; b < BUCKETS; b++)
 		while (svc->buckets[b])
 			journal_remove(svc, svc->buckets[b]);
@@ -749,6 +756,5 @@ void gaz_append_service_free(struct gaz_append_service *svc)
 	pthread_cond_destroy(&svc->space_cv);
 	pthread_cond_destroy(&svc->done_cv);
 	pthread_mutex_destroy(&svc->mu);
-	free(svc->threads);
 	free(svc);
 }

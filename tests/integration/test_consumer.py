@@ -334,6 +334,35 @@ def test_gazette_gazctl_drives_our_consumer(group):
     assert hints.status == cpb.OK and not hints.primary_hints.HasField("hints")
 
 
+def threads_of(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("Threads:"))
+
+
+def test_a_shard_reads_many_sources_without_a_thread_each(group):
+    """A shard with 40 source journals reads them all from its own thread
+    (issue 39: no thread per journal): every message of every source is
+    consumed once, and the consumer process holds no more threads with
+    the shard at its 40 sources' heads than a thread per source would
+    leave it short of. Its ACK barrier holds no thread either."""
+    n = 40
+    sources = ["many/in%02d" % i for i in range(n)]
+    group.journals(*sources, "many/out")
+    a = group.consumer()
+    shards = Shards(a.address)
+    shards.apply(shard_spec("many", sources, "many/out"))
+    wait_primary(shards, "many")
+    for i, j in enumerate(sources):
+        group.publish(j, [i])
+    heads = {j: write_head(group, j) for j in sources}
+    st = shards.stat("many", read_through=heads)
+    assert st.status == cpb.OK, st
+    assert sorted(group.ids("many/out")) == list(range(n))
+    # At the heads, waiting: a thread per source would be 40 or more.
+    threads = threads_of(a.proc.pid)
+    assert threads < 24, "the consumer holds %d threads for one shard of %d sources" % (threads, n)
+
+
 def test_exactly_once_through_sigkill_of_primaries(group, postgres):
     """Two consumers, a hot standby, messages published continuously (some
     of them twice): the primary is SIGKILLed three times. Downstream every
