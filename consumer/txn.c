@@ -136,6 +136,7 @@ static int source_try(struct source *src, struct read_item *it)
 	}
 	pthread_mutex_unlock(&src->q->mu);
 	src->retry_at = GAZ_DEADLINE_NEVER;
+	*it = (struct read_item){0};
 	rc = gaz_message_reader_try_next(src->r, &it->env, &src->w, &st);
 	if (rc == GAZ_READ_WAIT) {
 		src->retry_at = src->w.at_ns;
