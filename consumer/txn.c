@@ -366,11 +366,15 @@ static int next_item(struct txn_state *x, bool reading, bool barrier, int64_t de
 			struct source *src = &x->sources[(x->next_source + k) % x->n_sources];
 			bool ready;
 
-			if (src->ended)
-				continue;
 			pthread_mutex_lock(&q->mu);
 			ready = src->ready;
+			if (ready && src->ended) { /* a late wake: nothing more comes */
+				src->ready = false;
+				q->ready--;
+			}
 			pthread_mutex_unlock(&q->mu);
+			if (src->ended)
+				continue;
 			if ((ready || src->retry_at <= now) && source_try(src, out)) {
 				x->next_source = (x->next_source + k + 1) % x->n_sources;
 				return 1;
