@@ -14,6 +14,7 @@
 #include "consumer/runtime_int.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "common/clock.h"
@@ -240,8 +241,19 @@ static void *resolver_thread(void *arg)
 	return NULL;
 }
 
+/* The shard pool's threads: twice the cores, at least 4. A shard's step
+ * holds one while its application's callbacks or its store block. */
+static int shard_pool_threads(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 2 ? (int)(2 * n) : 4;
+}
+
 int gaz_consumer_resolver_start(struct gaz_consumer *c)
 {
+	if (!c->shard_pool && gaz_steps_new(shard_pool_threads(), "gaz-shard", &c->shard_pool))
+		return GAZ_ENOMEM;
 	if (pthread_create(&c->resolver, NULL, resolver_thread, c))
 		return GAZ_ENOMEM;
 	c->resolver_started = true;
@@ -279,6 +291,8 @@ void gaz_consumer_resolver_stop(struct gaz_consumer *c)
 	while (c->reaping)
 		pthread_cond_wait(&c->cond, &c->mu);
 	pthread_mutex_unlock(&c->mu);
+	gaz_steps_free(c->shard_pool); /* every shard is joined */
+	c->shard_pool = NULL;
 }
 
 size_t gaz_consumer_local_shards(struct gaz_consumer *c)

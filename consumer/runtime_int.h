@@ -19,7 +19,7 @@
  * shard's). Each lock guards what its comment says; everything else is
  * set before the threads start and read-only after.
  *
- * A primary's store is used by one thread at a time: its shard's thread
+ * A primary's store is used by one thread at a time: its shard's steps
  * from a transaction's begin to its commit or abort (store_busy), or an
  * application's method that borrowed it between transactions
  * (store_borrowed). Both flags live under the shard's mu, which is never
@@ -35,6 +35,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/steps.h"
 #include "etcd/etcd.h"
 #include "gazette/client.h"
 #include "gazette/runtime.h"
@@ -91,6 +92,7 @@ struct gaz_consumer {
 		struct gaz_consumer *c;
 	} api_gates[5];
 
+	struct gaz_steps *shard_pool;  /* runs every local shard's steps */
 	pthread_mutex_t mu;            /* guards shards, resolve_wake, stopping, reaping */
 	pthread_cond_t cond;           /* the resolver's wake-ups; a reaper's end */
 	int reaping;                   /* reaper threads joining stopped shards */
@@ -129,9 +131,18 @@ struct gaz_shard {
 	int borrowers_waiting;         /* methods waiting to borrow it */
 	atomic_bool stopping;          /* stop, readable without mu */
 	int refs;                      /* consumer->mu: the resolver's and API calls' */
-	pthread_t thread;
 
-	/* Of the primary, owned by the shard's thread: */
+	/* The shard's life in steps on the consumer's shard pool (shard.c):
+	 * touched only by its steps, which never run two at a time. */
+	struct gaz_step_task task;
+	int state;                     /* enum shard_state */
+	int rc;                        /* the primary's outcome */
+	struct gaz_status st;
+	bool moved;                    /* slot 0 moved before the restore */
+	int64_t fenced_until;          /* the fenced grace's end (monotonic) */
+	struct gaz_txns *txns;         /* the primary's transactions */
+
+	/* Of the primary, owned by the shard's steps: */
 	struct gaz_client *client;     /* cancelled at stop */
 	struct gaz_append_service *appends;
 	struct gaz_publisher *publisher;
@@ -144,6 +155,24 @@ struct gaz_shard {
 	struct gaz_offsets read_through, publish_at;
 	struct gaz_notifier progress;  /* broadcast on each progress change */
 };
+
+/* txn.c: a primary's transactions, run in steps on the shard pool. */
+struct gaz_txns;
+/* A step's result: the shard waits for a kick or a time. */
+#define GAZ_TXN_WAIT 2
+/* gaz_txn_begin starts reading the shard's sources from the restored
+ * checkpoint (cp_bytes, borrowed) and writes its recovered ACK intents.
+ * Returns 0 and *out, or an error (nothing left to end). */
+int gaz_txn_begin(struct gaz_shard *s, const uint8_t *cp_bytes, size_t cp_len, struct gaz_txns **out,
+		  struct gaz_status *st);
+/* gaz_txn_step runs transactions until they would wait: GAZ_TXN_WAIT
+ * with *wake_at (a monotonic time, or GAZ_DEADLINE_NEVER: until the
+ * shard is kicked), or their end: GAZ_ECANCELLED (the shard stops), or
+ * an error with st filled. */
+int gaz_txn_step(struct gaz_txns *x, int64_t *wake_at, struct gaz_status *st);
+/* gaz_txn_end stops reading, aborts a transaction under way and frees
+ * x; returns rc, or 0 for a stop's GAZ_ECANCELLED. */
+int gaz_txn_end(struct gaz_txns *x, int rc);
 
 /* resolver.c */
 int gaz_consumer_resolver_start(struct gaz_consumer *c);
@@ -165,6 +194,10 @@ struct gaz_shard *gaz_shard_new(struct gaz_consumer *c, const char *id, const Co
  * (a standby's new slot, a promotion to 0), false when a primary would
  * leave slot 0, which the resolver answers with a new replica. */
 bool gaz_shard_set_slot(struct gaz_shard *s, int64_t slot);
+/* gaz_shard_kick runs the shard's next step (a wake of its transactions,
+ * its slot, its stop, its store given back). Thread-safe; may be called
+ * under the caller's locks. */
+void gaz_shard_kick(struct gaz_shard *s);
 /* gaz_shard_stop asks the shard to stop (cancelling its reads), without
  * waiting; gaz_shard_join waits for its thread and frees it. */
 void gaz_shard_stop(struct gaz_shard *s);
@@ -185,7 +218,7 @@ int gaz_shard_wait_ready(struct gaz_shard *s, struct gaz_rpc_call *call);
  * gaz_shard_store_return. */
 int gaz_shard_store_borrow(struct gaz_shard *s, struct gaz_rpc_call *call, struct gaz_store **out);
 void gaz_shard_store_return(struct gaz_shard *s);
-/* gaz_shard_store_claim: the shard's thread takes its store for a
+/* gaz_shard_store_claim: the shard's steps take its store for a
  * transaction, after any borrower waiting; false when the shard stops
  * meanwhile. gaz_shard_store_unclaim gives it up after the commit or
  * abort. */
@@ -197,11 +230,6 @@ int64_t gaz_offsets_get(const struct gaz_offsets *o, const char *journal);
 void gaz_offsets_release(struct gaz_offsets *o);
 /* gaz_shard_signal_progress broadcasts after a progress change. */
 void gaz_shard_signal_progress(struct gaz_shard *s);
-
-/* txn.c: runs the primary's transactions until an error or stop; the
- * checkpoint (bytes, may be empty) is the store's restored one. Returns 0
- * when stopped, else the error with its reason in st. */
-int gaz_shard_run_transactions(struct gaz_shard *s, const uint8_t *cp, size_t cp_len, struct gaz_status *st);
 
 /* shard_api.c */
 int gaz_consumer_register_api(struct gaz_consumer *c);

@@ -1,6 +1,8 @@
 /*
- * shard.c - one local shard's life (Gazette's consumer shard.go), on its
- * own thread:
+ * shard.c - one local shard's life (Gazette's consumer shard.go), as a
+ * machine run in steps on the consumer's shard pool (common/steps.h): no
+ * thread of its own, however many shards a process holds. Its states
+ * (enum shard_state below) are:
  *   - as a standby: it announces STANDBY in its assignment at once (its
  *     store needs no recovery log to tail) and waits for slot 0;
  *   - as primary: it opens the application's store (retrying while the
@@ -21,12 +23,15 @@
  * Locking (runtime_int.h): s->mu guards slot, stop, store_ready,
  * primary_done, the store's claims (store_busy, store_borrowed,
  * borrowers_waiting) and the client pointer handed to stop; progress_mu
- * guards the progress offsets. The shard's thread alone owns the
+ * guards the progress offsets. The shard's steps alone own the
  * primary's client, append service, publisher and store, except that an
  * application's method may borrow the store between transactions
- * (gaz_shard_store_borrow): the thread then waits for it at its next
+ * (gaz_shard_store_borrow): its steps then wait for it at its next
  * transaction and, before it ends, until it was given back (the store is
- * closed once the thread ended).
+ * closed once its steps ended). Whatever a waiting state waits for
+ * kicks the shard (gaz_shard_kick): its slot, its stop, its store given
+ * back, its sources' wakes and its ACKs (txn.c). The store's and etcd's
+ * retries still sleep their backoff on a pool thread.
  */
 #include "consumer/runtime_int.h"
 
@@ -228,7 +233,7 @@ static int open_store(struct gaz_shard *s, struct gaz_status *st)
  * revision behind the allocator's move of slot 0 to another replica;
  * restoring then would fence off the primary the keyspace already names.
  * Asked once just before the checkpoint's restore, it closes most of that
- * window (the store's fence settles the rest, see shard_thread).
+ * window (the store's fence settles the rest, see term_ended).
  * Returns 0 (slot 0 is ours), GAZ_ESTOPPED (it is not) or an etcd error
  * (retryable: GAZ_EUNAVAIL). */
 static int confirm_primary(struct gaz_shard *s, struct gaz_status *st)
@@ -272,8 +277,8 @@ static int restore(struct gaz_shard *s, uint8_t **cp, size_t *len, struct gaz_st
 }
 
 /* Releases what a primary term built (its store, publisher, appends,
- * client and application state), on the shard's thread after the term
- * ended or on the joiner's after the thread is gone. */
+ * client and application state), in a step after the term ended or
+ * on the joiner's thread after the steps are over. */
 static void primary_release(struct gaz_shard *s)
 {
 	struct gaz_client *client;
@@ -296,8 +301,11 @@ static void primary_release(struct gaz_shard *s)
 	gaz_shard_set_state(s, NULL, NULL);
 }
 
-/* One primary term. *moved is set when slot 0 moved before the restore. */
-static int serve_primary(struct gaz_shard *s, bool *moved, struct gaz_status *st)
+/* A primary term's start: its client, appends, publisher and store, the
+ * checkpoint restored (fencing earlier primaries), PRIMARY announced and
+ * its transactions begun (s->txns). s->moved is set when slot 0 moved
+ * before the restore. Blocks on the store and etcd (with their retries). */
+static int primary_start(struct gaz_shard *s, struct gaz_status *st)
 {
 	struct gaz_consumer *c = s->c;
 	struct gaz_client_opts co = gaz_consumer_client_opts(c);
@@ -323,7 +331,7 @@ static int serve_primary(struct gaz_shard *s, bool *moved, struct gaz_status *st
 	if ((rc = open_store(s, st)))
 		return gaz_status_set(st, rc, "opening the store: %s", st->msg);
 	if ((rc = restore(s, &cp, &cp_len, st))) {
-		*moved = rc == GAZ_ESTOPPED;
+		s->moved = rc == GAZ_ESTOPPED;
 		return gaz_status_set(st, rc, "store.RestoreCheckpoint: %s", st->msg);
 	}
 	gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__PRIMARY, NULL);
@@ -331,79 +339,145 @@ static int serve_primary(struct gaz_shard *s, bool *moved, struct gaz_status *st
 	s->store_ready = true;
 	pthread_mutex_unlock(&s->mu);
 	gaz_shard_signal_progress(s);
-	rc = gaz_shard_run_transactions(s, cp, cp_len, st);
+	rc = gaz_txn_begin(s, cp, cp_len, &s->txns, st);
 	free(cp);
 	return rc;
 }
 
-static void *shard_thread(void *arg)
-{
-	struct gaz_shard *s = arg;
-	struct gaz_status st = {0};
-	int rc = 0;
-	bool primary, moved = false;
+/* The states of a shard's life, in the order a reader follows them;
+ * each step below runs one and names the next. */
+enum shard_state {
+	SHARD_START,         /* announce STANDBY (or fail: a recovery log) */
+	SHARD_STANDBY,       /* wait for slot 0, or the stop */
+	SHARD_PRIMARY,       /* start a primary term (store, checkpoint) */
+	SHARD_TRANSACTIONS,  /* run transactions until they end */
+	SHARD_FENCED,        /* a commit was fenced: wait for our slot to move */
+	SHARD_ENDED,         /* report how the primary ended */
+	SHARD_GIVE_BACK,     /* wait until a borrowed store is returned */
+	SHARD_FAILED_IDLE,   /* keep the assignment (FAILED) until the stop */
+};
 
-	if (s->spec->recovery_log_prefix && s->spec->recovery_log_prefix[0]) {
-		rc = gaz_status_set(&st, GAZ_EINVAL,
-				    "shard names a recovery log (%s/%s): gazette-c consumers keep state in stores "
-				    "that commit checkpoints themselves (PostgreSQL, JSON file), not in recovery logs",
-				    s->spec->recovery_log_prefix, s->id);
-		goto failed;
-	}
-	gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__STANDBY, NULL);
-	pthread_mutex_lock(&s->mu);
-	while (!s->stop && s->slot != 0)
-		pthread_cond_wait(&s->cond, &s->mu);
-	primary = !s->stop;
-	pthread_mutex_unlock(&s->mu);
-	while (primary) {
-		rc = serve_primary(s, &moved, &st);
-		if (rc != GAZ_EFENCED || atomic_load(&s->stopping))
+/* A primary term ended with rc: the fenced grace, or its end. */
+static enum shard_state term_ended(struct gaz_shard *s, int rc)
+{
+	s->rc = rc;
+	if (rc != GAZ_EFENCED || atomic_load(&s->stopping))
+		return SHARD_ENDED;
+	/* Fenced: another replica restored the checkpoint after we did.
+	 * A new primary moved us off slot 0 and the keyspace says so in a
+	 * moment, stopping this replica. If it does not, we still hold slot
+	 * 0 and the fencer was a replica that lagged the keyspace, promoted
+	 * itself a moment before the allocator moved slot 0 to us, and has
+	 * stopped since: the primary is still ours, so it recovers the
+	 * store's checkpoint again. */
+	gaz_warn("fenced by a new primary; waiting for our assignment to change", "shard=%s", s->id);
+	s->fenced_until = gaz_mono_ns() + FENCED_GRACE_MS * GAZ_NS_PER_MS;
+	return SHARD_FENCED;
+}
+
+/* Runs the shard's states until one waits: returns when to run again
+ * (GAZ_DEADLINE_NEVER: when kicked) or GAZ_STEP_DONE. */
+static int64_t shard_step(struct gaz_step_task *t)
+{
+	struct gaz_shard *s = (struct gaz_shard *)((char *)t - offsetof(struct gaz_shard, task));
+	int64_t wake_at;
+	bool stop, primary;
+	int rc;
+
+	for (;;) {
+		switch ((enum shard_state)s->state) {
+		case SHARD_START:
+			if (s->spec->recovery_log_prefix && s->spec->recovery_log_prefix[0]) {
+				s->rc = gaz_status_set(
+					&s->st, GAZ_EINVAL,
+					"shard names a recovery log (%s/%s): gazette-c consumers keep state in stores "
+					"that commit checkpoints themselves (PostgreSQL, JSON file), not in recovery logs",
+					s->spec->recovery_log_prefix, s->id);
+				s->state = SHARD_ENDED;
+				break;
+			}
+			gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__STANDBY, NULL);
+			s->state = SHARD_STANDBY;
 			break;
-		/* Fenced: another replica restored the checkpoint after we did.
-		 * A new primary moved us off slot 0 and the keyspace says so in
-		 * a moment, stopping this replica. If it does not, we still
-		 * hold slot 0 and the fencer was a replica that lagged the
-		 * keyspace, promoted itself a moment before the allocator moved
-		 * slot 0 to us, and has stopped since: the primary is still
-		 * ours, so it recovers the store's checkpoint again. */
-		gaz_warn("fenced by a new primary; waiting for our assignment to change", "shard=%s", s->id);
-		if (sleep_or_stop(s, FENCED_GRACE_MS))
+		case SHARD_STANDBY:
+			pthread_mutex_lock(&s->mu);
+			stop = s->stop;
+			primary = s->slot == 0;
+			pthread_mutex_unlock(&s->mu);
+			if (!stop && !primary)
+				return GAZ_DEADLINE_NEVER; /* gaz_shard_set_slot kicks */
+			s->state = stop ? SHARD_ENDED : SHARD_PRIMARY;
 			break;
-		pthread_mutex_lock(&s->mu);
-		primary = s->slot == 0 && !s->stop;
-		pthread_mutex_unlock(&s->mu);
-		if (!primary)
+		case SHARD_PRIMARY:
+			rc = primary_start(s, &s->st);
+			s->state = rc ? term_ended(s, rc) : SHARD_TRANSACTIONS;
 			break;
-		gaz_warn("still primary after the fence moved: the fencing replica has stopped; recovering the "
-			 "checkpoint again", "shard=%s", s->id);
-		primary_release(s);
-		gaz_status_clear(&st);
+		case SHARD_TRANSACTIONS:
+			rc = gaz_txn_step(s->txns, &wake_at, &s->st);
+			if (rc == GAZ_TXN_WAIT)
+				return wake_at;
+			rc = gaz_txn_end(s->txns, rc);
+			s->txns = NULL;
+			s->state = term_ended(s, rc);
+			break;
+		case SHARD_FENCED:
+			pthread_mutex_lock(&s->mu);
+			stop = s->stop;
+			primary = s->slot == 0;
+			pthread_mutex_unlock(&s->mu);
+			if (!stop && gaz_mono_ns() < s->fenced_until)
+				return s->fenced_until;
+			if (stop || !primary) {
+				s->state = SHARD_ENDED;
+				break;
+			}
+			gaz_warn("still primary after the fence moved: the fencing replica has stopped; recovering the "
+				 "checkpoint again", "shard=%s", s->id);
+			primary_release(s);
+			gaz_status_clear(&s->st);
+			s->rc = 0;
+			s->state = SHARD_PRIMARY;
+			break;
+		case SHARD_ENDED:
+			if (s->moved) {
+				/* Slot 0 moved before we restored: the resolver stops us. */
+				gaz_info("not restoring: no longer primary", "shard=%s", s->id);
+				s->rc = 0;
+			}
+			if (s->rc && !atomic_load(&s->stopping)) {
+				gaz_error("shard failed", "shard=%s err=%s", s->id, s->st.msg);
+				gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__FAILED, s->st.msg);
+			} else if (s->rc && s->rc != GAZ_ECANCELLED) {
+				gaz_info("shard stopped on an error", "shard=%s err=%s", s->id, s->st.msg);
+			}
+			pthread_mutex_lock(&s->mu);
+			s->primary_done = true; /* no new borrower comes */
+			pthread_mutex_unlock(&s->mu);
+			s->state = SHARD_GIVE_BACK;
+			break;
+		case SHARD_GIVE_BACK:
+			pthread_mutex_lock(&s->mu);
+			stop = s->store_borrowed;
+			pthread_mutex_unlock(&s->mu);
+			if (stop)
+				return GAZ_DEADLINE_NEVER; /* gaz_shard_store_return kicks */
+			gaz_shard_signal_progress(s);
+			s->state = SHARD_FAILED_IDLE;
+			break;
+		case SHARD_FAILED_IDLE:
+			/* A failed shard keeps its assignment (FAILED) until it is
+			 * removed; a stopped one goes at once. */
+			pthread_mutex_lock(&s->mu);
+			stop = s->stop;
+			pthread_mutex_unlock(&s->mu);
+			return stop ? GAZ_STEP_DONE : GAZ_DEADLINE_NEVER;
+		}
 	}
-	if (moved) {
-		/* Slot 0 moved before we restored: the resolver stops us. */
-		gaz_info("not restoring: no longer primary", "shard=%s", s->id);
-		rc = 0;
-	}
-failed:
-	if (rc && !atomic_load(&s->stopping)) {
-		gaz_error("shard failed", "shard=%s err=%s", s->id, st.msg);
-		gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__FAILED, st.msg);
-	} else if (rc && rc != GAZ_ECANCELLED) {
-		gaz_info("shard stopped on an error", "shard=%s err=%s", s->id, st.msg);
-	}
-	pthread_mutex_lock(&s->mu);
-	s->primary_done = true;
-	while (s->store_borrowed) /* no new borrower comes once primary_done */
-		pthread_cond_wait(&s->cond, &s->mu);
-	pthread_mutex_unlock(&s->mu);
-	gaz_shard_signal_progress(s);
-	/* A failed shard keeps its assignment (FAILED) until it is removed. */
-	pthread_mutex_lock(&s->mu);
-	while (!s->stop)
-		pthread_cond_wait(&s->cond, &s->mu);
-	pthread_mutex_unlock(&s->mu);
-	return NULL;
+}
+
+void gaz_shard_kick(struct gaz_shard *s)
+{
+	gaz_steps_kick(&s->task);
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
@@ -434,18 +508,10 @@ struct gaz_shard *gaz_shard_new(struct gaz_consumer *c, const char *id, const Co
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&s->progress_mu, NULL);
 	gaz_notifier_init(&s->progress);
-	if (pthread_create(&s->thread, NULL, shard_thread, s)) {
-		pthread_cond_destroy(&s->cond);
-		pthread_mutex_destroy(&s->mu);
-		pthread_mutex_destroy(&s->progress_mu);
-		gaz_notifier_release(&s->progress);
-		s->thread = 0;
-		free(s->id), free(s->fqn);
-		protobuf_c_message_free_unpacked(&s->spec->base, NULL);
-		free(s);
-		return NULL;
-	}
+	s->state = SHARD_START;
+	s->task.step = shard_step;
 	gaz_info("shard assigned", "shard=%s slot=%lld", id, (long long)slot);
+	gaz_steps_add(c->shard_pool, &s->task);
 	return s;
 }
 
@@ -458,6 +524,7 @@ bool gaz_shard_set_slot(struct gaz_shard *s, int64_t slot)
 	if (ok && s->slot != slot) {
 		s->slot = slot;
 		pthread_cond_broadcast(&s->cond);
+		gaz_shard_kick(s);
 	}
 	pthread_mutex_unlock(&s->mu);
 	return ok;
@@ -471,14 +538,15 @@ void gaz_shard_stop(struct gaz_shard *s)
 	if (s->client)
 		gaz_client_cancel(s->client);
 	pthread_cond_broadcast(&s->cond);
+	gaz_shard_kick(s);
 	pthread_mutex_unlock(&s->mu);
 	gaz_shard_signal_progress(s);
 }
 
 void gaz_shard_join(struct gaz_shard *s)
 {
-	pthread_join(s->thread, NULL);
-	/* The thread is gone: its primary's parts are ours to release. */
+	gaz_steps_join(&s->task);
+	/* Its steps are over: its primary's parts are ours to release. */
 	primary_release(s);
 	gaz_info("shard stopped", "shard=%s", s->id);
 }
@@ -572,6 +640,7 @@ void gaz_shard_store_return(struct gaz_shard *s)
 	pthread_mutex_lock(&s->mu);
 	s->store_borrowed = false;
 	pthread_cond_broadcast(&s->cond);
+	gaz_shard_kick(s); /* a shard that ended waits for it */
 	pthread_mutex_unlock(&s->mu);
 	gaz_shard_signal_progress(s); /* the next borrower */
 }

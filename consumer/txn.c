@@ -1,15 +1,16 @@
 /*
  * txn.c - a primary shard's consumer transactions (Gazette's
- * consumer/transaction.go), on the shard's thread.
+ * consumer/transaction.go), in the shard's steps (shard.c): gaz_txn_step
+ * runs until the transaction would wait and returns when to run again.
  *
  * Each source journal is read uncommitted, from the checkpoint's
  * read-through offset (at least the source's min_offset), by the shard's
- * thread itself: it tries its sources round robin
- * (gaz_message_reader_try_next) and sleeps until a source's wake comes
- * from the client's pollers, so a shard holds no thread per source and
+ * steps themselves: they try its sources round robin
+ * (gaz_message_reader_try_next) and wait until a source's wake from the
+ * client's pollers kicks the shard, so a shard holds no thread and
  * reads messages only as it consumes them (Gazette's read_channel_size,
  * the bound of its read-ahead channel, has nothing to bound here). The
- * shard's thread queues every envelope on the shard's sequencer, which holds
+ * shard's steps queue every envelope on the shard's sequencer, which holds
  * transactional messages until their producer's ACK and drops duplicates,
  * and hands each committed message to the application. A transaction:
  *   - begins with its first message (the store's begin, then the
@@ -36,12 +37,14 @@
  * borrowed the store between transactions is never inside one.
  *
  * The previous transaction's ACKs are waited for without a thread: each
- * ACK's completion (an append worker's notify) counts down the barrier.
+ * ACK's completion (an append worker's notify) counts down the barrier,
+ * and the last one kicks the shard. A step runs for at most
+ * TXN_SLICE_NS before the pool's other shards go.
  *
  * Locking: the wakes' mutex guards the sources' `ready` flags and count
  * and the barrier's count and `done`; the source wakes (client pollers)
  * and ACK notifies (append workers) touch only those. Everything else
- * here belongs to the shard's thread. Progress is written under the
+ * here belongs to the shard's steps. Progress is written under the
  * shard's progress_mu; the store's claim under the shard's mu (shard.c).
  */
 #include "consumer/runtime_int.h"
@@ -57,6 +60,11 @@
 /* Gazette's messageSequencerPruneHorizon: producers silent this long
  * leave the checkpoint. */
 #define PRUNE_HORIZON_NS (24LL * 3600 * GAZ_NS_PER_S)
+/* A step runs a shard's transactions for at most this long before the
+ * pool's other shards go (it goes on at its next step). */
+#define TXN_SLICE_NS (20 * GAZ_NS_PER_MS)
+/* next_item and txn_run: the shard waits for a wake or a time. */
+#define TXN_WAIT GAZ_TXN_WAIT
 
 /* ---- the shard's wakes: sources and the barrier -------------------------- */
 
@@ -66,21 +74,26 @@ struct read_item {
 	char *err;
 };
 
-/* What the shard's thread sleeps on: its sources' and its barrier's
+/* What the shard's steps wait for: its sources' and its barrier's
  * wakes, which come from client pollers and append workers. */
 struct wakes {
 	pthread_mutex_t mu;
-	pthread_cond_t cond;     /* a source ready, the barrier done */
+	pthread_cond_t cond;     /* the barrier done (barrier_wait, at the end) */
 	bool barrier_done;       /* the barrier's ACKs all completed */
 	size_t barrier_left;     /* its ACKs not completed yet */
 	size_t ready;            /* sources whose wake came since their try */
+	/* Runs the shard's next step (gaz_shard_kick): called with mu held,
+	 * so that once the shard's steps have seen a wake under mu, the
+	 * waker no longer touches the wakes nor the shard. Set at init. */
+	void (*kick)(void *arg);
+	void *kick_arg;
 };
 
-static void wakes_init(struct wakes *q)
+static void wakes_init(struct wakes *q, void (*kick)(void *arg), void *kick_arg)
 {
 	pthread_condattr_t ca;
 
-	*q = (struct wakes){.barrier_done = true};
+	*q = (struct wakes){.barrier_done = true, .kick = kick, .kick_arg = kick_arg};
 	pthread_mutex_init(&q->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -96,7 +109,7 @@ static void wakes_release(struct wakes *q)
 
 /* ---- source readers ---------------------------------------------------------- */
 
-/* A source journal, read by the shard's thread with tries
+/* A source journal, read by the shard's steps with tries
  * (gaz_message_reader_try_next): no thread of its own. `ready` (under
  * the wakes' mu) says its reader's wake came, or it has buffered
  * messages, or it was never tried: try it. */
@@ -118,7 +131,7 @@ static void source_woken(void *arg)
 		src->ready = true;
 		src->q->ready++;
 	}
-	pthread_cond_broadcast(&src->q->cond);
+	src->q->kick(src->q->kick_arg);
 	pthread_mutex_unlock(&src->q->mu);
 }
 
@@ -176,7 +189,8 @@ static void ack_done(void *arg)
 	pthread_mutex_lock(&q->mu);
 	if (--q->barrier_left == 0) {
 		q->barrier_done = true;
-		pthread_cond_broadcast(&q->cond);
+		pthread_cond_broadcast(&q->cond); /* barrier_wait */
+		q->kick(q->kick_arg);
 	}
 	pthread_mutex_unlock(&q->mu);
 }
@@ -205,7 +219,7 @@ static void barrier_clear(struct barrier *b)
 
 /* barrier_start writes the ACK intents (n; journals may not exist when
  * `lenient`, as for recovered intents); their completions wake the
- * shard's thread (barrier_done). Takes ownership of *cp. */
+ * shard (barrier_done, and a kick). Takes ownership of *cp. */
 static int barrier_start(struct barrier *b, struct gaz_shard *s, const struct gaz_ack_intent *intents, size_t n,
 			 struct gaz_sequencer_checkpoint *cp, struct gaz_status *st)
 {
@@ -286,7 +300,7 @@ static int replay_next(void *arg, struct gaz_envelope *out)
 
 /* ---- the transaction loop ----------------------------------------------------- */
 
-struct txn_state {
+struct gaz_txns {
 	struct gaz_shard *s;
 	const struct gaz_consumer_app *app;
 	struct wakes q;
@@ -302,6 +316,7 @@ struct txn_state {
 	/* The current transaction. */
 	int64_t consumed, began_ns, min_at, max_at; /* min_at/max_at: -1 once elapsed */
 	bool reading;
+	bool in_txn;            /* a transaction is under way (txn_run) */
 	bool store_claimed;     /* the transaction has the store (begin to commit) */
 };
 
@@ -317,7 +332,7 @@ static void free_msg(void *msg, void *arg)
 }
 
 /* Starts the readers and the sequencer from the checkpoint. */
-static int start_reading(struct txn_state *x, const struct gaz_sequencer_checkpoint *cp, struct gaz_status *st)
+static int start_reading(struct gaz_txns *x, const struct gaz_sequencer_checkpoint *cp, struct gaz_status *st)
 {
 	struct gaz_shard *s = x->s;
 	const Consumer__ShardSpec *spec = s->spec;
@@ -351,20 +366,23 @@ static int start_reading(struct txn_state *x, const struct gaz_sequencer_checkpo
 }
 
 /* next_item takes the next message of a ready source, round robin (1,
- * *out), or sleeps until a source's wake, the barrier's end (when
- * `barrier` is pending) or deadline_ns (monotonic), whichever is first,
- * and returns 0. Not `reading`, it only sleeps. */
-static int next_item(struct txn_state *x, bool reading, bool barrier, int64_t deadline_ns, struct read_item *out)
+ * *out). Otherwise it returns 0 once the barrier resolved (when
+ * `barrier` is pending) or deadline_ns (monotonic) passed, or TXN_WAIT
+ * with *wake_at: the earliest of deadline_ns and the sources' backoffs,
+ * a source's wake or the barrier's end kicking the shard before. Not
+ * `reading`, it reads nothing. */
+static int next_item(struct gaz_txns *x, bool reading, bool barrier, int64_t deadline_ns, struct read_item *out,
+		     int64_t *wake_at)
 {
 	struct wakes *q = &x->q;
 
 	for (;;) {
-		int64_t now = gaz_mono_ns(), wake_at = deadline_ns;
-		bool barrier_now;
+		int64_t now = gaz_mono_ns();
+		bool barrier_now, ready;
 
+		*wake_at = deadline_ns;
 		for (size_t k = 0; reading && k < x->n_sources; k++) {
 			struct source *src = &x->sources[(x->next_source + k) % x->n_sources];
-			bool ready;
 
 			pthread_mutex_lock(&q->mu);
 			ready = src->ready;
@@ -379,26 +397,25 @@ static int next_item(struct txn_state *x, bool reading, bool barrier, int64_t de
 				x->next_source = (x->next_source + k + 1) % x->n_sources;
 				return 1;
 			}
-			if (src->retry_at < wake_at)
-				wake_at = src->retry_at;
+			if (src->retry_at < *wake_at)
+				*wake_at = src->retry_at;
 		}
 		pthread_mutex_lock(&q->mu);
-		if (!(barrier && q->barrier_done) && !(reading && q->ready) && wake_at > gaz_mono_ns()) {
-			struct timespec ts = gaz_abstime_of(wake_at);
-			pthread_cond_timedwait(&q->cond, &q->mu, &ts);
-		}
 		barrier_now = barrier && q->barrier_done;
+		ready = reading && q->ready;
 		pthread_mutex_unlock(&q->mu);
 		if (barrier_now || gaz_mono_ns() >= deadline_ns)
 			return 0;
-		/* A source is ready, its backoff ended, or the wake was spurious. */
+		if (!ready)
+			return TXN_WAIT;
+		/* A source's wake came during the scan: scan again. */
 	}
 }
 
 /* Stops reading (the shard's client is cancelled: the shard stops, or
  * failed) and frees everything reading needed, once the barrier's ACKs
  * completed (the cancel fails those still out). */
-static void stop_reading(struct txn_state *x)
+static void stop_reading(struct gaz_txns *x)
 {
 	gaz_client_cancel(x->s->client);
 	barrier_wait(&x->barrier);
@@ -413,7 +430,7 @@ static void stop_reading(struct txn_state *x)
 }
 
 /* Dequeues the first message of a commit the sequencer released. */
-static int step(struct txn_state *x, struct gaz_status *st)
+static int step(struct gaz_txns *x, struct gaz_status *st)
 {
 	int rc = gaz_sequencer_step(x->seq, &x->dequeued);
 
@@ -428,7 +445,7 @@ static int step(struct txn_state *x, struct gaz_status *st)
 }
 
 /* An envelope read: queue it on the sequencer and act on the outcome. */
-static int txn_read(struct txn_state *x, struct read_item *it, struct gaz_status *st)
+static int txn_read(struct gaz_txns *x, struct read_item *it, struct gaz_status *st)
 {
 	enum gaz_queue_outcome outcome;
 	const char *journal;
@@ -494,7 +511,7 @@ static int txn_read(struct txn_state *x, struct read_item *it, struct gaz_status
 }
 
 /* Consumes the dequeued message. */
-static int txn_consume(struct txn_state *x, struct gaz_status *st)
+static int txn_consume(struct gaz_txns *x, struct gaz_status *st)
 {
 	struct gaz_shard *s = x->s;
 	int rc;
@@ -527,14 +544,14 @@ static int txn_consume(struct txn_state *x, struct gaz_status *st)
 }
 
 /* The transaction's timer: min_txn_duration, then max_txn_duration. */
-static int64_t timer_at(const struct txn_state *x)
+static int64_t timer_at(const struct gaz_txns *x)
 {
 	if (x->consumed == 0 && !x->began_ns)
 		return GAZ_DEADLINE_NEVER;
 	return x->min_at >= 0 ? x->min_at : x->max_at >= 0 ? x->max_at : GAZ_DEADLINE_NEVER;
 }
 
-static void txn_tick(struct txn_state *x, int64_t now)
+static void txn_tick(struct gaz_txns *x, int64_t now)
 {
 	if (x->min_at >= 0 && now >= x->min_at)
 		x->min_at = -1;
@@ -545,7 +562,7 @@ static void txn_tick(struct txn_state *x, int64_t now)
 }
 
 /* Gazette's txnBlocks: whether the transaction must wait for more. */
-static bool txn_blocks(const struct txn_state *x)
+static bool txn_blocks(const struct gaz_txns *x)
 {
 	if (x->barrier_pending)
 		return true;
@@ -557,7 +574,7 @@ static bool txn_blocks(const struct txn_state *x)
 
 /* Commits the transaction: finalize, checkpoint, waits, store commit,
  * ACKs. */
-static int txn_commit(struct txn_state *x, struct gaz_status *st)
+static int txn_commit(struct gaz_txns *x, struct gaz_status *st)
 {
 	struct gaz_shard *s = x->s;
 	struct gaz_sequencer_checkpoint cp = {0};
@@ -605,20 +622,30 @@ out:
 	return rc;
 }
 
-/* Runs one transaction until it committed (0) or failed. */
-static int txn_run(struct txn_state *x, struct gaz_status *st)
+/* Runs the current transaction (or begins the next) until it committed
+ * (0), failed, or would wait (TXN_WAIT, *wake_at), or it ran for a slice
+ * (TXN_WAIT with *wake_at now: the pool's other shards go first). */
+static int txn_run(struct gaz_txns *x, int64_t *wake_at, struct gaz_status *st)
 {
 	struct gaz_shard *s = x->s;
+	int64_t slice_end = gaz_mono_ns() + TXN_SLICE_NS;
 	int rc;
 
-	x->consumed = 0;
-	x->began_ns = 0;
-	x->min_at = x->max_at = -1;
-	x->reading = true;
+	if (!x->in_txn) {
+		x->consumed = 0;
+		x->began_ns = 0;
+		x->min_at = x->max_at = -1;
+		x->reading = true;
+		x->in_txn = true;
+	}
 	for (;;) {
 		struct read_item it;
 		if (atomic_load(&s->stopping))
 			return GAZ_ECANCELLED;
+		if (gaz_mono_ns() >= slice_end) {
+			*wake_at = gaz_mono_ns();
+			return TXN_WAIT;
+		}
 		if (x->reading && x->dequeued) {
 			if (timer_at(x) <= gaz_mono_ns())
 				txn_tick(x, gaz_mono_ns());
@@ -640,12 +667,11 @@ static int txn_run(struct txn_state *x, struct gaz_status *st)
 			}
 		}
 		bool blocks = txn_blocks(x);
-		/* Wake for the stop too: at most a second later. */
 		int64_t deadline = blocks ? timer_at(x) : gaz_mono_ns();
-		int64_t cap = gaz_deadline_in(1000);
-		if (blocks && deadline > cap)
-			deadline = cap;
-		if (next_item(x, x->reading, x->barrier_pending, deadline, &it)) {
+		rc = next_item(x, x->reading, x->barrier_pending, deadline, &it, wake_at);
+		if (rc == TXN_WAIT)
+			return rc;
+		if (rc) {
 			if ((rc = txn_read(x, &it, st)))
 				return rc;
 			continue;
@@ -655,44 +681,77 @@ static int txn_run(struct txn_state *x, struct gaz_status *st)
 			continue;
 		}
 		if (blocks)
-			continue; /* the barrier resolved, the cap passed, or the queue closed */
+			continue; /* the barrier resolved */
 		if (x->consumed == 0)
 			continue; /* nothing began */
+		x->in_txn = false;
 		return txn_commit(x, st);
 	}
 }
 
-int gaz_shard_run_transactions(struct gaz_shard *s, const uint8_t *cp_bytes, size_t cp_len, struct gaz_status *st)
+static void kick_shard(void *arg)
 {
-	struct txn_state x = {.s = s, .app = s->c->app};
+	gaz_shard_kick(arg);
+}
+
+int gaz_txn_begin(struct gaz_shard *s, const uint8_t *cp_bytes, size_t cp_len, struct gaz_txns **out,
+		  struct gaz_status *st)
+{
+	struct gaz_txns *x = calloc(1, sizeof(*x));
 	struct gaz_sequencer_checkpoint cp = {0};
 	struct gaz_ack_intent *acks = NULL;
 	size_t n_acks = 0;
 	int rc;
 
-	x.min_dur_ns = duration_ns(s->spec->min_txn_duration);
-	x.max_dur_ns = duration_ns(s->spec->max_txn_duration);
-	x.wait_for_ack = !s->spec->disable_wait_for_ack;
-	if ((rc = gaz_checkpoint_decode(cp_bytes, cp_len, &cp, &acks, &n_acks, st)))
+	*out = NULL;
+	if (!x)
+		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	*x = (struct gaz_txns){.s = s, .app = s->c->app};
+	x->min_dur_ns = duration_ns(s->spec->min_txn_duration);
+	x->max_dur_ns = duration_ns(s->spec->max_txn_duration);
+	x->wait_for_ack = !s->spec->disable_wait_for_ack;
+	if ((rc = gaz_checkpoint_decode(cp_bytes, cp_len, &cp, &acks, &n_acks, st))) {
+		free(x);
 		return gaz_status_set(st, rc, "decoding the restored checkpoint: %s", st->msg);
-	wakes_init(&x.q);
-	x.barrier.q = &x.q;
-	rc = start_reading(&x, &cp, st);
+	}
+	wakes_init(&x->q, kick_shard, s);
+	x->barrier.q = &x->q;
+	rc = start_reading(x, &cp, st);
 	/* The recovered ACK intents first, as the barrier of a transaction
 	 * that committed before we started (Gazette lets them name journals
 	 * deleted since). Its offsets are the checkpoint's. */
-	if (!rc && !(rc = barrier_start(&x.barrier, s, acks, n_acks, &cp, st))) {
-		x.barrier_pending = true;
-		x.recovered_acks = true;
+	if (!rc && !(rc = barrier_start(&x->barrier, s, acks, n_acks, &cp, st))) {
+		x->barrier_pending = true;
+		x->recovered_acks = true;
 	}
 	gaz_sequencer_checkpoint_release(&cp);
 	gaz_ack_intents_free(acks, n_acks);
-	while (!rc)
-		rc = txn_run(&x, st);
-	if (x.store_claimed) { /* a transaction failed or stopped before its commit */
+	if (rc) {
+		gaz_txn_end(x, rc);
+		return rc;
+	}
+	*out = x;
+	return 0;
+}
+
+int gaz_txn_step(struct gaz_txns *x, int64_t *wake_at, struct gaz_status *st)
+{
+	int rc;
+
+	while ((rc = txn_run(x, wake_at, st)) == 0)
+		;
+	return rc;
+}
+
+int gaz_txn_end(struct gaz_txns *x, int rc)
+{
+	struct gaz_shard *s = x->s;
+
+	if (x->store_claimed) { /* a transaction failed or stopped before its commit */
 		s->store->ops->abort(s->store);
 		gaz_shard_store_unclaim(s);
 	}
-	stop_reading(&x);
+	stop_reading(x);
+	free(x);
 	return rc == GAZ_ECANCELLED && atomic_load(&s->stopping) ? 0 : rc;
 }

@@ -363,6 +363,34 @@ def test_a_shard_reads_many_sources_without_a_thread_each(group):
     assert threads < 24, "the consumer holds %d threads for one shard of %d sources" % (threads, n)
 
 
+def test_many_shards_hold_no_thread_each(group, tmp_path):
+    """100 shards in one consumer process run on its shard pool (issue
+    39: no thread per shard): each consumes its own source journal's
+    message exactly once, and at rest, once the append services' idle
+    workers have exited, the process holds about the threads it holds
+    with one shard, not one per shard."""
+    n = 100
+    sources = ["ms/in%03d" % i for i in range(n)]
+    for k in range(0, n, 50):
+        group.journals(*sources[k:k + 50])
+    group.journals("ms/out")
+    a = group.consumer(store=["--chain.store-dir", str(tmp_path / "stores")], env={"CONSUMER_LIMIT": "200"})
+    shards = Shards(a.address)
+    for k in range(0, n, 50):
+        shards.apply(*[shard_spec("ms-%03d" % i, [sources[i]], "ms/out") for i in range(k, min(n, k + 50))])
+    lines = "".join('"id":%d,"hops":0}\n' % i for i in range(n))
+    tagged = subprocess.run([GO_GAZCTL, "attach-uuids", "--template", '{"_meta":{"uuid":"{{.UUID}}"},{{.Line}}\n'],
+                            input=lines.encode(), capture_output=True, check=True).stdout.splitlines(True)
+    for i, j in enumerate(sources):
+        group.client.append(j, tagged[i])
+    wait_for(lambda: len(group.ids("ms/out")) >= n, 120, "every shard's message in ms/out")
+    assert sorted(group.ids("ms/out")) == list(range(n))
+    # A thread per shard would be 100 or more.
+    threads = wait_for(lambda: (lambda t: t if t < 40 else None)(threads_of(a.proc.pid)), 30,
+                       "the consumer's threads at rest")
+    assert threads < 40
+
+
 def test_exactly_once_through_sigkill_of_primaries(group, postgres):
     """Two consumers, a hot standby, messages published continuously (some
     of them twice): the primary is SIGKILLed three times. Downstream every
