@@ -375,6 +375,19 @@ static enum shard_state term_ended(struct gaz_shard *s, int rc)
 	return SHARD_FENCED;
 }
 
+/* Whether the shard is asked to stop, and (*slot0) whether it holds
+ * slot 0, read together. */
+static bool stop_or_slot0(struct gaz_shard *s, bool *slot0)
+{
+	bool stop;
+
+	pthread_mutex_lock(&s->mu);
+	stop = s->stop;
+	*slot0 = s->slot == 0;
+	pthread_mutex_unlock(&s->mu);
+	return stop;
+}
+
 /* Runs the shard's states until one waits: returns when to run again
  * (GAZ_DEADLINE_NEVER: when kicked) or GAZ_STEP_DONE. */
 static int64_t shard_step(struct gaz_step_task *t)
@@ -400,10 +413,7 @@ static int64_t shard_step(struct gaz_step_task *t)
 			s->state = SHARD_STANDBY;
 			break;
 		case SHARD_STANDBY:
-			pthread_mutex_lock(&s->mu);
-			stop = s->stop;
-			primary = s->slot == 0;
-			pthread_mutex_unlock(&s->mu);
+			stop = stop_or_slot0(s, &primary);
 			if (!stop && !primary)
 				return GAZ_DEADLINE_NEVER; /* gaz_shard_set_slot kicks */
 			s->state = stop ? SHARD_ENDED : SHARD_PRIMARY;
@@ -421,10 +431,7 @@ static int64_t shard_step(struct gaz_step_task *t)
 			s->state = term_ended(s, rc);
 			break;
 		case SHARD_FENCED:
-			pthread_mutex_lock(&s->mu);
-			stop = s->stop;
-			primary = s->slot == 0;
-			pthread_mutex_unlock(&s->mu);
+			stop = stop_or_slot0(s, &primary);
 			if (!stop && gaz_mono_ns() < s->fenced_until)
 				return s->fenced_until;
 			if (stop || !primary) {
