@@ -140,6 +140,10 @@ struct gaz_shard {
 	struct gaz_status st;
 	bool moved;                    /* slot 0 moved before the restore */
 	int64_t fenced_until;          /* the fenced grace's end (monotonic) */
+	int attempt;                   /* of the store's open or restore */
+	int64_t retry_at;              /* its next try (monotonic), or 0 */
+	uint8_t *cp;                   /* the restored checkpoint, until served */
+	size_t cp_len;
 	struct gaz_txns *txns;         /* the primary's transactions */
 
 	/* Of the primary, owned by the shard's steps: */

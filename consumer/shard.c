@@ -30,8 +30,10 @@
  * transaction and, before it ends, until it was given back (the store is
  * closed once its steps ended). Whatever a waiting state waits for
  * kicks the shard (gaz_shard_kick): its slot, its stop, its store given
- * back, its sources' wakes and its ACKs (txn.c). The store's and etcd's
- * retries still sleep their backoff on a pool thread.
+ * back, its sources' wakes and its ACKs (txn.c). A store that is
+ * unavailable is retried from a timed state (OPEN_STORE, RESTORE); an
+ * etcd write of the shard's status still sleeps its retries' backoff on
+ * a pool thread.
  */
 #include "consumer/runtime_int.h"
 
@@ -213,19 +215,18 @@ void gaz_shard_update_status(struct gaz_shard *s, Consumer__ReplicaStatus__Code 
 
 /* ---- the primary ------------------------------------------------------------ */
 
-static int open_store(struct gaz_shard *s, struct gaz_status *st)
+/* One attempt to open the application's store: 0, GAZ_EUNAVAIL (logged;
+ * the caller retries after a backoff) or an error. */
+static int open_store_once(struct gaz_shard *s, struct gaz_status *st)
 {
 	const struct gaz_consumer_app *app = s->c->app;
+	int rc = app->new_store(app->arg, s, &s->store, st);
 
-	for (int attempt = 0;; attempt++) {
-		int rc = app->new_store(app->arg, s, &s->store, st);
-		if (rc != GAZ_EUNAVAIL)
-			return rc;
+	if (rc == GAZ_EUNAVAIL) {
 		gaz_warn("shard store unavailable; retrying", "shard=%s err=%s", s->id, st->msg);
 		gaz_status_clear(st);
-		if (sleep_or_stop(s, backoff_ms(attempt + 4)))
-			return gaz_status_set(st, GAZ_ECANCELLED, "stopped while opening the store");
 	}
+	return rc;
 }
 
 /* Whether etcd, read now (linearizably), still gives this process slot 0
@@ -258,22 +259,23 @@ static int confirm_primary(struct gaz_shard *s, struct gaz_status *st)
 	return rc;
 }
 
-static int restore(struct gaz_shard *s, uint8_t **cp, size_t *len, struct gaz_status *st)
+/* One attempt to restore the checkpoint (*cp, *len: malloc'd) after
+ * confirming slot 0: 0, GAZ_ESTOPPED (slot 0 moved), GAZ_EUNAVAIL (logged;
+ * the caller retries after a backoff) or an error. */
+static int restore_once(struct gaz_shard *s, uint8_t **cp, size_t *len, struct gaz_status *st)
 {
-	for (int attempt = 0;; attempt++) {
-		int rc = confirm_primary(s, st);
-		if (rc == GAZ_ESTOPPED)
-			return gaz_status_set(st, rc, "no longer primary in etcd: slot 0 moved before the restore");
-		if (rc == 0)
-			rc = s->store->ops->restore_checkpoint(s->store, cp, len, st);
-		if (rc != GAZ_EUNAVAIL)
-			return rc;
+	int rc = confirm_primary(s, st);
+
+	if (rc == GAZ_ESTOPPED)
+		return gaz_status_set(st, rc, "no longer primary in etcd: slot 0 moved before the restore");
+	if (rc == 0)
+		rc = s->store->ops->restore_checkpoint(s->store, cp, len, st);
+	if (rc == GAZ_EUNAVAIL) {
 		gaz_warn("restoring the checkpoint: etcd or the store unavailable; retrying", "shard=%s err=%s", s->id,
 			 st->msg);
 		gaz_status_clear(st);
-		if (sleep_or_stop(s, backoff_ms(attempt + 4)))
-			return gaz_status_set(st, GAZ_ECANCELLED, "stopped while restoring the checkpoint");
 	}
+	return rc;
 }
 
 /* Releases what a primary term built (its store, publisher, appends,
@@ -301,17 +303,12 @@ static void primary_release(struct gaz_shard *s)
 	gaz_shard_set_state(s, NULL, NULL);
 }
 
-/* A primary term's start: its client, appends, publisher and store, the
- * checkpoint restored (fencing earlier primaries), PRIMARY announced and
- * its transactions begun (s->txns). s->moved is set when slot 0 moved
- * before the restore. Blocks on the store and etcd (with their retries). */
+/* A primary term's start: its client, appends and publisher. */
 static int primary_start(struct gaz_shard *s, struct gaz_status *st)
 {
 	struct gaz_consumer *c = s->c;
 	struct gaz_client_opts co = gaz_consumer_client_opts(c);
 	struct gaz_client *client = NULL;
-	uint8_t *cp = NULL;
-	size_t cp_len = 0;
 	int rc;
 
 	gaz_info("promoted to primary", "shard=%s", s->id);
@@ -326,21 +323,23 @@ static int primary_start(struct gaz_shard *s, struct gaz_status *st)
 	if ((rc = gaz_append_service_new(client, NULL, &s->appends, st)))
 		return rc;
 	po.appends = s->appends;
-	if ((rc = gaz_publisher_new(&po, &s->publisher, st)))
-		return rc;
-	if ((rc = open_store(s, st)))
-		return gaz_status_set(st, rc, "opening the store: %s", st->msg);
-	if ((rc = restore(s, &cp, &cp_len, st))) {
-		s->moved = rc == GAZ_ESTOPPED;
-		return gaz_status_set(st, rc, "store.RestoreCheckpoint: %s", st->msg);
-	}
+	return gaz_publisher_new(&po, &s->publisher, st);
+}
+
+/* The restored primary announces PRIMARY, lends its store, and begins
+ * its transactions from the checkpoint (taken). */
+static int primary_serve(struct gaz_shard *s, struct gaz_status *st)
+{
+	int rc;
+
 	gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__PRIMARY, NULL);
 	pthread_mutex_lock(&s->mu);
 	s->store_ready = true;
 	pthread_mutex_unlock(&s->mu);
 	gaz_shard_signal_progress(s);
-	rc = gaz_txn_begin(s, cp, cp_len, &s->txns, st);
-	free(cp);
+	rc = gaz_txn_begin(s, s->cp, s->cp_len, &s->txns, st);
+	free(s->cp);
+	s->cp = NULL;
 	return rc;
 }
 
@@ -349,7 +348,10 @@ static int primary_start(struct gaz_shard *s, struct gaz_status *st)
 enum shard_state {
 	SHARD_START,         /* announce STANDBY (or fail: a recovery log) */
 	SHARD_STANDBY,       /* wait for slot 0, or the stop */
-	SHARD_PRIMARY,       /* start a primary term (store, checkpoint) */
+	SHARD_PRIMARY,       /* start a primary term (client, appends) */
+	SHARD_OPEN_STORE,    /* the application's store (retried while unavailable) */
+	SHARD_RESTORE,       /* slot 0 confirmed, the checkpoint restored (retried) */
+	SHARD_SERVE,         /* announce PRIMARY, begin transactions */
 	SHARD_TRANSACTIONS,  /* run transactions until they end */
 	SHARD_FENCED,        /* a commit was fenced: wait for our slot to move */
 	SHARD_ENDED,         /* report how the primary ended */
@@ -394,7 +396,7 @@ static int64_t shard_step(struct gaz_step_task *t)
 {
 	struct gaz_shard *s = (struct gaz_shard *)((char *)t - offsetof(struct gaz_shard, task));
 	int64_t wake_at;
-	bool stop, primary;
+	bool stop, primary, borrowed;
 	int rc;
 
 	for (;;) {
@@ -420,6 +422,37 @@ static int64_t shard_step(struct gaz_step_task *t)
 			break;
 		case SHARD_PRIMARY:
 			rc = primary_start(s, &s->st);
+			s->attempt = 0;
+			s->state = rc ? term_ended(s, rc) : SHARD_OPEN_STORE;
+			break;
+		case SHARD_OPEN_STORE:
+		case SHARD_RESTORE:
+			if (atomic_load(&s->stopping)) {
+				s->state = term_ended(s, gaz_status_set(&s->st, GAZ_ECANCELLED, "stopped while %s",
+									s->state == SHARD_OPEN_STORE ? "opening the store"
+												     : "restoring the checkpoint"));
+				break;
+			}
+			if (gaz_mono_ns() < s->retry_at)
+				return s->retry_at; /* gaz_shard_stop kicks */
+			rc = s->state == SHARD_OPEN_STORE ? open_store_once(s, &s->st)
+							  : restore_once(s, &s->cp, &s->cp_len, &s->st);
+			if (rc == GAZ_EUNAVAIL) {
+				s->retry_at = gaz_mono_ns() + backoff_ms(s->attempt++ + 4) * GAZ_NS_PER_MS;
+				break;
+			}
+			s->attempt = 0;
+			s->retry_at = 0;
+			if (rc && s->state == SHARD_OPEN_STORE) {
+				gaz_status_prefix(&s->st, "opening the store: ");
+			} else if (rc) {
+				s->moved = rc == GAZ_ESTOPPED;
+				gaz_status_prefix(&s->st, "store.RestoreCheckpoint: ");
+			}
+			s->state = rc ? term_ended(s, rc) : s->state == SHARD_OPEN_STORE ? SHARD_RESTORE : SHARD_SERVE;
+			break;
+		case SHARD_SERVE:
+			rc = primary_serve(s, &s->st);
 			s->state = rc ? term_ended(s, rc) : SHARD_TRANSACTIONS;
 			break;
 		case SHARD_TRANSACTIONS:
@@ -464,9 +497,9 @@ static int64_t shard_step(struct gaz_step_task *t)
 			break;
 		case SHARD_GIVE_BACK:
 			pthread_mutex_lock(&s->mu);
-			stop = s->store_borrowed;
+			borrowed = s->store_borrowed;
 			pthread_mutex_unlock(&s->mu);
-			if (stop)
+			if (borrowed)
 				return GAZ_DEADLINE_NEVER; /* gaz_shard_store_return kicks */
 			gaz_shard_signal_progress(s);
 			s->state = SHARD_FAILED_IDLE;
@@ -571,6 +604,7 @@ void gaz_shard_free(struct gaz_shard *s)
 	}
 	gaz_offsets_release(&s->read_through);
 	gaz_offsets_release(&s->publish_at);
+	free(s->cp);
 	free(s->id);
 	free(s->fqn);
 	free(s);
