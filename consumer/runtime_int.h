@@ -140,7 +140,10 @@ struct gaz_shard {
 	struct gaz_status st;
 	bool moved;                    /* slot 0 moved before the restore */
 	int64_t fenced_until;          /* the fenced grace's end (monotonic) */
-	int attempt;                   /* of the store's open or restore */
+	int attempt;                   /* of the store's open or restore, or a status write */
+	int status_code;               /* SHARD_STATUS: what to write (a ReplicaStatus code), */
+	char *status_err;              /* with its error (or NULL), */
+	int status_after;              /* and the state after */
 	int64_t retry_at;              /* its next try (monotonic), or 0 */
 	uint8_t *cp;                   /* the restored checkpoint, until served */
 	size_t cp_len;
@@ -208,10 +211,6 @@ void gaz_shard_stop(struct gaz_shard *s);
 void gaz_shard_join(struct gaz_shard *s);
 /* gaz_shard_free frees a joined shard (its last reference is gone). */
 void gaz_shard_free(struct gaz_shard *s);
-/* gaz_shard_update_status writes `code` (and one error, may be NULL) into
- * our assignment's ReplicaStatus, reduced with what is there (Gazette's
- * updateStatus), retrying with backoff until written or the shard stops. */
-void gaz_shard_update_status(struct gaz_shard *s, Consumer__ReplicaStatus__Code code, const char *err);
 /* gaz_shard_wait_ready waits until the shard is primary with its store
  * restored (0), its primary ended (GAZ_ESTOPPED), or the call ends. */
 int gaz_shard_wait_ready(struct gaz_shard *s, struct gaz_rpc_call *call);

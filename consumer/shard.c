@@ -31,9 +31,8 @@
  * closed once its steps ended). Whatever a waiting state waits for
  * kicks the shard (gaz_shard_kick): its slot, its stop, its store given
  * back, its sources' wakes and its ACKs (txn.c). A store that is
- * unavailable is retried from a timed state (OPEN_STORE, RESTORE); an
- * etcd write of the shard's status still sleeps its retries' backoff on
- * a pool thread.
+ * unavailable and a status that etcd did not take are retried from timed
+ * states (OPEN_STORE, RESTORE, STATUS): no step sleeps.
  */
 #include "consumer/runtime_int.h"
 
@@ -55,19 +54,6 @@ static int64_t backoff_ms(int attempt)
 	return attempt < 2 ? 50 : attempt < 4 ? 100 : attempt < 6 ? 1000 : 5000;
 }
 
-/* Sleeps `ms` unless the shard stops first; returns whether it stopped. */
-static bool sleep_or_stop(struct gaz_shard *s, int64_t ms)
-{
-	struct timespec ts = gaz_abstime_of(gaz_deadline_in(ms));
-	bool stop;
-
-	pthread_mutex_lock(&s->mu);
-	while (!s->stop && pthread_cond_timedwait(&s->cond, &s->mu, &ts) == 0)
-		;
-	stop = s->stop;
-	pthread_mutex_unlock(&s->mu);
-	return stop;
-}
 
 /* ---- progress ------------------------------------------------------------ */
 
@@ -201,17 +187,6 @@ out:
 	return rc;
 }
 
-void gaz_shard_update_status(struct gaz_shard *s, Consumer__ReplicaStatus__Code code, const char *err)
-{
-	for (int attempt = 0;; attempt++) {
-		if (sleep_or_stop(s, attempt ? backoff_ms(attempt) : 0))
-			return;
-		if (update_status_once(s, code, err) == 0)
-			return;
-		if (attempt > 1)
-			gaz_warn("failed to advertise shard status (will retry)", "shard=%s attempt=%d", s->id, attempt);
-	}
-}
 
 /* ---- the primary ------------------------------------------------------------ */
 
@@ -326,13 +301,12 @@ static int primary_start(struct gaz_shard *s, struct gaz_status *st)
 	return gaz_publisher_new(&po, &s->publisher, st);
 }
 
-/* The restored primary announces PRIMARY, lends its store, and begins
- * its transactions from the checkpoint (taken). */
-static int primary_serve(struct gaz_shard *s, struct gaz_status *st)
+/* The restored primary, announced, lends its store and begins its
+ * transactions from the checkpoint (taken). */
+static int primary_begin(struct gaz_shard *s, struct gaz_status *st)
 {
 	int rc;
 
-	gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__PRIMARY, NULL);
 	pthread_mutex_lock(&s->mu);
 	s->store_ready = true;
 	pthread_mutex_unlock(&s->mu);
@@ -347,14 +321,17 @@ static int primary_serve(struct gaz_shard *s, struct gaz_status *st)
  * each step below runs one and names the next. */
 enum shard_state {
 	SHARD_START,         /* announce STANDBY (or fail: a recovery log) */
+	SHARD_STATUS,        /* write a status into our assignment (retried), then status_after */
 	SHARD_STANDBY,       /* wait for slot 0, or the stop */
 	SHARD_PRIMARY,       /* start a primary term (client, appends) */
 	SHARD_OPEN_STORE,    /* the application's store (retried while unavailable) */
 	SHARD_RESTORE,       /* slot 0 confirmed, the checkpoint restored (retried) */
-	SHARD_SERVE,         /* announce PRIMARY, begin transactions */
+	SHARD_SERVE,         /* announce PRIMARY */
+	SHARD_BEGIN,         /* lend the store, begin transactions */
 	SHARD_TRANSACTIONS,  /* run transactions until they end */
 	SHARD_FENCED,        /* a commit was fenced: wait for our slot to move */
-	SHARD_ENDED,         /* report how the primary ended */
+	SHARD_ENDED,         /* report how the primary ended (FAILED: SHARD_STATUS) */
+	SHARD_DONE_PRIMARY,  /* no primary from now on */
 	SHARD_GIVE_BACK,     /* wait until a borrowed store is returned */
 	SHARD_FAILED_IDLE,   /* keep the assignment (FAILED) until the stop */
 };
@@ -390,6 +367,18 @@ static bool stop_or_slot0(struct gaz_shard *s, bool *slot0)
 	return stop;
 }
 
+/* Names the status to write in SHARD_STATUS, and the state after it. */
+static int write_status(struct gaz_shard *s, Consumer__ReplicaStatus__Code code, const char *err, int after)
+{
+	free(s->status_err);
+	s->status_err = err ? strdup(err) : NULL;
+	s->status_code = code;
+	s->status_after = after;
+	s->attempt = 0;
+	s->retry_at = 0;
+	return SHARD_STATUS;
+}
+
 /* Runs the shard's states until one waits: returns when to run again
  * (GAZ_DEADLINE_NEVER: when kicked) or GAZ_STEP_DONE. */
 static int64_t shard_step(struct gaz_step_task *t)
@@ -411,8 +400,25 @@ static int64_t shard_step(struct gaz_step_task *t)
 				s->state = SHARD_ENDED;
 				break;
 			}
-			gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__STANDBY, NULL);
-			s->state = SHARD_STANDBY;
+			s->state = write_status(s, CONSUMER__REPLICA_STATUS__CODE__STANDBY, NULL, SHARD_STANDBY);
+			break;
+		case SHARD_STATUS:
+			/* Gazette's updateStatus, retried with its backoff until
+			 * written or the shard stops. */
+			if (atomic_load(&s->stopping)) {
+				s->state = s->status_after;
+				break;
+			}
+			if (gaz_mono_ns() < s->retry_at)
+				return s->retry_at; /* gaz_shard_stop kicks */
+			if (update_status_once(s, (Consumer__ReplicaStatus__Code)s->status_code, s->status_err) == 0) {
+				s->state = s->status_after;
+				break;
+			}
+			if (s->attempt > 1)
+				gaz_warn("failed to advertise shard status (will retry)", "shard=%s attempt=%d", s->id,
+					 s->attempt);
+			s->retry_at = gaz_mono_ns() + backoff_ms(++s->attempt) * GAZ_NS_PER_MS;
 			break;
 		case SHARD_STANDBY:
 			stop = stop_or_slot0(s, &primary);
@@ -452,7 +458,10 @@ static int64_t shard_step(struct gaz_step_task *t)
 			s->state = rc ? term_ended(s, rc) : s->state == SHARD_OPEN_STORE ? SHARD_RESTORE : SHARD_SERVE;
 			break;
 		case SHARD_SERVE:
-			rc = primary_serve(s, &s->st);
+			s->state = write_status(s, CONSUMER__REPLICA_STATUS__CODE__PRIMARY, NULL, SHARD_BEGIN);
+			break;
+		case SHARD_BEGIN:
+			rc = primary_begin(s, &s->st);
 			s->state = rc ? term_ended(s, rc) : SHARD_TRANSACTIONS;
 			break;
 		case SHARD_TRANSACTIONS:
@@ -484,12 +493,16 @@ static int64_t shard_step(struct gaz_step_task *t)
 				gaz_info("not restoring: no longer primary", "shard=%s", s->id);
 				s->rc = 0;
 			}
+			s->state = SHARD_DONE_PRIMARY;
 			if (s->rc && !atomic_load(&s->stopping)) {
 				gaz_error("shard failed", "shard=%s err=%s", s->id, s->st.msg);
-				gaz_shard_update_status(s, CONSUMER__REPLICA_STATUS__CODE__FAILED, s->st.msg);
+				s->state = write_status(s, CONSUMER__REPLICA_STATUS__CODE__FAILED, s->st.msg,
+							SHARD_DONE_PRIMARY);
 			} else if (s->rc && s->rc != GAZ_ECANCELLED) {
 				gaz_info("shard stopped on an error", "shard=%s err=%s", s->id, s->st.msg);
 			}
+			break;
+		case SHARD_DONE_PRIMARY:
 			pthread_mutex_lock(&s->mu);
 			s->primary_done = true; /* no new borrower comes */
 			pthread_mutex_unlock(&s->mu);
@@ -605,6 +618,7 @@ void gaz_shard_free(struct gaz_shard *s)
 	gaz_offsets_release(&s->read_through);
 	gaz_offsets_release(&s->publish_at);
 	free(s->cp);
+	free(s->status_err);
 	free(s->id);
 	free(s->fqn);
 	free(s);
