@@ -965,20 +965,30 @@ void gaz_rpc_stream_recv_ahead(struct gaz_rpc_stream *s)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* ready_or_arm (s->mu held, released meanwhile) keeps a receive in
+ * flight and returns true when its outcome can be taken now (a message,
+ * or the end with its status, which a lazy stream asks for here);
+ * otherwise it arms fn(arg) for the poller that completes it. */
+static bool ready_or_arm(struct gaz_rpc_stream *s, void (*fn)(void *arg), void *arg)
+{
+	(void)recv_start(s);
+	if (s->eof || s->recv_op.done)
+		status_want(s);
+	if (notify_ready(s)) {
+		s->recv_notify = NULL;
+		return true;
+	}
+	s->recv_notify = fn;
+	s->recv_notify_arg = arg;
+	return false;
+}
+
 void gaz_rpc_stream_recv_notify(struct gaz_rpc_stream *s, void (*fn)(void *arg), void *arg)
 {
 	bool now;
 
 	pthread_mutex_lock(&s->mu);
-	now = s->recv_last || !recv_start(s) || s->recv_op.done;
-	if (s->eof)
-		status_want(s); /* a lazy stream's end: notify once it is in */
-	if (now && !s->recv_last && !notify_ready(s))
-		now = false; /* the end is in, its status not yet: sop_cb notifies */
-	if (!now) {
-		s->recv_notify = fn;
-		s->recv_notify_arg = arg;
-	}
+	now = s->recv_last || ready_or_arm(s, fn, arg);
 	pthread_mutex_unlock(&s->mu);
 	if (now)
 		fn(arg);
@@ -991,17 +1001,7 @@ int gaz_rpc_stream_try_recv(struct gaz_rpc_stream *s, const ProtobufCMessageDesc
 
 	*out = NULL;
 	pthread_mutex_lock(&s->mu);
-	(void)recv_start(s);
-	if ((ready = notify_ready(s))) {
-		s->recv_notify = NULL;
-	} else {
-		if (s->eof || s->recv_op.done)
-			status_want(s); /* a lazy stream's end (s->mu let go meanwhile) */
-		if (!(ready = notify_ready(s))) {
-			s->recv_notify = fn;
-			s->recv_notify_arg = arg;
-		}
-	}
+	ready = ready_or_arm(s, fn, arg);
 	pthread_mutex_unlock(&s->mu);
 	/* In: the receive below takes it without waiting. */
 	return ready ? gaz_rpc_stream_recv(s, desc, out, 0) : GAZ_ETIMEDOUT;
