@@ -500,30 +500,39 @@ void gaz__client_close(struct gaz_client *c, struct gaz__client_call *call)
 	gaz__client_undispatch(c, &call->d);
 }
 
+/* cancel_check: once the client is cancelled, cancels s as well and
+ * returns GAZ_ECANCELLED; else 0. */
+static int cancel_check(struct gaz_client *c, struct gaz_rpc_stream *s, struct gaz_status *st)
+{
+	if (!gaz_client_cancelled(c))
+		return 0;
+	gaz_rpc_stream_cancel(s);
+	return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
+}
+
+/* recv_outcome gives a receive's GAZ_EPROTO its text; other results
+ * pass through. */
+static int recv_outcome(int rc, bool last, const ProtobufCMessageDescriptor *desc, struct gaz_status *st)
+{
+	if (rc != GAZ_EPROTO)
+		return rc;
+	return gaz_status_set(st, GAZ_EPROTO, "broker sent a message that is not a %s%s", desc->name,
+			      last ? ", or more than one" : "");
+}
+
 static int client_recv(struct gaz_client *c, struct gaz_rpc_stream *s,
 		       const ProtobufCMessageDescriptor *desc, ProtobufCMessage **out, bool last,
 		       struct gaz_status *st)
 {
 	int rc;
 
-	for (;;) {
-		if (gaz_client_cancelled(c)) {
-			gaz_rpc_stream_cancel(s);
-			return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
-		}
+	do {
+		if ((rc = cancel_check(c, s, st)))
+			return rc;
 		rc = (last ? gaz_rpc_stream_recv_last : gaz_rpc_stream_recv)(
 			s, desc, out, gaz_deadline_in(GAZ__CLIENT_POLL_MS));
-		if (rc != GAZ_ETIMEDOUT)
-			break;
-	}
-	if (rc == GAZ_EPROTO && last)
-		return gaz_status_set(st, GAZ_EPROTO,
-				      "broker sent a message that is not a %s, or more than one",
-				      desc->name);
-	if (rc == GAZ_EPROTO)
-		return gaz_status_set(st, GAZ_EPROTO, "broker sent a message that is not a %s",
-				      desc->name);
-	return rc;
+	} while (rc == GAZ_ETIMEDOUT);
+	return recv_outcome(rc, last, desc, st);
 }
 
 int gaz__client_recv(struct gaz_client *c, struct gaz_rpc_stream *s,
@@ -539,16 +548,10 @@ int gaz__client_try_recv(struct gaz_client *c, struct gaz_rpc_stream *s,
 {
 	int rc;
 
-	if (gaz_client_cancelled(c)) {
-		gaz_rpc_stream_cancel(s);
-		return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
-	}
+	if ((rc = cancel_check(c, s, st)))
+		return rc;
 	rc = gaz_rpc_stream_try_recv(s, desc, out, fn, arg);
-	if (rc == GAZ_ETIMEDOUT)
-		return GAZ_READ_WAIT;
-	if (rc == GAZ_EPROTO)
-		return gaz_status_set(st, GAZ_EPROTO, "broker sent a message that is not a %s", desc->name);
-	return rc;
+	return rc == GAZ_ETIMEDOUT ? GAZ_READ_WAIT : recv_outcome(rc, false, desc, st);
 }
 
 int gaz__client_recv_last(struct gaz_client *c, struct gaz_rpc_stream *s,

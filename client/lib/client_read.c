@@ -413,7 +413,8 @@ static int read_once(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 /* retry_read is RetryReader's loop over read_once, from attempt
  * r->attempt. A try (r->w) returns GAZ_READ_WAIT where a read would
  * wait: for the stream (r->w armed by recv_next) or a backoff (r->w->at_ns
- * and r->retry_at set; the next try goes on from there). */
+ * and r->retry_at set; the next try goes on from there, at the same
+ * attempt). */
 static int retry_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n, struct gaz_status *st)
 {
 	for (;; r->attempt++) {
@@ -432,10 +433,8 @@ static int retry_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n, st
 			r->retry_at = 0;
 		}
 		rc = read_once(r, buf, cap, n, &lst);
-		if (rc == 0 || rc == GAZ_READ_META || rc == GAZ_READ_JUMP) {
-			r->attempt = 0;
+		if (rc == 0 || rc == GAZ_READ_META || rc == GAZ_READ_JUMP)
 			return rc;
-		}
 		if (rc == GAZ_READ_WAIT) {
 			r->w->at_ns = GAZ_DEADLINE_NEVER;
 			return rc;
@@ -444,22 +443,16 @@ static int retry_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n, st
 		if (gaz_client_cancelled(r->c))
 			return gaz_status_set(st, GAZ_ECANCELLED, "cancelled");
 		if (!r->retry || (rc == GAZ_EOF && r->req.end_offset != 0 &&
-				  r->req.offset >= r->req.end_offset)) {
-			r->attempt = 0;
+				  r->req.offset >= r->req.end_offset))
 			return rc < 0 ? gaz_status_set(st, rc, "%s", lst.msg) : rc;
-		}
 		verdict = gaz__read_policy(rc, r->fail_status, r->req.block, &r->attempt);
-		if (verdict == GAZ__READ_SURFACE) {
-			r->attempt = 0;
+		if (verdict == GAZ__READ_SURFACE)
 			return rc < 0 ? gaz_status_set(st, rc, "%s", lst.msg) : rc;
-		}
 		if (verdict == GAZ__READ_RETRY)
 			gaz_warn("read failure (will retry)", "journal=%s offset=%lld err=%s attempt=%d",
 				 r->journal, (long long)r->req.offset, lst.msg, r->attempt);
 		if (r->w) {
 			r->retry_at = gaz_mono_ns() + gaz_client_backoff_ms(r->attempt) * GAZ_NS_PER_MS;
-			if (r->retry_at == 0)
-				r->retry_at = 1;
 			continue; /* the check above answers GAZ_READ_WAIT */
 		}
 		if (gaz__client_sleep(r->c, gaz_client_backoff_ms(r->attempt)))
@@ -470,9 +463,9 @@ static int retry_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n, st
 int gaz_reader_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 		    struct gaz_status *st)
 {
-	/* A blocking read counts its retries from its own start. */
-	if (!r->retry_at)
-		r->attempt = 0;
+	/* A read counts its retries from its own start. */
+	r->attempt = 0;
+	r->retry_at = 0;
 	r->w = NULL;
 	return retry_read(r, buf, cap, n, st);
 }
@@ -485,5 +478,7 @@ int gaz_reader_try_read(struct gaz_reader *r, void *buf, size_t cap, size_t *n,
 	r->w = w;
 	rc = retry_read(r, buf, cap, n, st);
 	r->w = NULL;
+	if (rc != GAZ_READ_WAIT) /* the read is over: the next counts afresh */
+		r->attempt = 0;
 	return rc;
 }
