@@ -121,7 +121,7 @@ struct gaz_shard {
 
 	pthread_mutex_t mu;            /* guards slot, stop, primary_done, store_ready,
 	                                * store_busy, store_borrowed, borrowers_waiting */
-	pthread_cond_t cond;
+	pthread_cond_t cond;           /* the store's claims, the stop (steps are kicked) */
 	int64_t slot;                  /* of our assignment (0: primary) */
 	bool stop;                     /* assignment gone, or the process stops */
 	bool store_ready;              /* primary with its checkpoint restored */

@@ -576,7 +576,6 @@ bool gaz_shard_set_slot(struct gaz_shard *s, int64_t slot)
 	ok = s->slot != 0 || slot == 0;
 	if (ok && s->slot != slot) {
 		s->slot = slot;
-		pthread_cond_broadcast(&s->cond);
 		gaz_shard_kick(s);
 	}
 	pthread_mutex_unlock(&s->mu);

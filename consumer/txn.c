@@ -41,7 +41,7 @@
  * and the last one kicks the shard. A step runs for at most
  * TXN_SLICE_NS before the pool's other shards go.
  *
- * Locking: the wakes' mutex guards the sources' `ready` flags and count
+ * Locking: the wakes' mutex guards the sources' `ready` flags
  * and the barrier's count and `done`; the source wakes (client pollers)
  * and ACK notifies (append workers) touch only those. Everything else
  * here belongs to the shard's steps. Progress is written under the
@@ -75,30 +75,24 @@ struct read_item {
 };
 
 /* What the shard's steps wait for: its sources' and its barrier's
- * wakes, which come from client pollers and append workers. */
+ * wakes, which come from client pollers and append workers. Each wake
+ * kicks the shard under mu, so that once the shard's steps have seen it
+ * under mu the waker no longer touches the wakes nor the shard; a wake
+ * that comes while a step runs makes the pool run the next one
+ * (common/steps.h), so a step that found nothing may return at once. */
 struct wakes {
 	pthread_mutex_t mu;
 	pthread_cond_t cond;     /* the barrier done (barrier_wait, at the end) */
 	bool barrier_done;       /* the barrier's ACKs all completed */
 	size_t barrier_left;     /* its ACKs not completed yet */
-	size_t ready;            /* sources whose wake came since their try */
-	/* Runs the shard's next step (gaz_shard_kick): called with mu held,
-	 * so that once the shard's steps have seen a wake under mu, the
-	 * waker no longer touches the wakes nor the shard. Set at init. */
-	void (*kick)(void *arg);
-	void *kick_arg;
+	struct gaz_shard *shard; /* kicked */
 };
 
-static void wakes_init(struct wakes *q, void (*kick)(void *arg), void *kick_arg)
+static void wakes_init(struct wakes *q, struct gaz_shard *shard)
 {
-	pthread_condattr_t ca;
-
-	*q = (struct wakes){.barrier_done = true, .kick = kick, .kick_arg = kick_arg};
+	*q = (struct wakes){.barrier_done = true, .shard = shard};
 	pthread_mutex_init(&q->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&q->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&q->cond, NULL);
 }
 
 static void wakes_release(struct wakes *q)
@@ -127,27 +121,26 @@ static void source_woken(void *arg)
 	struct source *src = arg;
 
 	pthread_mutex_lock(&src->q->mu);
-	if (!src->ready) {
-		src->ready = true;
-		src->q->ready++;
-	}
-	src->q->kick(src->q->kick_arg);
+	src->ready = true;
+	gaz_shard_kick(src->q->shard);
 	pthread_mutex_unlock(&src->q->mu);
 }
 
-/* Tries the source once: 1 with *it (a message, or an error to report),
- * 0 when it has nothing now (its wake armed, or its backoff set). */
-static int source_try(struct source *src, struct read_item *it)
+/* Tries the source once, if it is ready or its backoff is over: 1 with
+ * *it (a message, or an error to report), 0 when it has nothing now (its
+ * wake armed, or its backoff set). */
+static int source_try(struct source *src, int64_t now, struct read_item *it)
 {
 	struct gaz_status st = {0};
+	bool ready;
 	int rc;
 
 	pthread_mutex_lock(&src->q->mu);
-	if (src->ready) {
-		src->ready = false;
-		src->q->ready--;
-	}
+	ready = src->ready;
+	src->ready = false;
 	pthread_mutex_unlock(&src->q->mu);
+	if (src->ended || (!ready && src->retry_at > now))
+		return 0;
 	src->retry_at = GAZ_DEADLINE_NEVER;
 	*it = (struct read_item){0};
 	rc = gaz_message_reader_try_next(src->r, &it->env, &src->w, &st);
@@ -159,8 +152,10 @@ static int source_try(struct source *src, struct read_item *it)
 		src->ended = true;
 		return 0;
 	}
-	if (rc == 0) { /* more may be buffered: try it again first */
-		source_woken(src);
+	if (rc == 0) { /* more may be buffered: try it first next time */
+		pthread_mutex_lock(&src->q->mu);
+		src->ready = true;
+		pthread_mutex_unlock(&src->q->mu);
 		return 1;
 	}
 	src->ended = true;
@@ -190,7 +185,7 @@ static void ack_done(void *arg)
 	if (--q->barrier_left == 0) {
 		q->barrier_done = true;
 		pthread_cond_broadcast(&q->cond); /* barrier_wait */
-		q->kick(q->kick_arg);
+		gaz_shard_kick(q->shard);
 	}
 	pthread_mutex_unlock(&q->mu);
 }
@@ -253,34 +248,29 @@ static int barrier_start(struct barrier *b, struct gaz_shard *s, const struct ga
  * the first ACK's error. */
 static int barrier_resolved(struct barrier *b, struct gaz_shard *s, bool lenient, struct gaz_status *st)
 {
-	struct gaz_append_result *res = b->n ? calloc(b->n, sizeof(*res)) : NULL;
-	int *rcs = b->n ? calloc(b->n, sizeof(*rcs)) : NULL;
+	struct gaz_append_result res;
 	int rc = 0;
 
 	b->running = false;
-	if (b->n && (!res || !rcs))
-		rc = gaz_status_set(st, GAZ_ENOMEM, "out of memory");
 	for (size_t i = 0; i < b->n && !rc; i++) {
 		struct gaz_status ast = {0};
-		rcs[i] = gaz_append_handle_wait(b->acks[i], 0, &res[i], &ast);
-		if (rcs[i] == GAZ_ENOTFOUND && lenient)
+		int arc = gaz_append_handle_wait(b->acks[i], 0, NULL, &ast);
+		if (arc == GAZ_ENOTFOUND && lenient)
 			gaz_warn("discarding recovered ACK intent of a journal that does not exist", "journal=%s",
 				 b->journals[i]);
-		else if (rcs[i])
-			rc = gaz_status_set(st, rcs[i], "writing ACK of %s: %s", b->journals[i], ast.msg);
+		else if (arc)
+			rc = gaz_status_set(st, arc, "writing ACK of %s: %s", b->journals[i], ast.msg);
 	}
 	if (!rc) {
 		pthread_mutex_lock(&s->progress_mu);
 		for (size_t i = 0; i < b->cp.n_offsets; i++)
 			gaz_offsets_set(&s->read_through, b->cp.offsets[i].journal, b->cp.offsets[i].offset);
 		for (size_t i = 0; i < b->n; i++)
-			if (!rcs[i])
-				gaz_offsets_set(&s->publish_at, b->journals[i], res[i].end);
+			if (gaz_append_handle_wait(b->acks[i], 0, &res, NULL) == 0)
+				gaz_offsets_set(&s->publish_at, b->journals[i], res.end);
 		pthread_mutex_unlock(&s->progress_mu);
 		gaz_shard_signal_progress(s);
 	}
-	free(res);
-	free(rcs);
 	barrier_clear(b);
 	return rc;
 }
@@ -316,7 +306,6 @@ struct gaz_txns {
 	/* The current transaction. */
 	int64_t consumed, began_ns, min_at, max_at; /* min_at/max_at: -1 once elapsed */
 	bool reading;
-	bool in_txn;            /* a transaction is under way (txn_run) */
 	bool store_claimed;     /* the transaction has the store (begin to commit) */
 };
 
@@ -357,59 +346,33 @@ static int start_reading(struct gaz_txns *x, const struct gaz_sequencer_checkpoi
 				       .w = {.fn = source_woken, .arg = so_}};
 		if ((rc = gaz_message_reader_new(&ro, &so_->r, st)))
 			return gaz_status_set(st, rc, "reading source %s: %s", src->journal, st->msg);
-		pthread_mutex_lock(&x->q.mu);
-		x->q.ready++;
-		pthread_mutex_unlock(&x->q.mu);
 		x->n_sources++;
 	}
 	return 0;
 }
 
 /* next_item takes the next message of a ready source, round robin (1,
- * *out). Otherwise it returns 0 once the barrier resolved (when
- * `barrier` is pending) or deadline_ns (monotonic) passed, or TXN_WAIT
- * with *wake_at: the earliest of deadline_ns and the sources' backoffs,
- * a source's wake or the barrier's end kicking the shard before. Not
- * `reading`, it reads nothing. */
-static int next_item(struct gaz_txns *x, bool reading, bool barrier, int64_t deadline_ns, struct read_item *out,
+ * *out). Otherwise it returns 0 once deadline_ns (monotonic) has passed,
+ * or TXN_WAIT with *wake_at, the earliest of deadline_ns and the sources'
+ * backoffs: a source's wake or the barrier's end kicks the shard before.
+ * Not `reading`, it reads nothing. */
+static int next_item(struct gaz_txns *x, bool reading, int64_t deadline_ns, struct read_item *out,
 		     int64_t *wake_at)
 {
-	struct wakes *q = &x->q;
+	int64_t now = gaz_mono_ns();
 
-	for (;;) {
-		int64_t now = gaz_mono_ns();
-		bool barrier_now, ready;
+	*wake_at = deadline_ns;
+	for (size_t k = 0; reading && k < x->n_sources; k++) {
+		struct source *src = &x->sources[(x->next_source + k) % x->n_sources];
 
-		*wake_at = deadline_ns;
-		for (size_t k = 0; reading && k < x->n_sources; k++) {
-			struct source *src = &x->sources[(x->next_source + k) % x->n_sources];
-
-			pthread_mutex_lock(&q->mu);
-			ready = src->ready;
-			if (ready && src->ended) { /* a late wake: nothing more comes */
-				src->ready = false;
-				q->ready--;
-			}
-			pthread_mutex_unlock(&q->mu);
-			if (src->ended)
-				continue;
-			if ((ready || src->retry_at <= now) && source_try(src, out)) {
-				x->next_source = (x->next_source + k + 1) % x->n_sources;
-				return 1;
-			}
-			if (src->retry_at < *wake_at)
-				*wake_at = src->retry_at;
+		if (source_try(src, now, out)) {
+			x->next_source = (x->next_source + k + 1) % x->n_sources;
+			return 1;
 		}
-		pthread_mutex_lock(&q->mu);
-		barrier_now = barrier && q->barrier_done;
-		ready = reading && q->ready;
-		pthread_mutex_unlock(&q->mu);
-		if (barrier_now || gaz_mono_ns() >= deadline_ns)
-			return 0;
-		if (!ready)
-			return TXN_WAIT;
-		/* A source's wake came during the scan: scan again. */
+		if (src->retry_at < *wake_at)
+			*wake_at = src->retry_at;
 	}
+	return now >= deadline_ns ? 0 : TXN_WAIT;
 }
 
 /* Stops reading (the shard's client is cancelled: the shard stops, or
@@ -622,6 +585,15 @@ out:
 	return rc;
 }
 
+/* txn_reset readies x for the next transaction. */
+static void txn_reset(struct gaz_txns *x)
+{
+	x->consumed = 0;
+	x->began_ns = 0;
+	x->min_at = x->max_at = -1;
+	x->reading = true;
+}
+
 /* Runs the current transaction (or begins the next) until it committed
  * (0), failed, or would wait (TXN_WAIT, *wake_at), or it ran for a slice
  * (TXN_WAIT with *wake_at now: the pool's other shards go first). */
@@ -631,13 +603,6 @@ static int txn_run(struct gaz_txns *x, int64_t *wake_at, struct gaz_status *st)
 	int64_t slice_end = gaz_mono_ns() + TXN_SLICE_NS;
 	int rc;
 
-	if (!x->in_txn) {
-		x->consumed = 0;
-		x->began_ns = 0;
-		x->min_at = x->max_at = -1;
-		x->reading = true;
-		x->in_txn = true;
-	}
 	for (;;) {
 		struct read_item it;
 		if (atomic_load(&s->stopping))
@@ -668,7 +633,7 @@ static int txn_run(struct gaz_txns *x, int64_t *wake_at, struct gaz_status *st)
 		}
 		bool blocks = txn_blocks(x);
 		int64_t deadline = blocks ? timer_at(x) : gaz_mono_ns();
-		rc = next_item(x, x->reading, x->barrier_pending, deadline, &it, wake_at);
+		rc = next_item(x, x->reading, deadline, &it, wake_at);
 		if (rc == TXN_WAIT)
 			return rc;
 		if (rc) {
@@ -680,18 +645,12 @@ static int txn_run(struct gaz_txns *x, int64_t *wake_at, struct gaz_status *st)
 			txn_tick(x, gaz_mono_ns());
 			continue;
 		}
-		if (blocks)
-			continue; /* the barrier resolved */
-		if (x->consumed == 0)
-			continue; /* nothing began */
-		x->in_txn = false;
-		return txn_commit(x, st);
+		if (blocks || x->consumed == 0)
+			continue; /* the timer moved, or nothing began */
+		rc = txn_commit(x, st);
+		txn_reset(x);
+		return rc;
 	}
-}
-
-static void kick_shard(void *arg)
-{
-	gaz_shard_kick(arg);
 }
 
 int gaz_txn_begin(struct gaz_shard *s, const uint8_t *cp_bytes, size_t cp_len, struct gaz_txns **out,
@@ -714,7 +673,8 @@ int gaz_txn_begin(struct gaz_shard *s, const uint8_t *cp_bytes, size_t cp_len, s
 		free(x);
 		return gaz_status_set(st, rc, "decoding the restored checkpoint: %s", st->msg);
 	}
-	wakes_init(&x->q, kick_shard, s);
+	wakes_init(&x->q, s);
+	txn_reset(x);
 	x->barrier.q = &x->q;
 	rc = start_reading(x, &cp, st);
 	/* The recovered ACK intents first, as the barrier of a transaction
