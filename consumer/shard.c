@@ -331,8 +331,7 @@ enum shard_state {
 	SHARD_TRANSACTIONS,  /* run transactions until they end */
 	SHARD_FENCED,        /* a commit was fenced: wait for our slot to move */
 	SHARD_ENDED,         /* report how the primary ended (FAILED: SHARD_STATUS) */
-	SHARD_DONE_PRIMARY,  /* no primary from now on */
-	SHARD_GIVE_BACK,     /* wait until a borrowed store is returned */
+	SHARD_GIVE_BACK,     /* no primary from now on: wait for a borrowed store */
 	SHARD_FAILED_IDLE,   /* keep the assignment (FAILED) until the stop */
 };
 
@@ -493,23 +492,18 @@ static int64_t shard_step(struct gaz_step_task *t)
 				gaz_info("not restoring: no longer primary", "shard=%s", s->id);
 				s->rc = 0;
 			}
-			s->state = SHARD_DONE_PRIMARY;
+			s->state = SHARD_GIVE_BACK;
 			if (s->rc && !atomic_load(&s->stopping)) {
 				gaz_error("shard failed", "shard=%s err=%s", s->id, s->st.msg);
 				s->state = write_status(s, CONSUMER__REPLICA_STATUS__CODE__FAILED, s->st.msg,
-							SHARD_DONE_PRIMARY);
+							SHARD_GIVE_BACK);
 			} else if (s->rc && s->rc != GAZ_ECANCELLED) {
 				gaz_info("shard stopped on an error", "shard=%s err=%s", s->id, s->st.msg);
 			}
 			break;
-		case SHARD_DONE_PRIMARY:
-			pthread_mutex_lock(&s->mu);
-			s->primary_done = true; /* no new borrower comes */
-			pthread_mutex_unlock(&s->mu);
-			s->state = SHARD_GIVE_BACK;
-			break;
 		case SHARD_GIVE_BACK:
 			pthread_mutex_lock(&s->mu);
+			s->primary_done = true; /* no new borrower comes */
 			borrowed = s->store_borrowed;
 			pthread_mutex_unlock(&s->mu);
 			if (borrowed)
