@@ -6,7 +6,11 @@
  * Flow of a call (grpc-core.md §2, §4):
  *   request tag completes on a poller (accept_cb)
  *     -> call moved out of the tag, tag re-requested at once
- *     -> RECV_CLOSE_ON_SERVER started (cancellation arrives through it)
+ *     -> the first RECV_MESSAGE started; RECV_CLOSE_ON_SERVER only once no
+ *        receive is in flight (close_watch_locked): a pending receive
+ *        already ends at a cancellation, and every op in flight costs
+ *        each completion of the queue (Debian's libgrpc checks tags by a
+ *        linear search, docs/decisions.md "Ops in flight")
  *     -> call queued to the pool; a pool thread runs the handler, which uses
  *        gaz_rpc_recv/send/finish: each starts one batch, then waits on the
  *        call's condvar, which the op's completion (on a poller) signals.
@@ -24,7 +28,7 @@
  *
  * Invariants:
  * - A call holds one reference for its handler and one per op in flight
- *   (RECV_CLOSE included); it is destroyed by whoever drops the last one, so
+ *   (the close op included); it is destroyed by whoever drops the last one, so
  *   never before the handler returned and every op completed.
  * - At most one op of each kind is in flight per call (grpc's rule): recv,
  *   send and finish run only on the handler thread, and a recv that timed
@@ -226,6 +230,7 @@ struct gaz_rpc_call {
 	atomic_int refs;           /* changed under mu, except the final drops */
 	struct optag close_op, recv_op, send_op, fin_op;
 	int close_cancelled; /* written by grpc */
+	bool close_watched;  /* RECV_CLOSE_ON_SERVER started (close_watch_locked) */
 	bool cancelled, woken, md_sent, finished, eof;
 	grpc_byte_buffer *recv_bb; /* written by grpc */
 	grpc_slice details;        /* status text; alive until destroy */
@@ -528,13 +533,34 @@ static int recv_start(struct gaz_rpc_call *c)
  * control, where a full queue used to fail the call (a pipelined
  * Replicate under CPU pressure). Returns recv_start's result, 0 when
  * held. */
+static void close_watch_locked(struct gaz_rpc_call *c);
+
 static int each_recv_locked(struct gaz_rpc_call *c)
 {
 	if (c->sendq_n >= SEND_QUEUE && !c->send_failed && !c->cancelled) {
 		c->each_held = true;
+		close_watch_locked(c);
 		return 0;
 	}
 	return recv_start(c);
+}
+
+/* close_watch_locked (c->mu held) starts RECV_CLOSE_ON_SERVER once the
+ * call has no receive in flight, so a cancellation is always seen: by
+ * the receive while one is pending (it ends without a message, and
+ * recv_arrived tells a reset from a half-close), by the close op after.
+ * An idle bidirectional stream (a Replicate at a replica) so holds one op,
+ * not two. Started at most once; a failure to start reads as cancelled. */
+static void close_watch_locked(struct gaz_rpc_call *c)
+{
+	grpc_op op = {.op = GRPC_OP_RECV_CLOSE_ON_SERVER};
+
+	if (c->close_watched || c->recv_op.pending || c->cancelled || !c->gc)
+		return;
+	c->close_watched = true;
+	op.data.recv_close_on_server.cancelled = &c->close_cancelled;
+	if (call_start(c, &c->close_op, &op, 1) != 0)
+		c->cancelled = true;
 }
 
 /* dispatch_ready (c->mu held): a GAZ_RPC_DISPATCH_READ call may go to its
@@ -787,6 +813,8 @@ static void recv_arrived(struct gaz_rpc_call *c)
 		 * and does not depend on the order of the call's completions. */
 		c->recv_end = true;
 		c->recv_end_ok = c->recv_op.ok && !grpc_call_failed_before_recv_message(c->gc);
+		if (!c->recv_end_ok)
+			c->cancelled = true; /* no close op may be watching yet */
 		if (bb)
 			grpc_byte_buffer_destroy(bb);
 		return;
@@ -885,10 +913,11 @@ static void op_cb(void *tag, int ok)
 		recv_arrived(c);
 	if (o == &c->send_op)
 		send_completed(c, ok);
+	close_watch_locked(c);
 	/* Wake the handler only for what it waits on: a handler waiting for
 	 * a journal's append token must not wake for each message read
 	 * ahead (thread switches are the cost of small appends). */
-	wake = o == &c->close_op ||
+	wake = o == &c->close_op || (o == &c->recv_op && c->cancelled) ||
 	       (o == &c->recv_op && c->recv_waiting &&
 		(!c->each.fn || c->each_rc || c->recv_end || c->n_ahead)) ||
 	       (o == &c->send_op && c->send_waiting &&
@@ -1307,7 +1336,6 @@ static void accept_registered(struct req *r)
 	struct gaz_rpc_server *srv = r->srv;
 	bool limited = r->m->flags & GAZ_RPC_LIMITED;
 	char *peer = peer_of(srv, r->gc);
-	grpc_op op = {.op = GRPC_OP_RECV_CLOSE_ON_SERVER};
 	struct gaz_rpc_call *c;
 	bool dispatch;
 
@@ -1340,14 +1368,14 @@ static void accept_registered(struct req *r)
 		return;
 	c->started_ns = gaz_mono_ns();
 	gaz_metric_inc(MM(c, started));
-	op.data.recv_close_on_server.cancelled = &c->close_cancelled;
 	pthread_mutex_lock(&c->mu);
-	if (call_start(c, &c->close_op, &op, 1) != 0)
-		c->cancelled = true; /* cannot watch it: treat as gone */
 	/* The first request is on its way already: receive it while the
-	 * handler thread is being dispatched. */
-	else if (recv_start(c) != 0)
+	 * handler thread is being dispatched. The close op waits until no
+	 * receive is in flight (close_watch_locked). */
+	if (recv_start(c) != 0) {
 		c->recv_end = true; /* recv_end_ok 0: reads as cancelled */
+		c->cancelled = true;
+	}
 	c->dispatch_pending = c->m->flags & GAZ_RPC_DISPATCH_READ;
 	/* While call_start had mu released, another poller's completions may
 	 * have read the whole request (they could not dispatch it: nothing was
