@@ -453,6 +453,16 @@ static void maybe_pulse(struct gaz_broker *b, struct pulse_runners *pr, struct g
 	bool periodic, changed;
 	int64_t flush_s;
 
+	/* The route is rebuilt only when the journal's keys changed since it
+	 * was last found consistent: an idle journal, or one no change
+	 * touched, costs no route build. Every scan visits each journal its
+	 * change log names (or all of them, when the log does not reach
+	 * back), so a replica whose check is older than a change sees it
+	 * here, whether or not it pulses now. A check made in this scan
+	 * (pulse_checked_rev == rev) read the keyspace after the change. */
+	if (r->pulse_checked_rev && r->pulse_checked_rev != rev &&
+	    (sc->all || gaz_strset_has(&sc->changed, r->journal)))
+		r->pulse_checked_rev = 0;
 	if (!r->primary || r->dead || r->pulse_in_flight)
 		return;
 	if (now < r->pulse_retry_ns) {
@@ -460,16 +470,7 @@ static void maybe_pulse(struct gaz_broker *b, struct pulse_runners *pr, struct g
 		return;
 	}
 	periodic = now >= r->pulse_next_ns;
-	/* The route is rebuilt only when the journal's keys changed since it
-	 * was last found consistent: an idle journal, or one no change
-	 * touched, costs no route build. `rev` is the scan's, read before
-	 * it: a later change makes another scan. A scan that skipped the
-	 * replica (its pulse in flight) leaves pulse_checked_rev behind
-	 * prev_rev, so the next one rebuilds. */
-	if (rev != r->pulse_checked_rev && r->pulse_checked_rev == sc->prev_rev && !sc->all &&
-	    !gaz_strset_has(&sc->changed, r->journal))
-		r->pulse_checked_rev = rev;
-	if (rev != r->pulse_checked_rev) {
+	if (!r->pulse_checked_rev) {
 		changed = route_inconsistent(b, r->journal, &flush_s);
 		r->pulse_checked_rev = changed ? 0 : rev;
 		r->pulse_flush_s = flush_s;

@@ -122,9 +122,10 @@ struct gaz_replica {
 	int64_t pulse_next_ns;         /* monotonic; 0 = pulse at once */
 	int64_t pulse_retry_ns;        /* monotonic; after a failed pulse */
 	int pulse_stable_ticks;        /* periodic pulses with no route change */
-	int64_t pulse_checked_rev;     /* keyspace revision whose route was found
-					* consistent (0: none), so an idle
-					* journal's route is not rebuilt every tick */
+	int64_t pulse_checked_rev;     /* revision of the scan that found the
+					* route consistent (0: none, or its keys
+					* changed since), so an idle journal's
+					* route is not rebuilt at each pulse */
 	int64_t pulse_flush_s;         /* the flush interval seen then */
 	int64_t pulse_heap_due;        /* due time of its latest entry in the
 					* pulse thread's queue (0: none) */

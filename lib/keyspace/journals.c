@@ -7,6 +7,7 @@
 
 #include "common/strset.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -343,24 +344,45 @@ static const char *member_endpoint(const struct gaz_ks_value *v)
 	return ps && ps->endpoint ? ps->endpoint : "";
 }
 
+/* get_key looks up the key `fmt` makes, formatted on the stack when it
+ * fits (most do: this runs for every member of every route a resolve or a
+ * pulse builds), else on the heap. NULL when absent or out of memory. */
+__attribute__((format(printf, 2, 3))) static const struct gaz_ks_entry *
+get_key(struct gaz_keyspace *ks, const char *fmt, ...)
+{
+	char buf[384], *k = buf;
+	const struct gaz_ks_entry *e;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return NULL;
+	if ((size_t)n >= sizeof(buf)) {
+		if (!(k = malloc((size_t)n + 1)))
+			return NULL;
+		va_start(ap, fmt);
+		vsnprintf(k, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
+	e = gaz_keyspace_get(ks, k);
+	if (k != buf)
+		free(k);
+	return e;
+}
+
 const struct gaz_ks_entry *gaz_ks_item(struct gaz_keyspace *ks, const char *root,
 				       const char *journal)
 {
-	char *k = gaz_ks_item_key(root, journal);
-	const struct gaz_ks_entry *e = k ? gaz_keyspace_get(ks, k) : NULL;
-
-	free(k);
-	return e;
+	return get_key(ks, "%s/items/%s", root, journal);
 }
 
 const struct gaz_ks_entry *gaz_ks_member(struct gaz_keyspace *ks, const char *root,
 					 const char *zone, const char *suffix)
 {
-	char *k = gaz_ks_member_key(root, zone, suffix);
-	const struct gaz_ks_entry *e = k ? gaz_keyspace_get(ks, k) : NULL;
-
-	free(k);
-	return e;
+	return get_key(ks, "%s/members/%s#%s", root, zone, suffix);
 }
 
 void gaz_route_release(struct gaz_route *r)
