@@ -15,8 +15,9 @@
  *                   exactly what each read would have sent itself; the
  *                   same packed messages are queued on every member whose
  *                   response queue has room, and the group moves on. The
- *                   round goes through the members a slice at a time, and
- *                   waits between slices while grpc still holds more than
+ *                   round goes through the members a slice at a time, each
+ *                   slice on a poller (send_round says why), and waits
+ *                   between slices while grpc still holds more than
  *                   PACED_AHEAD of its first messages: the pollers then
  *                   serve other calls (appends) between slices, not after
  *                   the whole fan-out, and a fan-out that falls behind
@@ -29,7 +30,9 @@
  * and goes on as any read does. Nothing here waits on a client.
  *
  * Locks: a replica's mu, then its group's mu, then a call's (sending,
- * waking). A member's fields are touched under the group's mu only; `n`
+ * waking, posting a slice). A slice on a poller takes the group's mu,
+ * which no one holds for long (the delivery thread lets go of it while it
+ * waits for the slice or paces). A member's fields are touched under the group's mu only; `n`
  * is also read without it, by the group's notifier wake. The fan-out queue's
  * lock (fq.mu) is a leaf; it guards the queue, the threads and each
  * group's queued/running/again. A scheduled group holds a reference on
@@ -54,7 +57,7 @@
 #define ROUND_CHUNKS 4   /* chunks per round: with its metadata, fits a
 			  * response queue that holds nothing else */
 #define MAX_THREADS 4
-#define SLICE 128           /* members served between looks at the backlog */
+#define SLICE 32            /* members a poller serves at a time */
 #define PACED_AHEAD 256     /* first messages grpc may hold before a slice */
 #define PACE_WAIT_MS 100    /* the longest wait before a slice */
 #define FANOUT_NICE 10      /* the delivery threads' nice: below appends' */
@@ -218,13 +221,60 @@ static void pace(struct gaz_rpc_server *srv)
 		usleep(1000);
 }
 
+/* A slice of a round's members. */
+struct slice_job {
+	struct gaz_head_group *g;
+	const struct round *rd;
+	int64_t delivered, returned;
+	bool done; /* under g->mu */
+};
+
+/* serve_slice_locked (g->mu held) queues the round's messages on up to
+ * SLICE members from the cursor, sending back those it cannot serve. */
+static void serve_slice_locked(struct gaz_head_group *g, struct slice_job *j)
+{
+	struct gaz_head_reader *m;
+
+	for (int i = 0; i < SLICE && (m = g->cursor); i++) {
+		g->cursor = m->next;
+		if (gaz_rpc_send_packed_now(m->call, j->rd->msgs, j->rd->n_msgs)) {
+			send_back_locked(g, m);
+			j->returned++;
+		} else {
+			m->offset = j->rd->to;
+			j->delivered++;
+		}
+	}
+}
+
+/* slice_on_poller serves a slice on a poller (gaz_rpc_post), then lets
+ * the delivery thread waiting in send_round go on; `j` is on its stack
+ * and not touched after the unlock. */
+static void slice_on_poller(void *arg)
+{
+	struct slice_job *j = arg;
+	struct gaz_head_group *g = j->g;
+
+	pthread_mutex_lock(&g->mu);
+	serve_slice_locked(g, j);
+	j->done = true;
+	pthread_cond_signal(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+}
+
 /* send_round queues the round's messages on every member (sending back
- * those it cannot) and moves the group on. */
+ * those it cannot) and moves the group on. Each slice runs on a poller:
+ * a send started there completes into the queue its poller is draining,
+ * where one started on this thread wakes the poller for its completion
+ * (two thread switches per send, most of a delivery's cost before). The
+ * slices queue behind the completions already there (an append's), one
+ * at a time; the round waits between them (pace) while grpc holds too
+ * many first messages. A slice with no poller to take it (its member's
+ * call just finished) runs here. */
 static void send_round(struct gaz_head_group *g, const struct round *rd)
 {
 	struct gaz_rpc_server *srv = g->r->b->srv;
-	struct gaz_head_reader *m;
-	int64_t delivered = 0, returned = 0;
+	struct slice_job j = {.g = g, .rd = rd};
 
 	pthread_mutex_lock(&g->mu);
 	/* The group emptied and was joined at another offset meanwhile: the
@@ -235,17 +285,15 @@ static void send_round(struct gaz_head_group *g, const struct round *rd)
 	}
 	g->in_round = true;
 	g->cursor = g->members;
-	for (int i = 1; (m = g->cursor); i++) {
-		g->cursor = m->next;
-		if (gaz_rpc_send_packed_now(m->call, rd->msgs, rd->n_msgs)) {
-			send_back_locked(g, m);
-			returned++;
+	while (g->cursor) {
+		j.done = false;
+		if (gaz_rpc_post(g->cursor->call, slice_on_poller, &j) == 0) {
+			while (!j.done)
+				pthread_cond_wait(&g->cv, &g->mu);
 		} else {
-			m->offset = rd->to;
-			delivered++;
+			serve_slice_locked(g, &j);
 		}
-		if (i % SLICE == 0 && g->cursor && srv &&
-		    gaz_rpc_server_packed_in_flight(srv) > PACED_AHEAD) {
+		if (g->cursor && srv && gaz_rpc_server_packed_in_flight(srv) > PACED_AHEAD) {
 			/* Members may leave meanwhile (unlink_locked moves the
 			 * cursor past one that does); none joins. */
 			pthread_mutex_unlock(&g->mu);
@@ -256,9 +304,9 @@ static void send_round(struct gaz_head_group *g, const struct round *rd)
 	g->offset = rd->to;
 	g->in_round = false;
 	pthread_mutex_unlock(&g->mu);
-	if (delivered)
-		gaz_metric_read_served(false, delivered * (rd->to - rd->from));
-	gaz_metric_read_head(delivered, returned);
+	if (j.delivered)
+		gaz_metric_read_served(false, j.delivered * (rd->to - rd->from));
+	gaz_metric_read_head(j.delivered, j.returned);
 }
 
 /* deliver runs the group's rounds until nothing new is committed. */
@@ -378,6 +426,7 @@ void gaz_head_group_init(struct gaz_head_group *g, struct gaz_replica *r)
 	memset(g, 0, sizeof(*g));
 	g->r = r;
 	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->cv, NULL);
 	atomic_init(&g->n, 0);
 	g->w = (struct gaz_waiter){.wake = group_wake, .arg = g};
 	gaz_notifier_add(&r->notifier, &g->w);
@@ -385,6 +434,7 @@ void gaz_head_group_init(struct gaz_head_group *g, struct gaz_replica *r)
 
 void gaz_head_group_release(struct gaz_head_group *g)
 {
+	pthread_cond_destroy(&g->cv);
 	pthread_mutex_destroy(&g->mu);
 }
 

@@ -37,6 +37,7 @@ struct gaz_head_reader {
 struct gaz_head_group {
 	struct gaz_replica *r;
 	pthread_mutex_t mu;              /* guards the fields below it */
+	pthread_cond_t cv;               /* a round's slice ran on a poller */
 	struct gaz_head_reader *members; /* between rounds, all wait at `offset` */
 	atomic_size_t n;                 /* members (written under mu) */
 	int64_t offset;                  /* meaningful while n > 0 */

@@ -353,6 +353,17 @@ struct gaz_rpc_packed;
 int gaz_rpc_send_packed_now(struct gaz_rpc_call *call, struct gaz_rpc_packed *const *msgs,
 			    size_t n);
 
+/* gaz_rpc_post runs fn(arg) once on a poller, behind the completions
+ * queued there already, through an empty batch on `call` (grpc.h: an
+ * empty batch's tag is queued at once). For work that starts sends on
+ * many calls (a commit's fan-out to the readers at a write head): sends
+ * a poller starts wake no other thread when they complete, where each
+ * send started elsewhere wakes a poller to take its completion. fn runs
+ * on a poller: it must not wait. The call stays alive until fn returned;
+ * fn need not touch it. Returns 0, or GAZ_EINVAL (a local call, or one
+ * finished) or GAZ_ENOMEM, and then fn does not run. */
+int gaz_rpc_post(struct gaz_rpc_call *call, void (*fn)(void *arg), void *arg);
+
 /* gaz_rpc_server_packed_in_flight: of the messages gaz_rpc_send_packed_now
  * started at once (on calls with nothing else queued), how many have not
  * yet completed, over all the calls of `srv`. A sender of many calls

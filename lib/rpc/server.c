@@ -2341,6 +2341,55 @@ int gaz_rpc_poll(struct gaz_rpc_call *call)
 	return rc;
 }
 
+/* A gaz_rpc_post in flight: its empty batch's tag, and a reference on
+ * the call until fn returned. */
+struct post {
+	struct gaz__tag tag;
+	struct gaz_rpc_call *call;
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+static void post_cb(void *tag, int ok)
+{
+	struct post *p = tag;
+	struct gaz_rpc_call *c = p->call;
+
+	(void)ok; /* an empty batch always completes */
+	p->fn(p->arg);
+	free(p);
+	pthread_mutex_lock(&c->mu);
+	call_unref_locked(c, false);
+}
+
+int gaz_rpc_post(struct gaz_rpc_call *call, void (*fn)(void *arg), void *arg)
+{
+	struct post *p;
+	int rc = 0;
+
+	if (!call->gc)
+		return GAZ_EINVAL;
+	if (!(p = malloc(sizeof(*p))))
+		return GAZ_ENOMEM;
+	*p = (struct post){.tag.cb = post_cb, .call = call, .fn = fn, .arg = arg};
+	pthread_mutex_lock(&call->mu);
+	if (call->finished) {
+		rc = GAZ_EINVAL;
+	} else {
+		call->refs++;
+		/* The tag may run (and free p) before this returns; mu keeps
+		 * its unref waiting until we are done with the call. */
+		if (gaz__rpc_start_batch(call->gc, NULL, 0, p) != GRPC_CALL_OK) {
+			call->refs--;
+			rc = GAZ_EINVAL;
+		}
+	}
+	pthread_mutex_unlock(&call->mu);
+	if (rc)
+		free(p);
+	return rc;
+}
+
 bool gaz_rpc_send_room(struct gaz_rpc_call *call)
 {
 	bool room;
