@@ -57,7 +57,7 @@
 #define ROUND_CHUNKS 4   /* chunks per round: with its metadata, fits a
 			  * response queue that holds nothing else */
 #define MAX_THREADS 4
-#define SLICE 32            /* members a poller serves at a time */
+#define SLICE 16            /* members a poller serves at a time */
 #define PACED_AHEAD 256     /* first messages grpc may hold before a slice */
 #define PACE_WAIT_MS 100    /* the longest wait before a slice */
 #define FANOUT_NICE 10      /* the delivery threads' nice: below appends' */
