@@ -87,14 +87,32 @@ static int to_output(const void *msg, void *arg, struct gaz_mapped *out, struct 
 	return 0;
 }
 
-/* Per-transaction counts, kept in the JSON store's state or written to
- * PostgreSQL at finalize. */
-static __thread long txn_consumed;
+/* A shard's counts, in its gaz_shard_state: a transaction's callbacks
+ * may run on different threads of the consumer's pool. The transaction's
+ * count is kept in the JSON store's state or written to PostgreSQL at
+ * finalize. */
+struct counts {
+	long txn_consumed; /* this transaction's messages */
+	long total;        /* messages consumed since the shard started */
+};
+
+static struct counts *counts_of(struct gaz_shard *shard)
+{
+	struct counts *c = gaz_shard_state(shard);
+
+	if (!c && (c = calloc(1, sizeof(*c))))
+		gaz_shard_set_state(shard, c, free);
+	return c;
+}
 
 static int begin_txn(void *arg, struct gaz_shard *shard, struct gaz_store *store, struct gaz_status *st)
 {
-	(void)arg, (void)shard, (void)store, (void)st;
-	txn_consumed = 0;
+	struct counts *c = counts_of(shard);
+
+	(void)arg, (void)store;
+	if (!c)
+		return gaz_status_set(st, GAZ_ENOMEM, "out of memory");
+	c->txn_consumed = 0;
 	return 0;
 }
 
@@ -103,7 +121,7 @@ static int consume(void *arg, struct gaz_shard *shard, struct gaz_store *store, 
 {
 	json_t *in = env->msg, *id = json_object_get(in, "id");
 	const Consumer__ShardSpec *spec = gaz_shard_spec(shard);
-	static __thread long total;
+	struct counts *c = gaz_shard_state(shard); /* made by begin_txn */
 
 	(void)arg;
 	if (gaz_uuid_flags(&env->uuid) == GAZ_FLAG_ACK_TXN)
@@ -111,7 +129,7 @@ static int consume(void *arg, struct gaz_shard *shard, struct gaz_store *store, 
 	if (!json_is_integer(id))
 		return gaz_status_set(st, GAZ_EINVAL, "message at %s:%lld has no integer \"id\"", env->journal,
 				      (long long)env->begin);
-	if (fail_after && ++total >= fail_after)
+	if (fail_after && ++c->total >= fail_after)
 		return gaz_status_set(st, GAZ_EIO, "failing as told after %ld messages (CHAIN_FAIL_AFTER)", fail_after);
 	if (slow_ms)
 		usleep((useconds_t)slow_ms * 1000);
@@ -131,7 +149,7 @@ static int consume(void *arg, struct gaz_shard *shard, struct gaz_store *store, 
 	json_decref(out);
 	if (rc)
 		return rc;
-	txn_consumed++;
+	c->txn_consumed++;
 	if (!postgres[0]) {
 		json_t *state = gaz_json_store_state(store);
 		json_object_set_new(state, "consumed",
@@ -160,7 +178,7 @@ static int finalize(void *arg, struct gaz_shard *shard, struct gaz_store *store,
 	PGconn *pg = gaz_pg_store_conn(store);
 	char n[32];
 	const char *params[2] = {gaz_shard_fqn(shard), n};
-	snprintf(n, sizeof(n), "%ld", txn_consumed);
+	snprintf(n, sizeof(n), "%ld", ((struct counts *)gaz_shard_state(shard))->txn_consumed);
 	PGresult *r = PQexecParams(pg,
 				   "INSERT INTO chain_counts (shard, consumed) VALUES ($1, $2) "
 				   "ON CONFLICT (shard) DO UPDATE SET consumed = chain_counts.consumed + EXCLUDED.consumed",

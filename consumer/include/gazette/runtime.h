@@ -11,8 +11,12 @@
  * does everything else, with Gazette's runconsumer flags (--consumer.*,
  * --broker.*, --etcd.*, --log.*) and the application's own.
  *
- * Callbacks of one shard run on that shard's thread, one at a time; those
- * of different shards run concurrently. What a callback is handed is
+ * Callbacks of one shard run one at a time, in order; those of different
+ * shards run concurrently. A shard has no thread of its own: its steps
+ * run on the consumer's pool, so one transaction's callbacks may run on
+ * different threads (each sees what the one before it wrote). Keep state
+ * of a shard or of its transaction in gaz_shard_state, never in
+ * thread-local storage. What a callback is handed is
  * borrowed for the call unless said otherwise.
  *
  * An application may serve gRPC services of its own on the consumer's
@@ -131,7 +135,7 @@ const Consumer__ShardSpec *gaz_shard_spec(const struct gaz_shard *s);
 struct gaz_client *gaz_shard_client(struct gaz_shard *s);
 /* gaz_shard_set_state gives the shard the application's state of it
  * (e.g. a cache of the current transaction), which the runtime frees
- * with free_fn (may be NULL) once the shard's thread ended; one state per
+ * with free_fn (may be NULL) once the shard ended; one state per
  * shard, replaced (the old one freed) by another call. gaz_shard_state
  * returns it (NULL if none). */
 void gaz_shard_set_state(struct gaz_shard *s, void *state, void (*free_fn)(void *state));
@@ -179,7 +183,7 @@ struct gaz_consumer_resolution {
 	 * call alone until gaz_consumer_resolution_release (the shard's
 	 * transactions wait meanwhile, so release it soon). The store has no
 	 * transaction open: what it holds is committed. The shard's state
-	 * (gaz_shard_state) stays its thread's: do not touch it. */
+	 * (gaz_shard_state) stays its callbacks': do not touch it. */
 	struct gaz_shard *shard;
 	struct gaz_store *store;
 };
