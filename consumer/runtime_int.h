@@ -121,7 +121,8 @@ struct gaz_shard {
 
 	pthread_mutex_t mu;            /* guards slot, stop, primary_done, store_ready,
 	                                * store_busy, store_borrowed, borrowers_waiting */
-	pthread_cond_t cond;           /* the store's claims, the stop (steps are kicked) */
+	pthread_cond_t cond;           /* a borrowed store returned (primary_release);
+	                                * the steps are kicked instead */
 	int64_t slot;                  /* of our assignment (0: primary) */
 	bool stop;                     /* assignment gone, or the process stops */
 	bool store_ready;              /* primary with its checkpoint restored */
@@ -222,10 +223,11 @@ int gaz_shard_wait_ready(struct gaz_shard *s, struct gaz_rpc_call *call);
 int gaz_shard_store_borrow(struct gaz_shard *s, struct gaz_rpc_call *call, struct gaz_store **out);
 void gaz_shard_store_return(struct gaz_shard *s);
 /* gaz_shard_store_claim: the shard's steps take its store for a
- * transaction, after any borrower waiting; false when the shard stops
- * meanwhile. gaz_shard_store_unclaim gives it up after the commit or
- * abort. */
-bool gaz_shard_store_claim(struct gaz_shard *s);
+ * transaction, unless a borrower has it or waits for it: then false, and
+ * the shard is kicked once the borrower returned it or gave up waiting
+ * (no step waits for it); false with *stopped when the shard stops.
+ * gaz_shard_store_unclaim gives it up after the commit or abort. */
+bool gaz_shard_store_claim(struct gaz_shard *s, bool *stopped);
 void gaz_shard_store_unclaim(struct gaz_shard *s);
 /* Progress: set `journal`'s offset in *o (progress_mu held). */
 int gaz_offsets_set(struct gaz_offsets *o, const char *journal, int64_t offset);

@@ -54,7 +54,6 @@ static int64_t backoff_ms(int attempt)
 	return attempt < 2 ? 50 : attempt < 4 ? 100 : attempt < 6 ? 1000 : 5000;
 }
 
-
 /* ---- progress ------------------------------------------------------------ */
 
 int gaz_offsets_set(struct gaz_offsets *o, const char *journal, int64_t offset)
@@ -186,7 +185,6 @@ out:
 		protobuf_c_message_free_unpacked(&cur->base, NULL);
 	return rc;
 }
-
 
 /* ---- the primary ------------------------------------------------------------ */
 
@@ -583,7 +581,6 @@ void gaz_shard_stop(struct gaz_shard *s)
 	atomic_store(&s->stopping, true);
 	if (s->client)
 		gaz_client_cancel(s->client);
-	pthread_cond_broadcast(&s->cond);
 	gaz_shard_kick(s);
 	pthread_mutex_unlock(&s->mu);
 	gaz_shard_signal_progress(s);
@@ -676,7 +673,7 @@ int gaz_shard_store_borrow(struct gaz_shard *s, struct gaz_rpc_call *call, struc
 	}
 	if (waiting) {
 		s->borrowers_waiting--;
-		pthread_cond_broadcast(&s->cond); /* a transaction may wait on us */
+		gaz_shard_kick(s); /* a transaction may wait on us */
 	}
 	pthread_mutex_unlock(&s->mu);
 	gaz_notifier_remove(&s->progress, &w);
@@ -687,20 +684,19 @@ void gaz_shard_store_return(struct gaz_shard *s)
 {
 	pthread_mutex_lock(&s->mu);
 	s->store_borrowed = false;
-	pthread_cond_broadcast(&s->cond);
-	gaz_shard_kick(s); /* a shard that ended waits for it */
+	pthread_cond_broadcast(&s->cond); /* primary_release */
+	gaz_shard_kick(s); /* a transaction, or a shard that ended, waits for it */
 	pthread_mutex_unlock(&s->mu);
 	gaz_shard_signal_progress(s); /* the next borrower */
 }
 
-bool gaz_shard_store_claim(struct gaz_shard *s)
+bool gaz_shard_store_claim(struct gaz_shard *s, bool *stopped)
 {
 	bool ok;
 
 	pthread_mutex_lock(&s->mu);
-	while (!s->stop && (s->store_borrowed || s->borrowers_waiting))
-		pthread_cond_wait(&s->cond, &s->mu);
-	if ((ok = !s->stop))
+	*stopped = s->stop;
+	if ((ok = !s->stop && !s->store_borrowed && !s->borrowers_waiting))
 		s->store_busy = true;
 	pthread_mutex_unlock(&s->mu);
 	return ok;

@@ -34,7 +34,8 @@
  *
  * A transaction claims the shard's store from its begin to its commit or
  * abort (gaz_shard_store_claim), so that an application's method that
- * borrowed the store between transactions is never inside one.
+ * borrowed the store between transactions is never inside one; a
+ * transaction about to begin while one has it waits for a kick.
  *
  * The previous transaction's ACKs are waited for without a thread: each
  * ACK's completion (an append worker's notify) counts down the barrier,
@@ -63,8 +64,6 @@
 /* A step runs a shard's transactions for at most this long before the
  * pool's other shards go (it goes on at its next step). */
 #define TXN_SLICE_NS (20 * GAZ_NS_PER_MS)
-/* next_item and txn_run: the shard waits for a wake or a time. */
-#define TXN_WAIT GAZ_TXN_WAIT
 
 /* ---- the shard's wakes: sources and the barrier -------------------------- */
 
@@ -353,7 +352,7 @@ static int start_reading(struct gaz_txns *x, const struct gaz_sequencer_checkpoi
 
 /* next_item takes the next message of a ready source, round robin (1,
  * *out). Otherwise it returns 0 once deadline_ns (monotonic) has passed,
- * or TXN_WAIT with *wake_at, the earliest of deadline_ns and the sources'
+ * or GAZ_TXN_WAIT with *wake_at, the earliest of deadline_ns and the sources'
  * backoffs: a source's wake or the barrier's end kicks the shard before.
  * Not `reading`, it reads nothing. */
 static int next_item(struct gaz_txns *x, bool reading, int64_t deadline_ns, struct read_item *out,
@@ -372,7 +371,7 @@ static int next_item(struct gaz_txns *x, bool reading, int64_t deadline_ns, stru
 		if (src->retry_at < *wake_at)
 			*wake_at = src->retry_at;
 	}
-	return now >= deadline_ns ? 0 : TXN_WAIT;
+	return now >= deadline_ns ? 0 : GAZ_TXN_WAIT;
 }
 
 /* Stops reading (the shard's client is cancelled: the shard stops, or
@@ -473,15 +472,17 @@ static int txn_read(struct gaz_txns *x, struct read_item *it, struct gaz_status 
 	return rc;
 }
 
-/* Consumes the dequeued message. */
+/* Consumes the dequeued message; GAZ_TXN_WAIT when it begins a transaction
+ * while an application's method has the store (its return kicks). */
 static int txn_consume(struct gaz_txns *x, struct gaz_status *st)
 {
 	struct gaz_shard *s = x->s;
 	int rc;
 
 	if (x->consumed == 0) {
-		if (!x->store_claimed && !gaz_shard_store_claim(s))
-			return gaz_status_set(st, GAZ_ECANCELLED, "stopped");
+		bool stopped;
+		if (!x->store_claimed && !gaz_shard_store_claim(s, &stopped))
+			return stopped ? gaz_status_set(st, GAZ_ECANCELLED, "stopped") : GAZ_TXN_WAIT;
 		x->store_claimed = true;
 		if ((rc = s->store->ops->begin(s->store, st)))
 			return gaz_status_set(st, rc, "store.Begin: %s", st->msg);
@@ -595,12 +596,12 @@ static void txn_reset(struct gaz_txns *x)
 }
 
 /* Runs the current transaction (or begins the next) until it committed
- * (0), failed, or would wait (TXN_WAIT, *wake_at), or it ran for a slice
- * (TXN_WAIT with *wake_at now: the pool's other shards go first). */
-static int txn_run(struct gaz_txns *x, int64_t *wake_at, struct gaz_status *st)
+ * (0), failed, or would wait (GAZ_TXN_WAIT, *wake_at), or the step's
+ * slice ended at slice_end (GAZ_TXN_WAIT with *wake_at now: the pool's
+ * other shards go first). */
+static int txn_run(struct gaz_txns *x, int64_t slice_end, int64_t *wake_at, struct gaz_status *st)
 {
 	struct gaz_shard *s = x->s;
-	int64_t slice_end = gaz_mono_ns() + TXN_SLICE_NS;
 	int rc;
 
 	for (;;) {
@@ -609,13 +610,15 @@ static int txn_run(struct gaz_txns *x, int64_t *wake_at, struct gaz_status *st)
 			return GAZ_ECANCELLED;
 		if (gaz_mono_ns() >= slice_end) {
 			*wake_at = gaz_mono_ns();
-			return TXN_WAIT;
+			return GAZ_TXN_WAIT;
 		}
 		if (x->reading && x->dequeued) {
 			if (timer_at(x) <= gaz_mono_ns())
 				txn_tick(x, gaz_mono_ns());
-			else if ((rc = txn_consume(x, st)))
+			else if ((rc = txn_consume(x, st))) {
+				*wake_at = GAZ_DEADLINE_NEVER; /* read only at GAZ_TXN_WAIT */
 				return rc;
+			}
 			continue;
 		}
 		if (x->barrier_pending) {
@@ -634,7 +637,7 @@ static int txn_run(struct gaz_txns *x, int64_t *wake_at, struct gaz_status *st)
 		bool blocks = txn_blocks(x);
 		int64_t deadline = blocks ? timer_at(x) : gaz_mono_ns();
 		rc = next_item(x, x->reading, deadline, &it, wake_at);
-		if (rc == TXN_WAIT)
+		if (rc == GAZ_TXN_WAIT)
 			return rc;
 		if (rc) {
 			if ((rc = txn_read(x, &it, st)))
@@ -696,9 +699,10 @@ int gaz_txn_begin(struct gaz_shard *s, const uint8_t *cp_bytes, size_t cp_len, s
 
 int gaz_txn_step(struct gaz_txns *x, int64_t *wake_at, struct gaz_status *st)
 {
+	int64_t slice_end = gaz_mono_ns() + TXN_SLICE_NS; /* for all its transactions */
 	int rc;
 
-	while ((rc = txn_run(x, wake_at, st)) == 0)
+	while ((rc = txn_run(x, slice_end, wake_at, st)) == 0)
 		;
 	return rc;
 }
