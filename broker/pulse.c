@@ -172,11 +172,11 @@ static bool pulse(struct gaz_broker *b, struct gaz_replica *r, bool auto_suspend
 	return code == GAZ_GRPC_OK && status == PROTOCOL__STATUS__OK;
 }
 
-/* What one scan knows of the keyspace: its revision, the previous scan's,
- * and the journals whose keys changed between them (`all`: the change
- * log did not reach back, so any may have). */
+/* What one scan knows of the keyspace: its revision, and the journals
+ * whose keys changed since the previous scan's (`all`: the change log did
+ * not reach back, so any may have). */
 struct pulse_scan {
-	int64_t rev, prev_rev;
+	int64_t rev;
 	bool all;
 	struct gaz_strset changed;
 	const char *root;
@@ -197,7 +197,6 @@ static void scan_on_change(void *arg, const char *key, enum gaz_ks_change kind)
  * `prev_rev` (a revision an earlier scan read). */
 static void scan_begin(struct gaz_broker *b, struct pulse_scan *sc, int64_t prev_rev)
 {
-	sc->prev_rev = prev_rev;
 	sc->root = b->root;
 	sc->root_len = strlen(b->root);
 	sc->all = false;

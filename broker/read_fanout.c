@@ -32,9 +32,9 @@
  * Locks: a replica's mu, then its group's mu, then a call's (sending,
  * waking, posting a slice). A slice on a poller takes the group's mu,
  * which no one holds for long (the delivery thread lets go of it while it
- * waits for the slice or paces). A member's fields are touched under the group's mu only; `n`
- * is also read without it, by the group's notifier wake. The fan-out queue's
- * lock (fq.mu) is a leaf; it guards the queue, the threads and each
+ * waits for the slice or paces). A member's fields are touched under the
+ * group's mu only; `n` is also read without it, by the group's notifier
+ * wake. The fan-out queue's lock (fq.mu) is a leaf; it guards the queue, the threads and each
  * group's queued/running/again. A scheduled group holds a reference on
  * its replica until its delivery ran.
  *

@@ -103,9 +103,10 @@ static void heap_remove(struct gaz_steps *p, struct gaz_step_task *t)
 	t->heap_i = 0;
 	if (--p->n_heap == i)
 		return;
+	/* The last entry fills the hole and moves whichever way it must. */
 	heap_set(p, i, p->heap[p->n_heap]);
 	heap_down(p, i);
-	heap_up(p, p->heap[i]->heap_i - 1);
+	heap_up(p, i);
 }
 
 /* ---- the run queue (p->mu held) ------------------------------------------- */

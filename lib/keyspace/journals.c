@@ -316,16 +316,20 @@ const ProtobufCMessage *gaz_ks_assign_value(const struct gaz_ks_value *v)
 	return v->status ? &v->status->base : v->route ? &v->route->base : NULL;
 }
 
+/* The keys of items and members (root, journal; root, zone, suffix). */
+#define ITEM_KEY "%s/items/%s"
+#define MEMBER_KEY "%s/members/%s#%s"
+
 char *gaz_ks_item_key(const char *root, const char *journal)
 {
 	char *k = NULL;
-	return asprintf(&k, "%s/items/%s", root, journal) < 0 ? NULL : k;
+	return asprintf(&k, ITEM_KEY, root, journal) < 0 ? NULL : k;
 }
 
 char *gaz_ks_member_key(const char *root, const char *zone, const char *suffix)
 {
 	char *k = NULL;
-	return asprintf(&k, "%s/members/%s#%s", root, zone, suffix) < 0 ? NULL : k;
+	return asprintf(&k, MEMBER_KEY, root, zone, suffix) < 0 ? NULL : k;
 }
 
 char *gaz_ks_assign_key(const char *root, const char *journal, const char *zone,
@@ -376,13 +380,13 @@ get_key(struct gaz_keyspace *ks, const char *fmt, ...)
 const struct gaz_ks_entry *gaz_ks_item(struct gaz_keyspace *ks, const char *root,
 				       const char *journal)
 {
-	return get_key(ks, "%s/items/%s", root, journal);
+	return get_key(ks, ITEM_KEY, root, journal);
 }
 
 const struct gaz_ks_entry *gaz_ks_member(struct gaz_keyspace *ks, const char *root,
 					 const char *zone, const char *suffix)
 {
-	return get_key(ks, "%s/members/%s#%s", root, zone, suffix);
+	return get_key(ks, MEMBER_KEY, root, zone, suffix);
 }
 
 void gaz_route_release(struct gaz_route *r)

@@ -550,12 +550,14 @@ static int each_recv_locked(struct gaz_rpc_call *c)
  * the receive while one is pending (it ends without a message, and
  * recv_arrived tells a reset from a half-close), by the close op after.
  * An idle bidirectional stream (a Replicate at a replica) so holds one op,
- * not two. Started at most once; a failure to start reads as cancelled. */
+ * not two. Started at most once, and not once the handler finished (a
+ * cancellation then changes nothing); a failure to start reads as
+ * cancelled. */
 static void close_watch_locked(struct gaz_rpc_call *c)
 {
 	grpc_op op = {.op = GRPC_OP_RECV_CLOSE_ON_SERVER};
 
-	if (c->close_watched || c->recv_op.pending || c->cancelled || !c->gc)
+	if (c->close_watched || c->recv_op.pending || c->cancelled || c->finished || !c->gc)
 		return;
 	c->close_watched = true;
 	op.data.recv_close_on_server.cancelled = &c->close_cancelled;

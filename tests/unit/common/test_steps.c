@@ -1,11 +1,13 @@
 /* test_steps.c - tasks in steps on a bounded pool: 2,000 tasks on 2
  * threads woken only by kicks from other threads (no wake lost, no step
  * of a task concurrent with another of its own), due times honoured and
- * a kick that ends a timed wait early. */
+ * a kick that ends a timed wait early, kicks out of the timer heap's
+ * middle. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -138,11 +140,49 @@ static void test_due_times_and_an_early_kick(void **state)
 	free(tasks);
 }
 
+/* Tasks waiting in the timer heap are kicked out of its middle, in
+ * scattered order: each kicked one runs before its due time, and every
+ * other one still runs no earlier than its own (a heap left out of order
+ * by a removal would pop one early). */
+static void test_kicks_out_of_the_middle_of_the_heap(void **state)
+{
+	enum { N = 300 };
+	struct timed *tasks = calloc(N, sizeof(*tasks));
+	bool kicked[N] = {false};
+	int64_t start = gaz_mono_ns();
+	struct gaz_steps *p;
+	(void)state;
+
+	assert_int_equal(gaz_steps_new(2, "test-steps", &p), 0);
+	for (size_t i = 0; i < N; i++) {
+		tasks[i].t.step = timed_step;
+		tasks[i].due = start + 2 * GAZ_NS_PER_S + (int64_t)((i * 7919) % N) * GAZ_NS_PER_MS;
+		gaz_steps_add(p, &tasks[i].t);
+	}
+	for (size_t i = 0; i < N; i++) /* each has asked for its due time */
+		while (atomic_load(&tasks[i].steps) == 0)
+			;
+	for (size_t i = 0; i < N; i += 3) { /* 101 is prime to N: no repeats */
+		kicked[(i * 101) % N] = true;
+		gaz_steps_kick(&tasks[(i * 101) % N].t);
+	}
+	for (size_t i = 0; i < N; i++) {
+		gaz_steps_join(&tasks[i].t);
+		if (kicked[i])
+			assert_true(tasks[i].ran_at < tasks[i].due);
+		else
+			assert_true(tasks[i].ran_at >= tasks[i].due);
+	}
+	gaz_steps_free(p);
+	free(tasks);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kicks_are_never_lost),
 		cmocka_unit_test(test_due_times_and_an_early_kick),
+		cmocka_unit_test(test_kicks_out_of_the_middle_of_the_heap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
