@@ -106,6 +106,17 @@ static int64_t timed_step(struct gaz_step_task *t)
 	return GAZ_STEP_DONE;
 }
 
+/* add_scattered adds n timed tasks to p, due from `from` (monotonic) on,
+ * one each millisecond in a scattered order. */
+static void add_scattered(struct gaz_steps *p, struct timed *tasks, size_t n, int64_t from)
+{
+	for (size_t i = 0; i < n; i++) {
+		tasks[i].t.step = timed_step;
+		tasks[i].due = from + (int64_t)((i * 7919) % n) * GAZ_NS_PER_MS;
+		gaz_steps_add(p, &tasks[i].t);
+	}
+}
+
 /* Tasks due at scattered times run their second step no earlier than
  * their due time, and not much later; one due in an hour runs when
  * kicked. */
@@ -118,11 +129,7 @@ static void test_due_times_and_an_early_kick(void **state)
 	(void)state;
 
 	assert_int_equal(gaz_steps_new(2, "test-steps", &p), 0);
-	for (size_t i = 0; i < N; i++) {
-		tasks[i].t.step = timed_step;
-		tasks[i].due = start + (int64_t)((i * 7919) % N) * GAZ_NS_PER_MS;
-		gaz_steps_add(p, &tasks[i].t);
-	}
+	add_scattered(p, tasks, N, start);
 	tasks[N].t.step = timed_step;
 	tasks[N].due = start + 3600 * GAZ_NS_PER_S;
 	gaz_steps_add(p, &tasks[N].t);
@@ -154,11 +161,7 @@ static void test_kicks_out_of_the_middle_of_the_heap(void **state)
 	(void)state;
 
 	assert_int_equal(gaz_steps_new(2, "test-steps", &p), 0);
-	for (size_t i = 0; i < N; i++) {
-		tasks[i].t.step = timed_step;
-		tasks[i].due = start + 2 * GAZ_NS_PER_S + (int64_t)((i * 7919) % N) * GAZ_NS_PER_MS;
-		gaz_steps_add(p, &tasks[i].t);
-	}
+	add_scattered(p, tasks, N, start + 2 * GAZ_NS_PER_S);
 	for (size_t i = 0; i < N; i++) /* each has asked for its due time */
 		while (atomic_load(&tasks[i].steps) == 0)
 			;
