@@ -195,9 +195,11 @@ static void *stream_job_main(void *arg)
 {
 	struct stream_job *j = arg;
 
-	pthread_setname_np(pthread_self(), "gaz-store-read");
-	/* Best effort: a niceness this thread cannot take leaves it as is. */
+	/* Best effort: a niceness this thread cannot take leaves it as is.
+	 * Niced before it is named, so that no one sees a store reader at
+	 * the handlers' priority. */
 	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), j->nice);
+	pthread_setname_np(pthread_self(), "gaz-store-read");
 	j->rc = stream_store(j->c, j->t, j->from, j->to);
 	return NULL;
 }
