@@ -11,6 +11,7 @@
  */
 #include "rpc/rpc_int.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -97,6 +98,34 @@ void gaz__rpc_log(gpr_log_func_args *a)
 	gaz_log_emit(lvl, msg, "component=grpc file=%s:%d", slash ? slash + 1 : file, a->line);
 }
 
+/* Debian builds abseil without NDEBUG, so every absl::Mutex grpc takes
+ * (a few per completion, per call op) also maintains abseil's lock-order
+ * graph for deadlock detection: 2-4% of an idle broker's samples. That is
+ * a debugging aid of abseil's, not something grpc relies on; the mode
+ * abseil's release builds have (kIgnore, 0) is set here, before grpc
+ * creates its first mutex. The setter is looked up by its mangled name in
+ * abseil's inline namespaces (Debian's and upstream's); a build without
+ * it is left as it is. Source: absl/synchronization/mutex.h,
+ * SetMutexDeadlockDetectionMode. */
+static void absl_deadlock_detection_off(void)
+{
+	static const char *const names[] = {
+		"_ZN4absl7debian329SetMutexDeadlockDetectionModeENS0_15OnDeadlockCycleE",
+		"_ZN4absl12lts_2022062329SetMutexDeadlockDetectionModeENS0_15OnDeadlockCycleE",
+		"_ZN4absl29SetMutexDeadlockDetectionModeENS_15OnDeadlockCycleE",
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		void *sym = dlsym(RTLD_DEFAULT, names[i]);
+		if (sym) {
+			void (*set_mode)(int);
+			memcpy(&set_mode, &sym, sizeof(set_mode));
+			set_mode(0); /* absl::OnDeadlockCycle::kIgnore */
+			return;
+		}
+	}
+}
+
 int gaz_rpc_init(int pollers)
 {
 	const char *v = getenv("GRPC_VERBOSITY");
@@ -105,6 +134,7 @@ int gaz_rpc_init(int pollers)
 		return GAZ_EINVAL;
 	g_grpc_verbosity_env = v && *v;
 	gpr_set_log_function(gaz__rpc_log);
+	absl_deadlock_detection_off();
 	grpc_init();
 	g_cq = grpc_completion_queue_create_for_next(NULL);
 	for (g_npollers = 0; g_npollers < pollers; g_npollers++) {
