@@ -1907,6 +1907,14 @@ int gaz_rpc_recv_each(struct gaz_rpc_call *c, const ProtobufCMessageDescriptor *
 		return rc;
 	}
 	pthread_mutex_lock(&c->mu);
+	/* The stream is this thread's from here: a park's callback
+	 * (gaz_rpc_park_each) runs no more once one running now returns.
+	 * Left registered, it would take a message the next receive brings
+	 * while this thread runs fn on one read ahead, or after it returned
+	 * fn's code: two fn calls at once, out of order. */
+	c->each = (struct each_cb){0};
+	while (c->each_busy)
+		pthread_cond_wait(&c->cv, &c->mu);
 	for (;;) {
 		bool timed_out;
 		expired_locked(c);
