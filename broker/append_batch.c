@@ -147,10 +147,11 @@ void gaz__append_prefetch(struct append_ctx *a)
 	a->batchable = p->bytes <= PREFETCH_MAX_BYTES && complete_request(p) && make_entry(a) == 0;
 }
 
-int gaz__append_next_chunk(struct append_ctx *a, Protocol__AppendRequest **m, int64_t deadline_ns)
+int gaz__append_next_prefetched(struct append_ctx *a, Protocol__AppendRequest **m)
 {
 	struct append_prefetch *p = &a->pre;
 
+	*m = NULL;
 	if (p->next < p->n) {
 		*m = p->msgs[p->next];
 		p->msgs[p->next++] = NULL;
@@ -158,6 +159,15 @@ int gaz__append_next_chunk(struct append_ctx *a, Protocol__AppendRequest **m, in
 	}
 	if (p->end_rc)
 		return p->end_rc == GAZ_ENOMEM ? GAZ_ECANCELLED : p->end_rc;
+	return APPEND_NONE_PREFETCHED;
+}
+
+int gaz__append_next_chunk(struct append_ctx *a, Protocol__AppendRequest **m, int64_t deadline_ns)
+{
+	int rc = gaz__append_next_prefetched(a, m);
+
+	if (rc != APPEND_NONE_PREFETCHED)
+		return rc;
 	return gaz_rpc_recv(a->call, &protocol__append_request__descriptor, (ProtobufCMessage **)m,
 			    deadline_ns);
 }

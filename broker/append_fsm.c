@@ -21,11 +21,13 @@
  * append_batch.c the group-commit queue and the pollers' fast path for a
  * lone small append (which never enters this machine), proxy.c PROXY.
  *
- * An append that streams its content waits for the token in ACQUIRE
- * parked, holding no thread (append_token_resume carries on); the other
- * states still run on the handler's thread (issue 39's next steps:
- * STREAM_CONTENT and the pipeline's round trips). The append's state
- * (struct append_ctx) is on the heap, freed by append_end.
+ * An append that streams its content waits parked, holding no thread,
+ * for the token in ACQUIRE (append_token_resume carries on) and for each
+ * of its chunks in STREAM_CONTENT (append_stream_resume); the other
+ * states run on the pool thread of the handler or of the latest resume
+ * (the pipeline's round trips among them: START_PIPELINE's sync and
+ * COMMIT's acknowledgements). The append's state (struct append_ctx) is
+ * on the heap, freed by append_end.
  */
 #include "broker/broker.h"
 
@@ -201,6 +203,7 @@ enum append_state {
 };
 
 static void append_token_resume(struct gaz_rpc_call *call, void *arg);
+static void append_run(struct append_ctx *a);
 
 /* let_go releases the token, if held, so that another append (or this
  * one's next ACQUIRE) can take it. */
@@ -346,6 +349,99 @@ static enum append_state step_validate_preconditions(struct append_ctx *a)
 	return a->batch ? APPEND_GROUP_COMMIT : APPEND_STREAM_CONTENT;
 }
 
+/* STREAM_CONTENT waits for each chunk parked, holding no thread: the
+ * poller that receives the chunk hands it over (chunk_arrived), and
+ * append_stream_resume carries on with it on the pool. Chunks prefetched
+ * before ACQUIRE go first. A local call (a pulse) cannot park: it
+ * receives on its own thread. */
+static void append_stream_resume(struct gaz_rpc_call *call, void *arg);
+
+#define CHUNK_ARRIVED 2 /* chunk_arrived's code (GAZ_EOF is 1) */
+
+/* chunk_arrived queues a chunk a poller received (or, read ahead, the
+ * resume's own thread) and ends the park. One more may come before the
+ * resume takes the stream back: the receive its gaz_rpc_recv_each
+ * starts. */
+static int chunk_arrived(void *arg, ProtobufCMessage *m)
+{
+	struct append_ctx *a = arg;
+	struct append_chunk *c = malloc(sizeof(*c));
+
+	if (!c) {
+		protobuf_c_message_free_unpacked(m, NULL);
+		return GAZ_ECANCELLED; /* out of memory: the append is abandoned */
+	}
+	c->m = (Protocol__AppendRequest *)m;
+	c->next = NULL;
+	*(a->arrived ? a->arrived_tail : &a->arrived) = c;
+	a->arrived_tail = &c->next;
+	return CHUNK_ARRIVED;
+}
+
+static Protocol__AppendRequest *chunk_take(struct append_ctx *a)
+{
+	struct append_chunk *c = a->arrived;
+	Protocol__AppendRequest *m = c->m;
+
+	a->arrived = c->next;
+	free(c);
+	return m;
+}
+
+static enum append_state step_stream_content(struct append_ctx *a)
+{
+	if (!a->sha && gaz__append_stream_begin(a))
+		return APPEND_DONE; /* answered */
+	for (;;) {
+		Protocol__AppendRequest *m = NULL;
+		int rc;
+
+		if (a->arrived) {
+			rc = 0;
+			m = chunk_take(a);
+		} else if (a->arrived_rc) {
+			rc = a->arrived_rc;
+			a->arrived_rc = 0;
+		} else if ((rc = gaz__append_next_prefetched(a, &m)) == APPEND_NONE_PREFETCHED) {
+			if (!gaz_rpc_is_local(a->call)) {
+				if (gaz_rpc_park_each(a->call, &protocol__append_request__descriptor,
+						      chunk_arrived, a, append_stream_resume, a,
+						      gaz__append_stream_deadline(a), 0) == 0)
+					return APPEND_PARKED;
+			}
+			rc = gaz_rpc_recv(a->call, &protocol__append_request__descriptor,
+					  (ProtobufCMessage **)&m, gaz__append_stream_deadline(a));
+		}
+		rc = gaz__append_stream_chunk(a, rc, m);
+		if (rc < 0)
+			return APPEND_DONE; /* rolled back and answered */
+		if (rc == 1)
+			return APPEND_COMMIT;
+	}
+}
+
+/* append_stream_resume takes the stream back from the pollers: chunks
+ * (chunk_arrived's), the stream's end, or a wake; a wake before the
+ * minimum rate's deadline (nothing the append waits for) parks again. */
+static void append_stream_resume(struct gaz_rpc_call *call, void *arg)
+{
+	struct append_ctx *a = arg;
+	int rc = gaz_rpc_recv_each(call, &protocol__append_request__descriptor, chunk_arrived, a, 0);
+
+	if (rc == CHUNK_ARRIVED) {
+		rc = 0; /* a->arrived */
+	} else if (rc == GAZ_ETIMEDOUT && gaz_rpc_poll(call) == GAZ_ECANCELLED) {
+		rc = GAZ_ECANCELLED;
+	} else if (rc == GAZ_ETIMEDOUT && gaz_mono_ns() < gaz__append_stream_deadline(a)) {
+		if (gaz_rpc_park_each(call, &protocol__append_request__descriptor, chunk_arrived, a,
+				      append_stream_resume, a, gaz__append_stream_deadline(a), 0) == 0)
+			return;
+		rc = GAZ_ECANCELLED;
+	}
+	a->arrived_rc = rc; /* after the chunks queued before it */
+	append_run(a);
+}
+
 /* One step of the append; returns the next state. */
 static enum append_state append_step(struct append_ctx *a)
 {
@@ -373,7 +469,7 @@ static enum append_state append_step(struct append_ctx *a)
 		gaz__append_batch_commit(a); /* append_batch.c/append_local.c answer the group */
 		return APPEND_DONE;
 	case APPEND_STREAM_CONTENT:
-		return gaz__append_stream(a) ? APPEND_DONE : APPEND_COMMIT;
+		return step_stream_content(a);
 	case APPEND_COMMIT:
 		gaz__append_commit(a);
 		return APPEND_DONE;
@@ -396,6 +492,10 @@ static void append_end(struct append_ctx *a)
 	gaz_labelset_free(a->registers);
 	gaz_resolution_release(&a->res);
 	EVP_MD_CTX_free(a->sha);
+	while (a->arrived) {
+		Protocol__AppendRequest *m = chunk_take(a);
+		protobuf_c_message_free_unpacked(&m->base, NULL);
+	}
 	protobuf_c_message_free_unpacked(&a->req->base, NULL);
 	free(a);
 }

@@ -38,6 +38,15 @@ struct append_prefetch {
 	bool tried;
 };
 
+/* Min-rate bookkeeping of a streaming append (§2.1.1): `spent` credit in
+ * bytes decays at min_rate per second; each chunk credits its length
+ * (capped). The next chunk must come before the credit runs out.
+ * max_rate is the append rate limit in bytes/s (0 = none). */
+struct append_rate {
+	int64_t min_rate, spent, at_ns;
+	int64_t max_rate;
+};
+
 struct append_ctx {
 	struct gaz_broker *b;
 	struct gaz_rpc_call *call;
@@ -71,7 +80,21 @@ struct append_ctx {
 	 * its place in the token queue while it waits parked. */
 	struct gaz_token_waiter waiter;
 	unsigned state;                    /* enum append_state (append_fsm.c) */
-	EVP_MD_CTX *sha;                   /* STREAM_CONTENT's SHA-1 of the content */
+	/* STREAM_CONTENT: the chunks so far (append_local.c), and the wait
+	 * for the next one (append_fsm.c). The wait's outcome is handed
+	 * from the poller that received the chunk to the pool thread that
+	 * resumes the append through the call's lock (gaz_rpc_recv_each). */
+	EVP_MD_CTX *sha;                   /* SHA-1 of the content */
+	struct append_rate rate;           /* the min and max rates (§2.1.1) */
+	bool intent;                       /* the empty chunk came: EOF is next */
+	struct append_chunk *arrived, **arrived_tail; /* received, not yet taken */
+	int arrived_rc;                    /* what else ended the wait (0: chunks only) */
+};
+
+/* A chunk received for STREAM_CONTENT while the append was parked. */
+struct append_chunk {
+	Protocol__AppendRequest *m;
+	struct append_chunk *next;
 };
 
 /* append_batch.c: group commit. An append whose whole content is small
@@ -86,6 +109,13 @@ void gaz__append_prefetch(struct append_ctx *a);
 /* gaz__append_next_chunk receives the next client message: a prefetched
  * one first. Same returns as gaz_rpc_recv; *m is owned by the caller. */
 int gaz__append_next_chunk(struct append_ctx *a, Protocol__AppendRequest **m, int64_t deadline_ns);
+
+/* gaz__append_next_prefetched: the next prefetched message (0, *m owned
+ * by the caller), how the prefetch's receiving ended (gaz_rpc_recv's
+ * errors, GAZ_EOF), or APPEND_NONE_PREFETCHED when the prefetch holds
+ * nothing more and the call's next message is still to be received. */
+#define APPEND_NONE_PREFETCHED 2
+int gaz__append_next_prefetched(struct append_ctx *a, Protocol__AppendRequest **m);
 
 /* gaz__append_prefetch_release frees what was read ahead. */
 void gaz__append_prefetch_release(struct append_ctx *a);
@@ -114,12 +144,27 @@ size_t gaz__append_batch_take(struct append_ctx *a, struct gaz_batch_link **out,
  * go on to the content. */
 int gaz__append_validate(struct append_ctx *a);
 
-/* append_local.c: STREAM_CONTENT: the client's chunks to the spool (and
- * the peers), under the min and max rates (§2.1.1), until the commit
- * intent and EOF; a->sha takes their SHA-1. The token is held. Returns
- * 0 to commit, else an error after which the spool's delta is rolled
+/* append_local.c: STREAM_CONTENT, the client's chunks to the spool (and
+ * the peers) under the min and max rates (§2.1.1), until the commit
+ * intent and EOF; a->sha takes their SHA-1. The token is held throughout.
+ * append_fsm.c receives the chunks (waiting parked between them) and
+ * hands each here.
+ *
+ * gaz__append_stream_begin sets the stream up: 0, or GAZ_ENOMEM with the
+ * append answered. */
+int gaz__append_stream_begin(struct append_ctx *a);
+
+/* gaz__append_stream_deadline: by when (monotonic ns) the next chunk must
+ * arrive to sustain the minimum rate (GAZ_DEADLINE_NEVER: no minimum). */
+int64_t gaz__append_stream_deadline(const struct append_ctx *a);
+
+/* gaz__append_stream_chunk takes the outcome of one receive: rc 0 with
+ * chunk `m` (owned from here), or gaz_rpc_recv's error (GAZ_EOF,
+ * GAZ_ETIMEDOUT for the min rate's deadline, GAZ_EPROTO, or a
+ * cancellation). Returns 0 for the next chunk, 1 to commit (the intent,
+ * then EOF), or a negative error after which the spool's delta is rolled
  * back and the append answered. */
-int gaz__append_stream(struct append_ctx *a);
+int gaz__append_stream_chunk(struct append_ctx *a, int rc, Protocol__AppendRequest *m);
 
 /* append_local.c: COMMIT of a streamed append: the spool's delta
  * everywhere, the registers, then the response; on failure rolls back

@@ -220,22 +220,14 @@ static int preconditions(struct append_ctx *a, int64_t *roll_to)
 	return -1;
 }
 
-/* Min-rate bookkeeping (§2.1.1): `spent` credit in bytes decays at
- * min_rate per second; each chunk credits its length (capped). The next
- * chunk must come before the credit runs out. */
-struct rate {
-	int64_t min_rate, spent, at_ns;
-	int64_t max_rate;
-};
-
-static int64_t rate_deadline(struct rate *rt)
+static int64_t rate_deadline(const struct append_rate *rt)
 {
 	if (rt->min_rate <= 0)
 		return GAZ_DEADLINE_NEVER;
 	return rt->at_ns + rt->spent * GAZ_NS_PER_S / rt->min_rate;
 }
 
-static void rate_credit(struct rate *rt, int64_t bytes)
+static void rate_credit(struct append_rate *rt, int64_t bytes)
 {
 	int64_t now = gaz_mono_ns();
 
@@ -278,7 +270,7 @@ static bool rate_take(struct gaz_replica *r, int64_t rate, int64_t len)
 
 /* Max-rate flow control: waits until the replica's balance covers `len`.
  * Returns true if the chunk was delayed. */
-static bool rate_debit(struct append_ctx *a, struct rate *rt, int64_t len)
+static bool rate_debit(struct append_ctx *a, struct append_rate *rt, int64_t len)
 {
 	bool delayed = false;
 
@@ -339,82 +331,66 @@ static int spool_write(struct append_ctx *a, const uint8_t *data, size_t len)
 	return rc;
 }
 
-/* Receives chunks into the spool until the empty commit-intent message
- * and EOF. Returns 0 to commit, else an error already answered (or a
- * cancelled call). */
-static int stream_content(struct append_ctx *a, EVP_MD_CTX *sha)
+/* One receive's outcome of STREAM_CONTENT (gaz__append_stream_chunk,
+ * before the roll-back): 0 for the next chunk, 1 to commit, or an error
+ * with the append answered (or a cancelled call). */
+static int stream_chunk(struct append_ctx *a, int rc, Protocol__AppendRequest *m)
 {
 	struct gaz_replica *r = a->res.replica;
 	const Protocol__JournalSpec *spec = a->res.spec;
-	struct rate rt = {.min_rate = a->b->cfg.min_append_rate, .at_ns = gaz_mono_ns()};
-	bool intent = false;
+	struct gaz_status st = {0};
 
-	rt.spent = rt.min_rate;
-	rt.max_rate = max_rate(a);
-	for (;;) {
-		Protocol__AppendRequest *m = NULL;
-		struct gaz_status st = {0};
-		int rc = gaz__append_next_chunk(a, &m, rate_deadline(&rt));
-		if (rc == GAZ_EOF) {
-			if (intent)
-				return 0;
-			gaz__append_respond_error(a, GAZ_GRPC_UNKNOWN, "unexpected EOF");
-			return GAZ_EPROTO;
-		}
-		if (rc == GAZ_ETIMEDOUT) {
-			gaz__append_respond_error(a, GAZ_GRPC_UNKNOWN,
-				     "client stream didn't sustain the minimum append data rate");
-			return rc;
-		}
-		if (rc == GAZ_EPROTO) {
-			gaz__append_respond_error(a, GAZ_GRPC_INVALID_ARGUMENT, "malformed AppendRequest");
-			return rc;
-		}
-		if (rc) {
-			a->finished = true; /* cancelled: Gazette returns no response */
-			gaz_rpc_finish(a->call, NULL, GAZ_GRPC_CANCELLED, "append cancelled");
-			return rc;
-		}
-		if (intent) {
-			protobuf_c_message_free_unpacked(&m->base, NULL);
-			gaz__append_respond_error(a, GAZ_GRPC_UNKNOWN, "expected EOF after empty Content chunk");
-			return GAZ_EPROTO;
-		}
-		if (m->journal[0] || gaz_validate_append_request(m, &st)) {
-			protobuf_c_message_free_unpacked(&m->base, NULL);
-			gaz__append_respond_error(a, GAZ_GRPC_INVALID_ARGUMENT,
-				     st.msg[0] ? st.msg : "unexpected Journal in a content chunk");
-			return GAZ_EINVAL;
-		}
-		if (m->content.len == 0) {
-			intent = true;
-		} else if (!gaz_journal_may_write(spec->flags) ||
-			   a->req->suspend == PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_IF_FLUSHED ||
-			   a->req->suspend == PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_NOW ||
-			   a->req->suspend == PROTOCOL__APPEND_REQUEST__SUSPEND__SUSPEND_KEEP) {
-			protobuf_c_message_free_unpacked(&m->base, NULL);
-			gaz__append_respond_status(a, PROTOCOL__STATUS__NOT_ALLOWED);
-			return GAZ_EPERM;
-		} else {
-			int64_t delta = r->spool.delta;
-			a->delayed_chunks += rate_debit(a, &rt, (int64_t)m->content.len);
-			if (r->pipeline && gaz__append_replicate_content(a, m->content.data,
-									 m->content.len, delta)) {
-				char why[1100];
-				protobuf_c_message_free_unpacked(&m->base, NULL);
-				gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE,
-							  peer_failure(a, why, sizeof(why), false));
-				return GAZ_EUNAVAIL;
-			}
-			rc = spool_write(a, m->content.data, m->content.len);
-			EVP_DigestUpdate(sha, m->content.data, m->content.len);
-			a->total_chunks++;
-			rate_credit(&rt, (int64_t)m->content.len);
-		}
-		protobuf_c_message_free_unpacked(&m->base, NULL);
-		if (rc)
-			return rc;
+	if (rc == GAZ_EOF) {
+		if (a->intent)
+			return 1;
+		gaz__append_respond_error(a, GAZ_GRPC_UNKNOWN, "unexpected EOF");
+		return GAZ_EPROTO;
 	}
+	if (rc == GAZ_ETIMEDOUT) {
+		gaz__append_respond_error(a, GAZ_GRPC_UNKNOWN,
+					  "client stream didn't sustain the minimum append data rate");
+		return rc;
+	}
+	if (rc == GAZ_EPROTO) {
+		gaz__append_respond_error(a, GAZ_GRPC_INVALID_ARGUMENT, "malformed AppendRequest");
+		return rc;
+	}
+	if (rc) {
+		a->finished = true; /* cancelled: Gazette returns no response */
+		gaz_rpc_finish(a->call, NULL, GAZ_GRPC_CANCELLED, "append cancelled");
+		return rc;
+	}
+	if (a->intent) {
+		gaz__append_respond_error(a, GAZ_GRPC_UNKNOWN, "expected EOF after empty Content chunk");
+		rc = GAZ_EPROTO;
+	} else if (m->journal[0] || gaz_validate_append_request(m, &st)) {
+		gaz__append_respond_error(a, GAZ_GRPC_INVALID_ARGUMENT,
+					  st.msg[0] ? st.msg : "unexpected Journal in a content chunk");
+		rc = GAZ_EINVAL;
+	} else if (m->content.len == 0) {
+		a->intent = true;
+	} else if (!gaz_journal_may_write(spec->flags) || a->req->suspend == SUSPEND(IF_FLUSHED) ||
+		   a->req->suspend == SUSPEND(NOW) || a->req->suspend == SUSPEND(KEEP)) {
+		gaz__append_respond_status(a, PROTOCOL__STATUS__NOT_ALLOWED);
+		rc = GAZ_EPERM;
+	} else {
+		int64_t delta = r->spool.delta;
+		a->delayed_chunks += rate_debit(a, &a->rate, (int64_t)m->content.len);
+		if (r->pipeline &&
+		    gaz__append_replicate_content(a, m->content.data, m->content.len, delta)) {
+			char why[1100];
+			gaz__append_respond_error(a, GAZ_GRPC_UNAVAILABLE,
+						  peer_failure(a, why, sizeof(why), false));
+			rc = GAZ_EUNAVAIL;
+		} else {
+			rc = spool_write(a, m->content.data, m->content.len);
+			EVP_DigestUpdate(a->sha, m->content.data, m->content.len);
+			a->total_chunks++;
+			rate_credit(&a->rate, (int64_t)m->content.len);
+		}
+	}
+	protobuf_c_message_free_unpacked(&m->base, NULL);
+	return rc;
 }
 
 /* A commit needs the broker's member lease: without it the journal may
@@ -530,7 +506,7 @@ static struct gaz_batch_entry *entry_of(struct gaz_batch_link *l)
 }
 
 /* Writes one slice of content: to the peers, then the spool. */
-static int write_slice(struct append_ctx *a, const uint8_t *data, size_t len, struct rate *rt)
+static int write_slice(struct append_ctx *a, const uint8_t *data, size_t len, struct append_rate *rt)
 {
 	struct gaz_replica *r = a->res.replica;
 	int rc = 0;
@@ -548,7 +524,7 @@ static int write_slice(struct append_ctx *a, const uint8_t *data, size_t len, st
 static int batch_write(struct append_ctx *a, struct gaz_batch_link **links, size_t n)
 {
 	struct gaz_replica *r = a->res.replica;
-	struct rate rt = {.at_ns = gaz_mono_ns(), .max_rate = max_rate(a)};
+	struct append_rate rt = {.at_ns = gaz_mono_ns(), .max_rate = max_rate(a)};
 	int64_t at = r->spool.fragment.end + r->spool.delta;
 	uint8_t *joined = NULL;
 	size_t used = 0;
@@ -812,22 +788,35 @@ static void transaction_failed(struct append_ctx *a, bool replicated)
 		gaz__append_respond_error(a, GAZ_GRPC_INTERNAL, "commit failed");
 }
 
-int gaz__append_stream(struct append_ctx *a)
+int gaz__append_stream_begin(struct append_ctx *a)
 {
-	struct gaz_replica *r = a->res.replica;
-	int rc;
-
 	if (!(a->sha = EVP_MD_CTX_new())) {
 		gaz__append_respond_error(a, GAZ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
 		return GAZ_ENOMEM;
 	}
 	EVP_DigestInit_ex(a->sha, gaz_sha1_md(), NULL);
-	rc = stream_content(a, a->sha);
-	if (!rc && r->spool.delta == 0 && (a->req->union_registers || a->req->subtract_registers)) {
+	a->rate = (struct append_rate){.min_rate = a->b->cfg.min_append_rate,
+				       .spent = a->b->cfg.min_append_rate,
+				       .at_ns = gaz_mono_ns(),
+				       .max_rate = max_rate(a)};
+	return 0;
+}
+
+int64_t gaz__append_stream_deadline(const struct append_ctx *a)
+{
+	return rate_deadline(&a->rate);
+}
+
+int gaz__append_stream_chunk(struct append_ctx *a, int rc, Protocol__AppendRequest *m)
+{
+	struct gaz_replica *r = a->res.replica;
+
+	rc = stream_chunk(a, rc, m);
+	if (rc == 1 && r->spool.delta == 0 && (a->req->union_registers || a->req->subtract_registers)) {
 		gaz__append_respond_error(a, GAZ_GRPC_UNKNOWN, "register modification requires non-empty Append");
 		rc = GAZ_EINVAL;
 	}
-	if (rc)
+	if (rc < 0)
 		transaction_failed(a, r->pipeline != NULL); /* before the roll-back closes it */
 	return rc;
 }

@@ -256,6 +256,65 @@ def test_streaming_appends_waiting_for_the_token_hold_no_thread(cluster):
     assert sorted(lines) == sorted("part-%03d rest-%03d" % (i, i) for i in range(n)), lines[:5]
 
 
+def test_appends_streaming_to_many_journals_hold_no_thread(cluster):
+    """Appends that hold their journals' tokens mid-content (their clients
+    pause between chunks) wait for each next chunk parked: the broker's
+    threads stay few beside hundreds of them, other appends and control
+    calls answer within a second, and each commits whole once its client
+    goes on."""
+    env = {"GAZ_RPC_IDLE_THREAD_MS": "1000"}
+    b = cluster.start(env=env, extra=["--broker.min-append-rate", "0"])
+    c = Client(b.address)
+    n = 200
+    names = ["many/streams-%03d" % i for i in range(n)]
+    for i in range(0, n, 100):
+        c.apply(*[spec(j) for j in names[i:i + 100]], timeout=60)
+    c.apply(spec("many/aside"))
+    for j in names + ["many/aside"]:
+        wait_assigned(c, j)
+    go = threading.Event()
+    started = [threading.Event() for _ in range(n)]
+
+    def chunks(i):
+        yield pb.AppendRequest(journal=names[i])
+        yield pb.AppendRequest(content=b"head-%03d " % i)
+        started[i].set()
+        go.wait(120)
+        yield pb.AppendRequest(content=b"tail-%03d\n" % i)
+        yield pb.AppendRequest()
+    results = [None] * n
+
+    def append(i):
+        try:
+            results[i] = c._append(chunks(i), timeout=120)
+        except grpc.RpcError as e:  # reported by the assertion below
+            results[i] = e
+    threads = [threading.Thread(target=append, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for e in started:
+        assert e.wait(30)
+    # Each append's first chunk is in its journal's spool once it holds
+    # the token; the threads its handler took have idled out.
+    threads_fall_to(b, 64, "beside %d appends paused mid-content" % n)
+    assert not any(results), [r for r in results if r][:3]
+    for what, fn in (("append", lambda: c.append("many/aside", b"x\n", timeout=5)),
+                     ("list", lambda: c.list(timeout=5)),
+                     ("apply", lambda: c.apply(spec("many/aside-2"), timeout=5))):
+        t0 = time.monotonic()
+        fn()
+        took = time.monotonic() - t0
+        assert took < 1.0, "%s took %.2f s beside %d paused appends" % (what, took, n)
+    go.set()
+    for t in threads:
+        t.join(120)
+    bad = [r for r in results if not isinstance(r, pb.AppendResponse) or r.status != pb.OK]
+    assert not bad, bad[:3]
+    for i in range(0, n, 37):
+        data, _ = c.read_bytes(names[i])
+        assert data == b"head-%03d tail-%03d\n" % (i, i), data
+
+
 def head_deliveries(b):
     """gazette_read_head_deliveries_total by outcome: (shared, returned)."""
     body = urllib.request.urlopen(b.address + "/debug/metrics", timeout=10).read().decode()
