@@ -22,8 +22,9 @@
  * lone small append (which never enters this machine), proxy.c PROXY.
  *
  * An append that streams its content waits parked, holding no thread,
- * for the token in ACQUIRE (append_token_resume carries on) and for each
- * of its chunks in STREAM_CONTENT (append_stream_resume); the other
+ * for the token in ACQUIRE (append_token_resume carries on), for each of
+ * its chunks in STREAM_CONTENT and PROXY (append_stream_resume), and in
+ * PROXY for the primary's answer (gaz__append_resume); the other
  * states run on the pool thread of the handler or of the latest resume
  * (the pipeline's round trips among them: START_PIPELINE's sync and
  * COMMIT's acknowledgements). The append's state (struct append_ctx) is
@@ -388,30 +389,40 @@ static Protocol__AppendRequest *chunk_take(struct append_ctx *a)
 	return m;
 }
 
+int gaz__append_await_chunk(struct append_ctx *a, Protocol__AppendRequest **m, int64_t deadline_ns)
+{
+	int rc;
+
+	*m = NULL;
+	if (a->arrived) {
+		*m = chunk_take(a);
+		return 0;
+	}
+	if (a->arrived_rc) {
+		rc = a->arrived_rc;
+		a->arrived_rc = 0;
+		return rc;
+	}
+	if ((rc = gaz__append_next_prefetched(a, m)) != APPEND_NONE_PREFETCHED)
+		return rc;
+	if (!gaz_rpc_is_local(a->call) &&
+	    gaz_rpc_park_each(a->call, &protocol__append_request__descriptor, chunk_arrived, a,
+			      append_stream_resume, a, deadline_ns, 0) == 0)
+		return APPEND_AWAIT_PARKED;
+	return gaz_rpc_recv(a->call, &protocol__append_request__descriptor, (ProtobufCMessage **)m,
+			    deadline_ns);
+}
+
 static enum append_state step_stream_content(struct append_ctx *a)
 {
 	if (!a->sha && gaz__append_stream_begin(a))
 		return APPEND_DONE; /* answered */
 	for (;;) {
 		Protocol__AppendRequest *m = NULL;
-		int rc;
+		int rc = gaz__append_await_chunk(a, &m, gaz__append_stream_deadline(a));
 
-		if (a->arrived) {
-			rc = 0;
-			m = chunk_take(a);
-		} else if (a->arrived_rc) {
-			rc = a->arrived_rc;
-			a->arrived_rc = 0;
-		} else if ((rc = gaz__append_next_prefetched(a, &m)) == APPEND_NONE_PREFETCHED) {
-			if (!gaz_rpc_is_local(a->call)) {
-				if (gaz_rpc_park_each(a->call, &protocol__append_request__descriptor,
-						      chunk_arrived, a, append_stream_resume, a,
-						      gaz__append_stream_deadline(a), 0) == 0)
-					return APPEND_PARKED;
-			}
-			rc = gaz_rpc_recv(a->call, &protocol__append_request__descriptor,
-					  (ProtobufCMessage **)&m, gaz__append_stream_deadline(a));
-		}
+		if (rc == APPEND_AWAIT_PARKED)
+			return APPEND_PARKED;
 		rc = gaz__append_stream_chunk(a, rc, m);
 		if (rc < 0)
 			return APPEND_DONE; /* rolled back and answered */
@@ -422,7 +433,9 @@ static enum append_state step_stream_content(struct append_ctx *a)
 
 /* append_stream_resume takes the stream back from the pollers: chunks
  * (chunk_arrived's), the stream's end, or a wake; a wake before the
- * minimum rate's deadline (nothing the append waits for) parks again. */
+ * minimum rate's deadline (nothing the append waits for) parks again.
+ * The deadline is STREAM_CONTENT's (none for PROXY, whose rate is
+ * unset). */
 static void append_stream_resume(struct gaz_rpc_call *call, void *arg)
 {
 	struct append_ctx *a = arg;
@@ -450,9 +463,8 @@ static enum append_state append_step(struct append_ctx *a)
 		return step_resolve(a);
 	case APPEND_ROUTE:
 		return step_route(a);
-	case APPEND_PROXY:
-		gaz__append_proxy(a); /* proxy.c relays the RPC and answers it */
-		return APPEND_DONE;
+	case APPEND_PROXY: /* proxy.c relays the RPC and answers it */
+		return gaz__append_proxy(a) == APPEND_AWAIT_PARKED ? APPEND_PARKED : APPEND_DONE;
 	case APPEND_ACQUIRE:
 		return step_acquire(a);
 	case APPEND_START_PIPELINE:
@@ -511,6 +523,12 @@ static void append_run(struct append_ctx *a)
 		a->state = next;
 	}
 	append_end(a);
+}
+
+void gaz__append_resume(struct gaz_rpc_call *call, void *arg)
+{
+	(void)call;
+	append_run(arg);
 }
 
 /* append_token_resume runs when an append parked in the token queue

@@ -89,6 +89,10 @@ struct append_ctx {
 	bool intent;                       /* the empty chunk came: EOF is next */
 	struct append_chunk *arrived, **arrived_tail; /* received, not yet taken */
 	int arrived_rc;                    /* what else ended the wait (0: chunks only) */
+	/* PROXY (proxy.c): the upstream Append and how far it got. */
+	struct gaz_rpc_stream *proxy_s;
+	unsigned proxy_step;
+	int64_t proxy_deadline;            /* for the upstream's answer (monotonic ns) */
 };
 
 /* A chunk received for STREAM_CONTENT while the append was parked. */
@@ -271,7 +275,25 @@ void gaz__append_respond_error(struct append_ctx *a, int code, const char *msg);
 /* append_fsm.c: the OK response with the commit. */
 void gaz__append_respond_commit(struct append_ctx *a);
 
-/* proxy.c: forwards the append to the primary and relays its response. */
-void gaz__append_proxy(struct append_ctx *a);
+/* append_fsm.c: the append's next client message, for STREAM_CONTENT and
+ * PROXY: a prefetched one first, then one received. Returns 0 with *m
+ * (owned by the caller), a receive's outcome as gaz_rpc_recv's (GAZ_EOF,
+ * GAZ_EPROTO, GAZ_ECANCELLED; GAZ_ETIMEDOUT once `deadline_ns` passed),
+ * or APPEND_AWAIT_PARKED: the call is parked until the message arrives,
+ * the stream ends or the deadline passes, and the append's step runs
+ * again then (on a pool thread), where this returns the outcome. A local
+ * call (which cannot park) receives here, blocking. */
+#define APPEND_AWAIT_PARKED 3
+int gaz__append_await_chunk(struct append_ctx *a, Protocol__AppendRequest **m, int64_t deadline_ns);
+
+/* append_fsm.c: a gaz_rpc_park resume that runs the append's step again
+ * (for a step that parked on an event of its own). */
+void gaz__append_resume(struct gaz_rpc_call *call, void *arg);
+
+/* proxy.c: PROXY, the append forwarded to the primary and its answer
+ * relayed. Returns 0 once answered, or APPEND_AWAIT_PARKED while it waits
+ * parked (for a client chunk, or the primary's answer); it carries on
+ * when the append's step runs again. */
+int gaz__append_proxy(struct append_ctx *a);
 
 #endif

@@ -355,22 +355,93 @@ void gaz_proxy_read(struct gaz_broker *b, struct gaz_rpc_call *call, Protocol__R
 		proxy_park(p, false);
 }
 
-/* Relays every further client message to the upstream append. On an
- * error, *upstream tells whether the upstream side failed (else the
- * client's). */
-static int relay_chunks(struct append_ctx *a, struct gaz_rpc_stream *s, bool *upstream)
+/* ---- an Append proxied to its primary ------------------------------------- */
+
+/* The steps of PROXY (a->proxy_step), in order: the upstream Append is
+ * opened and the request sent (PROXY_OPEN), each client chunk is sent on
+ * as it arrives (PROXY_RELAY, waiting parked between chunks,
+ * gaz__append_await_chunk), and once the client's half-close is passed
+ * on, the primary's answer is awaited parked, a receive notify waking the
+ * call (PROXY_ANSWER), then relayed with the upstream's status. A client
+ * that goes away or breaks its stream aborts the upstream, which rolls
+ * the append back; a primary that fails passes its status on, as Gazette
+ * does, so clients see UNAVAILABLE and retry. A client pausing mid-append
+ * costs no thread here, as at the primary. */
+enum { PROXY_OPEN, PROXY_RELAY, PROXY_ANSWER };
+
+#define PROXY_FAILED_WAIT_MS 2000 /* for the status of an upstream that failed */
+
+/* proxy_done frees the upstream (its receive notify, which wakes our
+ * call, may still be running until then) and answers the client, unless
+ * answered. */
+static int proxy_done(struct append_ctx *a, bool cancel, int code, const char *msg)
+{
+	if (cancel)
+		gaz_rpc_stream_cancel(a->proxy_s);
+	gaz_rpc_stream_free(a->proxy_s);
+	a->proxy_s = NULL;
+	if (code >= 0)
+		gaz_rpc_finish(a->call, NULL, code, msg);
+	return 0;
+}
+
+/* upstream_answered runs on a poller (or at once) when the upstream's
+ * answer, or its end, is in: the parked append resumes to relay it. */
+static void upstream_answered(void *arg)
+{
+	gaz_rpc_wake(((struct append_ctx *)arg)->call);
+}
+
+static int proxy_open(struct append_ctx *a)
+{
+	struct gaz_status st = {0};
+	struct gaz_rpc_channel *ch;
+	Protocol__Header *h = gaz_header_build(a->b, &a->res), *orig;
+	int idx, rc;
+	const char *ep = gaz_proxy_pick(a->b, &a->res, &idx);
+	char *auth = gaz_broker_sign(a->b, GAZ_CAP_APPEND, a->req->journal);
+
+	if (!ep || !h || !(ch = gaz_peer_channel(a->b, ep)) ||
+	    !(a->proxy_s = gaz_rpc_stream_open(ch, "/protocol.Journal/Append", GAZ_DEADLINE_NEVER,
+					       false, auth, &st))) {
+		gaz_rpc_finish(a->call, NULL, GAZ_GRPC_UNAVAILABLE, "no primary to proxy to");
+		gaz_header_free(h);
+		free(auth);
+		return GAZ_EUNAVAIL;
+	}
+	free(auth);
+	/* The request, its content and the half-close queue behind each
+	 * other and go out without waiting on each (a lone small append in
+	 * one write, the half-close with its last message). */
+	gaz_rpc_stream_queue_sends(a->proxy_s);
+	orig = a->req->header; /* an earlier hop's, freed with the request */
+	a->req->header = h;
+	rc = gaz_rpc_stream_send(a->proxy_s, &a->req->base);
+	a->req->header = orig;
+	gaz_header_free(h);
+	return rc;
+}
+
+/* proxy_relay (PROXY_RELAY) sends on every client chunk there is; 1 once
+ * the half-close is passed on, APPEND_AWAIT_PARKED while waiting for the
+ * next, or an error: *upstream tells whether the upstream failed (else
+ * the client did). */
+static int proxy_relay(struct append_ctx *a, bool *upstream)
 {
 	for (;;) {
 		Protocol__AppendRequest *m = NULL;
-		int rc = gaz__append_next_chunk(a, &m, GAZ_DEADLINE_NEVER);
+		int rc = gaz__append_await_chunk(a, &m, GAZ_DEADLINE_NEVER);
+
 		*upstream = false;
+		if (rc == APPEND_AWAIT_PARKED)
+			return rc;
 		if (rc == GAZ_EOF) {
 			*upstream = true;
-			return gaz_rpc_stream_close_send(s);
+			return gaz_rpc_stream_close_send(a->proxy_s) ? GAZ_EUNAVAIL : 1;
 		}
 		if (rc)
 			return rc;
-		rc = gaz_rpc_stream_send(s, &m->base);
+		rc = gaz_rpc_stream_send(a->proxy_s, &m->base);
 		protobuf_c_message_free_unpacked(&m->base, NULL);
 		if (rc) {
 			*upstream = true;
@@ -379,73 +450,71 @@ static int relay_chunks(struct append_ctx *a, struct gaz_rpc_stream *s, bool *up
 	}
 }
 
-void gaz__append_proxy(struct append_ctx *a)
+/* proxy_answer (PROXY_ANSWER) relays the primary's answer once it is in;
+ * else parks until it is (or the client goes away, or an upstream that
+ * failed gives no status by a->proxy_deadline). A local call waits here. */
+static int proxy_answer(struct append_ctx *a)
 {
-	struct gaz_status st = {0};
-	struct gaz_rpc_stream *s = NULL;
-	struct gaz_rpc_channel *ch;
-	Protocol__Header *h = gaz_header_build(a->b, &a->res), *orig;
 	ProtobufCMessage *resp = NULL;
-	int idx, rc;
-	bool upstream;
-	const char *ep = gaz_proxy_pick(a->b, &a->res, &idx);
-	char *auth = gaz_broker_sign(a->b, GAZ_CAP_APPEND, a->req->journal);
+	int rc;
 
-	a->finished = true;
-	if (!ep || !h || !(ch = gaz_peer_channel(a->b, ep)) ||
-	    !(s = gaz_rpc_stream_open(ch, "/protocol.Journal/Append", GAZ_DEADLINE_NEVER, false, auth,
-				      &st))) {
-		gaz_rpc_finish(a->call, NULL, GAZ_GRPC_UNAVAILABLE, "no primary to proxy to");
-		gaz_header_free(h);
-		free(auth);
-		return;
+	for (;;) {
+		if (gaz_rpc_poll(a->call) == GAZ_ECANCELLED) /* the client gave up */
+			return proxy_done(a, true, GAZ_GRPC_CANCELLED, "proxied append aborted");
+		rc = gaz_rpc_stream_recv(a->proxy_s, &protocol__append_response__descriptor, &resp,
+					 gaz_rpc_is_local(a->call) ? gaz_deadline_in(500) : 0);
+		if (rc != GAZ_ETIMEDOUT)
+			break;
+		if (gaz_mono_ns() >= a->proxy_deadline)
+			return proxy_done(a, true, GAZ_GRPC_UNAVAILABLE, "the primary stopped answering");
+		if (gaz_rpc_is_local(a->call))
+			continue;
+		gaz_rpc_stream_recv_notify(a->proxy_s, upstream_answered, a);
+		if (gaz_rpc_park(a->call, gaz__append_resume, a, a->proxy_deadline, 0) == 0)
+			return APPEND_AWAIT_PARKED;
 	}
-	free(auth);
-	/* The request, its content and the half-close queue behind each
-	 * other and go out without this thread waiting on each (a lone
-	 * small append in one write, the half-close with its last message),
-	 * and the answer and the upstream's status come in one wait, as a
-	 * client's append does (client_append.c). */
-	gaz_rpc_stream_queue_sends(s);
-	orig = a->req->header; /* an earlier hop's, freed with the request */
-	a->req->header = h;
-	rc = gaz_rpc_stream_send(s, &a->req->base);
-	a->req->header = orig;
-	gaz_header_free(h);
-	upstream = rc != 0;
-	if (!rc)
-		rc = relay_chunks(a, s, &upstream);
-	if (!rc) {
-		/* Wait for the primary's answer, or for our client to give up. */
-		while ((rc = gaz_rpc_stream_recv_last(s, &protocol__append_response__descriptor, &resp,
-						      gaz_deadline_in(500))) == GAZ_ETIMEDOUT &&
-		       !gaz_rpc_cancelled(a->call))
-			;
-		upstream = rc != GAZ_ETIMEDOUT;
-	}
-	if (!rc) {
-		relay_finish(a->call, s, resp, true);
-	} else if (upstream) {
-		/* The primary failed (say, it died): pass its status on, as
-		 * Gazette does, so clients see UNAVAILABLE and retry. A primary
-		 * that stopped answering (paused) is given up on. */
-		int r2 = resp ? 0 : gaz_rpc_stream_recv_last(s, &protocol__append_response__descriptor,
-							      &resp, gaz_deadline_in(2000));
-		if (r2 == GAZ_ETIMEDOUT) {
-			gaz_rpc_stream_cancel(s);
-			gaz_rpc_finish(a->call, NULL, GAZ_GRPC_UNAVAILABLE, "the primary stopped answering");
-		} else {
-			relay_finish(a->call, s, r2 == 0 ? resp : NULL, true);
-		}
-	} else {
-		/* The client went away or broke the stream: abort the upstream,
-		 * which rolls the append back. */
-		gaz_rpc_stream_cancel(s);
-		gaz_rpc_finish(a->call, NULL, GAZ_GRPC_CANCELLED, "proxied append aborted");
-	}
+	/* The answer, then the upstream's status (which follows it); or the
+	 * upstream's end without one: its status. */
+	relay_finish(a->call, a->proxy_s, rc == 0 ? resp : NULL, true);
 	if (resp)
 		protobuf_c_message_free_unpacked(resp, NULL);
-	gaz_rpc_stream_free(s);
+	return proxy_done(a, false, -1, NULL);
+}
+
+int gaz__append_proxy(struct append_ctx *a)
+{
+	bool upstream = true;
+	int rc = 0;
+
+	a->finished = true; /* answered here, whatever happens */
+	switch (a->proxy_step) {
+	case PROXY_OPEN:
+		if (!a->proxy_s && (rc = proxy_open(a)) != 0) {
+			if (!a->proxy_s)
+				return 0; /* answered: no upstream */
+			break;
+		}
+		a->proxy_step = PROXY_RELAY;
+		/* fall through */
+	case PROXY_RELAY:
+		rc = proxy_relay(a, &upstream);
+		if (rc == APPEND_AWAIT_PARKED)
+			return rc;
+		if (rc < 0)
+			break;
+		a->proxy_step = PROXY_ANSWER;
+		a->proxy_deadline = GAZ_DEADLINE_NEVER;
+		return proxy_answer(a);
+	case PROXY_ANSWER:
+		return proxy_answer(a);
+	}
+	if (!upstream) /* the client went away or broke the stream */
+		return proxy_done(a, true, GAZ_GRPC_CANCELLED, "proxied append aborted");
+	/* The upstream failed (say, the primary died): its status is passed
+	 * on once it comes, for a bounded time. */
+	a->proxy_step = PROXY_ANSWER;
+	a->proxy_deadline = gaz_deadline_in(PROXY_FAILED_WAIT_MS);
+	return proxy_answer(a);
 }
 
 /* ---- a whole small Append proxied on the pollers --------------------------- */

@@ -8,6 +8,7 @@ import time
 import urllib.request
 
 import grpc
+import pytest
 
 import protocol_pb2 as pb
 from conftest import GAZETTE
@@ -256,22 +257,36 @@ def test_streaming_appends_waiting_for_the_token_hold_no_thread(cluster):
     assert sorted(lines) == sorted("part-%03d rest-%03d" % (i, i) for i in range(n)), lines[:5]
 
 
-def test_appends_streaming_to_many_journals_hold_no_thread(cluster):
+@pytest.mark.parametrize("via", ["primary", "proxy"])
+def test_appends_streaming_to_many_journals_hold_no_thread(cluster, via):
     """Appends that hold their journals' tokens mid-content (their clients
     pause between chunks) wait for each next chunk parked: the broker's
     threads stay few beside hundreds of them, other appends and control
     calls answer within a second, and each commits whole once its client
-    goes on."""
+    goes on. Sent to a broker that is not the journals' primary, the
+    proxy relays each chunk as it comes and holds no thread either."""
     env = {"GAZ_RPC_IDLE_THREAD_MS": "1000"}
-    b = cluster.start(env=env, extra=["--broker.min-append-rate", "0"])
-    c = Client(b.address)
+    extra = ["--broker.min-append-rate", "0"]
+    brokers = [cluster.start(env=env, extra=extra) for _ in range(1 if via == "primary" else 2)]
+    c = Client(brokers[0].address)
     n = 200
-    names = ["many/streams-%03d" % i for i in range(n)]
-    for i in range(0, n, 100):
+    # Through the proxy: enough journals that the second broker serves n
+    # of them, however the allocator splits them.
+    names = ["many/streams-%03d" % i for i in range(n if via == "primary" else 2 * n + 150)]
+    for i in range(0, len(names), 100):
         c.apply(*[spec(j) for j in names[i:i + 100]], timeout=60)
     c.apply(spec("many/aside"))
-    for j in names + ["many/aside"]:
-        wait_assigned(c, j)
+    deadline = time.monotonic() + 60
+    while True:
+        routes = {j.spec.name: j.route for j in c.list(timeout=30) if j.route.primary >= 0}
+        if all(j in routes for j in names + ["many/aside"]):
+            break
+        assert time.monotonic() < deadline, "%d of %d journals routed" % (len(routes), len(names) + 1)
+        time.sleep(0.1)
+    if via == "proxy":
+        # The journals the second broker serves, appended to through the first.
+        names = [j for j in names if routes[j].members[routes[j].primary].suffix != brokers[0].id][:n]
+        assert len(names) == n, "the second broker serves %d journals" % len(names)
     go = threading.Event()
     started = [threading.Event() for _ in range(n)]
 
@@ -296,7 +311,8 @@ def test_appends_streaming_to_many_journals_hold_no_thread(cluster):
         assert e.wait(30)
     # Each append's first chunk is in its journal's spool once it holds
     # the token; the threads its handler took have idled out.
-    threads_fall_to(b, 64, "beside %d appends paused mid-content" % n)
+    for b in brokers:
+        threads_fall_to(b, 64, "on %s beside %d appends paused mid-content" % (b.id, n))
     assert not any(results), [r for r in results if r][:3]
     for what, fn in (("append", lambda: c.append("many/aside", b"x\n", timeout=5)),
                      ("list", lambda: c.list(timeout=5)),
