@@ -1929,6 +1929,11 @@ int gaz_rpc_recv_each(struct gaz_rpc_call *c, const ProtobufCMessageDescriptor *
 				break;
 			continue;
 		}
+		if (c->each_rc) { /* a park's callback ended it: no receive more */
+			rc = c->each_rc;
+			c->each_rc = 0;
+			break;
+		}
 		if (!c->recv_op.pending && !c->each_held && each_recv_locked(c) != 0) {
 			rc = GAZ_ECANCELLED;
 			break;
