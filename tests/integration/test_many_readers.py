@@ -216,6 +216,47 @@ def test_proxied_blocking_reads_hold_no_thread_on_the_proxy(cluster):
     assert all(b.proc.poll() is None for b in brokers)
 
 
+class PausedAppends:
+    """One streaming Append per entry of `journals` (a journal may repeat),
+    each sending its first chunk (`first % i`), then pausing until
+    resume(), then its last (`last % i`) and the commit intent."""
+
+    def __init__(self, c, journals, first, last):
+        self.c, self.journals, self.first, self.last = c, journals, first, last
+        self.go = threading.Event()
+        self.sent = [threading.Event() for _ in journals]
+        self.results = [None] * len(journals)
+        self.threads = [threading.Thread(target=self._append, args=(i,), daemon=True)
+                        for i in range(len(journals))]
+        for t in self.threads:
+            t.start()
+
+    def _chunks(self, i):
+        yield pb.AppendRequest(journal=self.journals[i])
+        yield pb.AppendRequest(content=self.first % i)
+        self.sent[i].set()
+        self.go.wait(120)
+        yield pb.AppendRequest(content=self.last % i)
+        yield pb.AppendRequest()
+
+    def _append(self, i):
+        try:
+            self.results[i] = self.c._append(self._chunks(i), timeout=120)
+        except grpc.RpcError as e:  # reported by resume's assertion
+            self.results[i] = e
+
+    def none_ended(self):
+        assert not any(self.results), [r for r in self.results if r][:3]
+
+    def resume(self):
+        """Lets every append go on; asserts each committed."""
+        self.go.set()
+        for t in self.threads:
+            t.join(120)
+        bad = [r for r in self.results if not isinstance(r, pb.AppendResponse) or r.status != pb.OK]
+        assert not bad, bad[:3]
+
+
 def test_streaming_appends_waiting_for_the_token_hold_no_thread(cluster):
     """Appends that stream their content (not read whole ahead) queue for
     the journal's append token: one streams, and the rest wait parked,
@@ -226,32 +267,11 @@ def test_streaming_appends_waiting_for_the_token_hold_no_thread(cluster):
     c = Client(b.address)
     c.apply(spec("many/appends"))
     wait_assigned(c, "many/appends")
-    go = threading.Event()
     n = 200
-
-    def chunks(i):
-        yield pb.AppendRequest(journal="many/appends")
-        yield pb.AppendRequest(content=b"part-%03d " % i)
-        go.wait(120)
-        yield pb.AppendRequest(content=b"rest-%03d\n" % i)
-        yield pb.AppendRequest()
-    results = [None] * n
-
-    def append(i):
-        try:
-            results[i] = c._append(chunks(i), timeout=120)
-        except grpc.RpcError as e:  # reported by the assertion below
-            results[i] = e
-    threads = [threading.Thread(target=append, args=(i,), daemon=True) for i in range(n)]
-    for t in threads:
-        t.start()
+    appends = PausedAppends(c, ["many/appends"] * n, b"part-%03d ", b"rest-%03d\n")
     threads_fall_to(b, 64, "beside %d appends waiting for the token" % n)
-    assert not any(results), [r for r in results if r][:3]
-    go.set()
-    for t in threads:
-        t.join(120)
-    bad = [r for r in results if not isinstance(r, pb.AppendResponse) or r.status != pb.OK]
-    assert not bad, bad[:3]
+    appends.none_ended()
+    appends.resume()
     data, _ = c.read_bytes("many/appends")
     lines = data.decode().splitlines()
     assert sorted(lines) == sorted("part-%03d rest-%03d" % (i, i) for i in range(n)), lines[:5]
@@ -287,33 +307,14 @@ def test_appends_streaming_to_many_journals_hold_no_thread(cluster, via):
         # The journals the second broker serves, appended to through the first.
         names = [j for j in names if routes[j].members[routes[j].primary].suffix != brokers[0].id][:n]
         assert len(names) == n, "the second broker serves %d journals" % len(names)
-    go = threading.Event()
-    started = [threading.Event() for _ in range(n)]
-
-    def chunks(i):
-        yield pb.AppendRequest(journal=names[i])
-        yield pb.AppendRequest(content=b"head-%03d " % i)
-        started[i].set()
-        go.wait(120)
-        yield pb.AppendRequest(content=b"tail-%03d\n" % i)
-        yield pb.AppendRequest()
-    results = [None] * n
-
-    def append(i):
-        try:
-            results[i] = c._append(chunks(i), timeout=120)
-        except grpc.RpcError as e:  # reported by the assertion below
-            results[i] = e
-    threads = [threading.Thread(target=append, args=(i,), daemon=True) for i in range(n)]
-    for t in threads:
-        t.start()
-    for e in started:
+    appends = PausedAppends(c, names, b"head-%03d ", b"tail-%03d\n")
+    for e in appends.sent:
         assert e.wait(30)
     # Each append's first chunk is in its journal's spool once it holds
     # the token; the threads its handler took have idled out.
     for b in brokers:
         threads_fall_to(b, 64, "on %s beside %d appends paused mid-content" % (b.id, n))
-    assert not any(results), [r for r in results if r][:3]
+    appends.none_ended()
     for what, fn in (("append", lambda: c.append("many/aside", b"x\n", timeout=5)),
                      ("list", lambda: c.list(timeout=5)),
                      ("apply", lambda: c.apply(spec("many/aside-2"), timeout=5))):
@@ -321,11 +322,7 @@ def test_appends_streaming_to_many_journals_hold_no_thread(cluster, via):
         fn()
         took = time.monotonic() - t0
         assert took < 1.0, "%s took %.2f s beside %d paused appends" % (what, took, n)
-    go.set()
-    for t in threads:
-        t.join(120)
-    bad = [r for r in results if not isinstance(r, pb.AppendResponse) or r.status != pb.OK]
-    assert not bad, bad[:3]
+    appends.resume()
     for i in range(0, n, 37):
         data, _ = c.read_bytes(names[i])
         assert data == b"head-%03d tail-%03d\n" % (i, i), data
