@@ -162,16 +162,6 @@ int gaz__append_next_prefetched(struct append_ctx *a, Protocol__AppendRequest **
 	return APPEND_NONE_PREFETCHED;
 }
 
-int gaz__append_next_chunk(struct append_ctx *a, Protocol__AppendRequest **m, int64_t deadline_ns)
-{
-	int rc = gaz__append_next_prefetched(a, m);
-
-	if (rc != APPEND_NONE_PREFETCHED)
-		return rc;
-	return gaz_rpc_recv(a->call, &protocol__append_request__descriptor, (ProtobufCMessage **)m,
-			    deadline_ns);
-}
-
 void gaz__append_prefetch_release(struct append_ctx *a)
 {
 	struct append_prefetch *p = &a->pre;

@@ -80,13 +80,14 @@ struct append_ctx {
 	 * its place in the token queue while it waits parked. */
 	struct gaz_token_waiter waiter;
 	unsigned state;                    /* enum append_state (append_fsm.c) */
-	/* STREAM_CONTENT: the chunks so far (append_local.c), and the wait
-	 * for the next one (append_fsm.c). The wait's outcome is handed
-	 * from the poller that received the chunk to the pool thread that
-	 * resumes the append through the call's lock (gaz_rpc_recv_each). */
+	/* STREAM_CONTENT: the chunks so far (append_local.c). */
 	EVP_MD_CTX *sha;                   /* SHA-1 of the content */
 	struct append_rate rate;           /* the min and max rates (§2.1.1) */
 	bool intent;                       /* the empty chunk came: EOF is next */
+	/* STREAM_CONTENT's and PROXY's wait for the next chunk
+	 * (gaz__append_await_chunk): its outcome is handed from the poller
+	 * that received the chunk to the pool thread that resumes the append
+	 * through the call's lock (gaz_rpc_recv_each). */
 	struct append_chunk *arrived, **arrived_tail; /* received, not yet taken */
 	int arrived_rc;                    /* what else ended the wait (0: chunks only) */
 	/* PROXY (proxy.c): the upstream Append and how far it got. */
@@ -109,10 +110,6 @@ struct append_chunk {
 /* gaz__append_prefetch reads the client's content ahead (once per
  * append, before the token), bounded per append and per broker. */
 void gaz__append_prefetch(struct append_ctx *a);
-
-/* gaz__append_next_chunk receives the next client message: a prefetched
- * one first. Same returns as gaz_rpc_recv; *m is owned by the caller. */
-int gaz__append_next_chunk(struct append_ctx *a, Protocol__AppendRequest **m, int64_t deadline_ns);
 
 /* gaz__append_next_prefetched: the next prefetched message (0, *m owned
  * by the caller), how the prefetch's receiving ended (gaz_rpc_recv's

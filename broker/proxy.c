@@ -489,7 +489,7 @@ int gaz__append_proxy(struct append_ctx *a)
 	a->finished = true; /* answered here, whatever happens */
 	switch (a->proxy_step) {
 	case PROXY_OPEN:
-		if (!a->proxy_s && (rc = proxy_open(a)) != 0) {
+		if ((rc = proxy_open(a)) != 0) {
 			if (!a->proxy_s)
 				return 0; /* answered: no upstream */
 			break;
